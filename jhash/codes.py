@@ -1,0 +1,127 @@
+"""Binary codes: the sign rule, and packing {-1,+1} codes into 32-bit words.
+
+Layout of a packed code (``pack_bits``): a code of ``K`` bits becomes
+``ceil(K / 32)`` unsigned 32-bit words. Bit ``j`` of the code (column ``j`` of
+the ``[n, K]`` code matrix) is bit ``j % 32`` (least significant first) of word
+``j // 32``; a bit is 1 where the code is +1. Bits past ``K`` in the last word
+are 0, so XOR and population count give Hamming distances directly.
+
+On a little-endian host, viewing the words as bytes gives FAISS's binary
+layout (bit ``j`` is bit ``j % 8`` of byte ``j // 8``): see ``to_bytes``.
+
+Words of 32 bits were chosen over bytes by measurement: XOR + population count
+over uint32 words runs about 3x faster than over uint8 on the CPU backend (one
+XOR per 32 bits instead of four), and JAX has no 64-bit integers unless x64 is
+enabled.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jhash import _checks
+
+WORD_BITS = 32
+
+
+def num_words(num_bits: int) -> int:
+  """Number of uint32 words holding a code of ``num_bits`` bits."""
+  return -(-int(num_bits) // WORD_BITS)
+
+
+def sign(x: jax.Array) -> jax.Array:
+  """Sign that never yields 0: ``+1`` where ``x >= 0`` (zero included), else ``-1``.
+
+  NaN maps to ``-1`` (``NaN >= 0`` is false); public entry points reject NaN
+  features before they reach this rule.
+
+  Args:
+    x: any real array.
+  Returns:
+    int8 array of the same shape with entries in {-1, +1}.
+  """
+  return jnp.where(x >= 0, jnp.int8(1), jnp.int8(-1))
+
+
+def _pack_one(bits: jax.Array) -> jax.Array:
+  """Pack one code of 0/1 bits [K] into uint32 words [ceil(K/32)]."""
+  k = bits.shape[0]
+  w = num_words(k)
+  padded = jnp.zeros((w * WORD_BITS,), jnp.uint32).at[:k].set(bits.astype(jnp.uint32))
+  shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
+  return jnp.sum(padded.reshape(w, WORD_BITS) << shifts, axis=-1, dtype=jnp.uint32)
+
+
+def pack_bits(codes: jax.Array) -> jax.Array:
+  """Pack codes in {-1,+1} (or {0,1} / bool) into uint32 words.
+
+  Args:
+    codes: [..., K] array; +1 (or 1 / True) is a set bit, -1 (or 0 / False) a clear bit.
+  Returns:
+    uint32 array [..., ceil(K / 32)] in the layout of this module's docstring.
+  """
+  codes = jnp.asarray(codes)
+  if codes.ndim < 1 or codes.shape[-1] < 1:
+    raise ValueError(f"codes must have a last axis of num_bits >= 1; got shape {codes.shape}.")
+  bits = codes > 0
+  lead = codes.shape[:-1]
+  flat = bits.reshape(-1, codes.shape[-1])
+  packed = jax.vmap(_pack_one)(flat)
+  return packed.reshape(*lead, packed.shape[-1])
+
+
+def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Array:
+  """Inverse of ``pack_bits``.
+
+  Args:
+    packed: uint32 [..., W] with ``W == ceil(num_bits / 32)``.
+    num_bits: K, the code length.
+    signed: return codes in {-1,+1} (int8) when True, else {0,1} (uint8).
+  Returns:
+    int8 (or uint8) array [..., num_bits].
+  """
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  packed = jnp.asarray(packed)
+  if packed.shape[-1] != num_words(num_bits):
+    raise ValueError(
+        f"packed must have {num_words(num_bits)} words for num_bits={num_bits}; "
+        f"got shape {packed.shape}.")
+  shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
+  bits = (packed.astype(jnp.uint32)[..., None] >> shifts) & jnp.uint32(1)
+  bits = bits.reshape(*packed.shape[:-1], -1)[..., :num_bits].astype(jnp.uint8)
+  if signed:
+    return (2 * bits.astype(jnp.int8) - 1).astype(jnp.int8)
+  return bits
+
+
+def check_packed(packed, name: str, num_words_expected: int | None = None) -> None:
+  """Raise unless ``packed`` is an unsigned-integer [n, W] array."""
+  _checks.rank(packed, 2, name, "with shape [n, words] (packed codes)")
+  dtype = np.dtype(packed.dtype)
+  if dtype != np.uint32:
+    raise ValueError(f"{name} must be packed codes of dtype uint32 (see jhash.codes.pack_bits); "
+                     f"got dtype {dtype}.")
+  if num_words_expected is not None and packed.shape[1] != num_words_expected:
+    raise ValueError(f"{name} must have {num_words_expected} words per code; "
+                     f"got shape {tuple(packed.shape)}.")
+
+
+def to_bytes(packed) -> np.ndarray:
+  """Packed uint32 words [n, W] as uint8 bytes [n, 4 W] in FAISS's bit order.
+
+  FAISS reads bit ``j`` of a code as bit ``j % 8`` of byte ``j // 8``; with
+  words stored little-endian this is exactly ``pack_bits``'s layout.
+  """
+  a = np.ascontiguousarray(np.asarray(packed, dtype=np.uint32).astype("<u4"))
+  return a.view(np.uint8).reshape(a.shape[0], -1)
+
+
+def from_bytes(data) -> np.ndarray:
+  """Inverse of ``to_bytes`` (the byte count is padded up to whole words)."""
+  a = np.asarray(data, dtype=np.uint8)
+  pad = (-a.shape[1]) % 4
+  if pad:
+    a = np.concatenate([a, np.zeros((a.shape[0], pad), np.uint8)], axis=1)
+  return np.ascontiguousarray(a).view("<u4").astype(np.uint32)

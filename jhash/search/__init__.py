@@ -1,0 +1,7 @@
+"""Hamming ranking: distances, exact top-k, weighted and multi-code ranking, sharded search."""
+
+from jhash.search._distance import hamming_distance
+from jhash.search._distance import hamming_one
+from jhash.search._distance import multi_code_hamming
+from jhash.search._distance import pairwise_hamming
+from jhash.search._distance import weighted_hamming_distance

@@ -1,0 +1,136 @@
+"""Hamming distances between packed codes, and their real-weighted and multi-code forms.
+
+Two ways to compute the same integer distances:
+
+* ``"xor"``: XOR of the packed words and population count (``lax.population_count``);
+  the fast form on CPUs, where it streams 32 bits per instruction.
+* ``"matmul"``: unpack to {-1,+1} and use ``d = (K - <q, b>) / 2`` as a matrix product;
+  exact in float32 for any K < 2**24, and the fast form where matrix units dominate
+  (GPUs, TPUs).
+
+``method="auto"`` picks ``"xor"`` on the CPU and ``"matmul"`` elsewhere (see
+``benchmarks/RESULTS.md`` for the measurements behind the choice).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jhash import codes as codes_lib
+
+
+def hamming_one(query: jax.Array, item: jax.Array) -> jax.Array:
+  """Hamming distance of one pair of packed codes: uint32 [W], [W] -> int32 []."""
+  return jnp.sum(lax.population_count(query ^ item).astype(jnp.int32))
+
+
+def _xor_distances(query_packed: jax.Array, db_packed: jax.Array) -> jax.Array:
+  # Written as one broadcast (not a nested vmap of hamming_one) so XLA fuses the
+  # word loop; equal to vmap(vmap(hamming_one)).
+  x = lax.population_count(query_packed[:, None, :] ^ db_packed[None, :, :])
+  return jnp.sum(x.astype(jnp.int32), axis=-1)
+
+
+def _matmul_distances(query_packed, db_packed, num_bits: int) -> jax.Array:
+  q = codes_lib.unpack_bits(query_packed, num_bits).astype(jnp.float32)
+  b = codes_lib.unpack_bits(db_packed, num_bits).astype(jnp.float32)
+  dots = lax.dot_general(q, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+  return ((num_bits - dots) * 0.5).astype(jnp.int32)
+
+
+def default_method() -> str:
+  return "xor" if jax.default_backend() == "cpu" else "matmul"
+
+
+def pairwise_hamming(query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None,
+                     method: str = "auto") -> jax.Array:
+  """All-pairs Hamming distances without input checks (for use inside jit).
+
+  Args:
+    query_packed: uint32 [q, W].
+    db_packed: uint32 [n, W].
+    num_bits: code length K; needed by ``method="matmul"`` (defaults to 32 W, exact
+      because padding bits are zero in both codes).
+    method: "xor", "matmul" or "auto".
+  Returns:
+    int32 [q, n].
+  """
+  if method == "auto":
+    method = default_method()
+  if method == "xor":
+    return _xor_distances(query_packed, db_packed)
+  if method == "matmul":
+    k = num_bits if num_bits is not None else codes_lib.WORD_BITS * query_packed.shape[-1]
+    return _matmul_distances(query_packed, db_packed, k)
+  raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+
+
+def check_pair(query_packed, db_packed) -> None:
+  codes_lib.check_packed(query_packed, "query_packed")
+  codes_lib.check_packed(db_packed, "db_packed")
+  if query_packed.shape[1] != db_packed.shape[1]:
+    raise ValueError(
+        "query_packed and db_packed must have the same number of words per code; got "
+        f"{query_packed.shape[1]} (shape {tuple(query_packed.shape)}) and "
+        f"{db_packed.shape[1]} (shape {tuple(db_packed.shape)}).")
+
+
+def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None,
+                     method: str = "auto") -> jax.Array:
+  """Hamming distances between packed query and database codes.
+
+  ``d(q, b) = popcount(q XOR b)``, equal to ``(K - <q, b>) / 2`` for codes in {-1,+1}.
+
+  Args:
+    query_packed: uint32 [q, W] from ``jhash.codes.pack_bits``.
+    db_packed: uint32 [n, W].
+    num_bits: code length K (only the ``matmul`` form needs it).
+    method: "auto" (by backend), "xor" or "matmul".
+  Returns:
+    int32 [q, n].
+  """
+  check_pair(query_packed, db_packed)
+  return pairwise_hamming(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
+
+
+def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
+                              weights: jax.Array) -> jax.Array:
+  """Weighted Hamming distance ``sum_k w_k [q_k != b_k]`` (HBMP's retrieval).
+
+  Computed as ``(sum_k w_k - sum_k w_k q_k b_k) / 2`` by one matrix product.
+
+  Args:
+    query_codes: [q, K] in {-1,+1}.
+    db_codes: [n, K] in {-1,+1}.
+    weights: float [K], one real weight per bit (may be negative).
+  Returns:
+    float32 [q, n].
+  """
+  q = jnp.asarray(query_codes, jnp.float32)
+  b = jnp.asarray(db_codes, jnp.float32)
+  w = jnp.asarray(weights, jnp.float32)
+  dots = jnp.einsum("qk,nk->qn", q * w, b, precision=lax.Precision.HIGHEST)
+  return 0.5 * (jnp.sum(w) - dots)
+
+
+def multi_code_hamming(query_packed: jax.Array, db_packed: jax.Array,
+                       db_mask: jax.Array, num_bits: int | None = None,
+                       method: str = "auto") -> jax.Array:
+  """Distance to items holding several codes: the minimum over each item's valid codes.
+
+  Args:
+    query_packed: uint32 [q, W].
+    db_packed: uint32 [n, m, W], up to m codes per item.
+    db_mask: bool [n, m], True for the codes an item holds (at least one per item).
+    num_bits: code length K.
+    method: as in ``hamming_distance``.
+  Returns:
+    int32 [q, n]: ``min_{c : mask[i, c]} d(q, db[i, c])`` (a large value for an
+    item with no valid code).
+  """
+  n, m, w = db_packed.shape
+  flat = pairwise_hamming(query_packed, db_packed.reshape(n * m, w), num_bits, method)
+  flat = jnp.where(db_mask.reshape(1, n * m), flat, jnp.iinfo(jnp.int32).max)
+  return jnp.min(flat.reshape(-1, n, m), axis=-1)
