@@ -1,0 +1,24 @@
+"""Retrieval metrics with every convention explicit: mAP, precision/recall, NDCG, radius curves.
+
+Code-level functions take {-1,+1} codes and labels and chunk over queries; the
+chunk-level kernels (``average_precision``, ``ndcg``, ``hits_at_k``) take a
+distance matrix and are jittable. Conventions (ties, normalisers, queries with
+no relevant item, empty balls) are arguments, documented in each module.
+"""
+
+from jhash.metrics._ap import average_precision
+from jhash.metrics._ap import average_precisions
+from jhash.metrics._ap import mean_average_precision
+from jhash.metrics._ap import ranked_positions
+from jhash.metrics._groups import harmonic_difference
+from jhash.metrics._presets import deephash_map
+from jhash.metrics._radius import buckets_within
+from jhash.metrics._radius import f1_bucket_curve
+from jhash.metrics._radius import pr_curve_by_radius
+from jhash.metrics._radius import precision_recall_at_radius
+from jhash.metrics._ranking import hits_at_k
+from jhash.metrics._ranking import ndcg
+from jhash.metrics._ranking import ndcg_at_k
+from jhash.metrics._ranking import precision_at_k
+from jhash.metrics._ranking import recall_at_k
+from jhash.metrics._relevance import relevance

@@ -1,0 +1,127 @@
+"""Tie groups of a ranking, and expectations over the orders of tied items.
+
+A ranking by Hamming distance has ties: every item at the same distance shares a
+rank. Metrics here reduce a query's ranking to its *tie groups* in ranking order,
+each with its size ``n_g`` and the sum ``p_g`` of a per-item quantity (relevant
+count, or gain). Any metric that is a sum over positions of a per-position term
+then has an exact expectation over all orders of the tied items.
+
+Integer distances in ``[0, D]`` are grouped by counting (a scatter-add histogram,
+O(n) with no sort: distance value ``l`` is group ``l``); real-valued distances
+(weighted Hamming) are grouped by sorting.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+class TieGroups(NamedTuple):
+  """Tie groups of a chunk of queries, in ranking order (empty groups allowed).
+
+  size: int32 [q, G], items in each group.
+  hits: [q, G], the per-item quantity summed over the group (int32 counts of
+    relevant items, or float32 gains).
+  """
+  size: jax.Array
+  hits: jax.Array
+
+
+def groups_by_count(distances: jax.Array, values: jax.Array, max_distance: int) -> TieGroups:
+  """Groups of integer distances by histogram (no sort).
+
+  Args:
+    distances: int32 [q, n] in [0, max_distance].
+    values: [q, n] bool / int / float per-item quantity.
+    max_distance: D; groups are the distance values 0..D.
+  Returns:
+    TieGroups with G = D + 1.
+  """
+  q, _ = distances.shape
+  bins = max_distance + 1
+  flat = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances).reshape(-1)
+  size = jnp.zeros((q * bins,), jnp.int32).at[flat].add(1, mode="drop")
+  vdtype = jnp.float32 if jnp.issubdtype(values.dtype, jnp.floating) else jnp.int32
+  hits = jnp.zeros((q * bins,), vdtype).at[flat].add(values.reshape(-1).astype(vdtype),
+                                                        mode="drop")
+  return TieGroups(size.reshape(q, bins), hits.reshape(q, bins))
+
+
+def _groups_by_sort_one(distances: jax.Array, values: jax.Array):
+  n = distances.shape[0]
+  d, v = lax.sort((distances, values), num_keys=1)
+  new = jnp.concatenate([jnp.ones((1,), bool), d[1:] != d[:-1]])
+  gid = jnp.cumsum(new.astype(jnp.int32)) - 1
+  size = jax.ops.segment_sum(jnp.ones((n,), jnp.int32), gid, num_segments=n)
+  hits = jax.ops.segment_sum(v, gid, num_segments=n)
+  return size, hits
+
+
+def groups_by_sort(distances: jax.Array, values: jax.Array) -> TieGroups:
+  """Groups of real-valued distances (equal values tie), by sorting each row.
+
+  Args:
+    distances: float [q, n].
+    values: [q, n] per-item quantity.
+  Returns:
+    TieGroups with G = n (groups past the number of distinct values are empty).
+  """
+  vdtype = jnp.float32 if jnp.issubdtype(values.dtype, jnp.floating) else jnp.int32
+  size, hits = jax.vmap(_groups_by_sort_one)(distances, values.astype(vdtype))
+  return TieGroups(size, hits)
+
+
+def make_groups(distances: jax.Array, values: jax.Array, max_distance: int | None) -> TieGroups:
+  """Counting for integer distances with a known bound, sorting otherwise."""
+  if max_distance is not None and jnp.issubdtype(distances.dtype, jnp.integer):
+    return groups_by_count(distances, values, max_distance)
+  return groups_by_sort(distances, values)
+
+
+def exclusive_cumsum(x: jax.Array) -> jax.Array:
+  return jnp.cumsum(x, axis=-1) - x
+
+
+def cut_sizes(groups: TieGroups, top_k: int | None) -> tuple[jax.Array, jax.Array]:
+  """Items before each group (N_g) and how many of the group fall in the top k (J_g)."""
+  before = exclusive_cumsum(groups.size)
+  if top_k is None:
+    return before, groups.size
+  return before, jnp.clip(top_k - before, 0, groups.size)
+
+
+def _psi_shifted(x: jax.Array) -> jax.Array:
+  # Asymptotic digamma terms beyond log, accurate for x >= 7.
+  x2 = x * x
+  return -0.5 / x - 1.0 / (12.0 * x2) + 1.0 / (120.0 * x2 * x2) - 1.0 / (252.0 * x2 * x2 * x2)
+
+
+def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
+  """``H(b) - H(a) = sum_{i=a+1..b} 1/i`` for integers ``0 <= a <= b`` (as floats).
+
+  Evaluated as ``psi(b + 1) - psi(a + 1)`` with the difference of the logarithms
+  taken by ``log1p`` and each series term differenced separately, so it keeps its
+  relative precision in float32 even when ``a`` is large and ``b - a`` small
+  (a plain ``digamma`` difference loses it).
+  """
+  a = jnp.asarray(a, jnp.float32)
+  b = jnp.asarray(b, jnp.float32)
+  shift = 6.0
+  x = a + 1.0
+  y = b + 1.0
+  # psi(z) = psi(z + 6) - sum_{i<6} 1/(z + i); difference the sums term by term.
+  small = sum((x - y) / ((x + i) * (y + i)) for i in range(int(shift)))
+  xs, ys = x + shift, y + shift
+  big = jnp.log1p((ys - xs) / xs) + (_psi_shifted(ys) - _psi_shifted(xs))
+  return big - small
+
+
+def discount_table(length: int) -> np.ndarray:
+  """``D[p] = sum_{i=1..p} 1 / log2(i + 1)`` for p = 0..length (float64, built once)."""
+  pos = np.arange(1, length + 1, dtype=np.float64)
+  return np.concatenate([[0.0], np.cumsum(1.0 / np.log2(pos + 1.0))])

@@ -1,0 +1,170 @@
+"""From codes and labels to chunks of (distances, relevance): the shared front of every metric.
+
+Every code-level metric validates its inputs here, then maps a per-chunk kernel
+over query chunks with ``lax.map`` inside one jit, so memory stays at
+``chunk x n`` whatever the number of queries.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jhash import _checks
+from jhash import codes as codes_lib
+from jhash.metrics import _relevance
+from jhash.search import _distance
+
+# Elements of a [chunk, n] distance matrix kept at once.
+_CHUNK_ELEMENTS = 1 << 23
+
+
+class Corpus(NamedTuple):
+  """Validated retrieval inputs (arrays only; pytree)."""
+  query: jax.Array        # uint32 [q, W] packed, or float32 [q, K] for weighted
+  db: jax.Array           # uint32 [n, W] / [n, m, W] packed, or float32 [n, K]
+  db_mask: jax.Array | None  # bool [n, m] for multi-code items
+  weights: jax.Array | None  # float32 [K] for weighted Hamming
+  query_labels: jax.Array
+  db_labels: jax.Array
+
+
+class Setup(NamedTuple):
+  """Static facts about a corpus (hashable; used as jit static arguments)."""
+  num_bits: int
+  num_queries: int
+  num_items: int
+  kind: str              # "hamming", "multi" or "weighted"
+  relevance: str
+  max_grade: int
+
+
+def _check_codes(codes, name: str, ranks) -> None:
+  _checks.rank(codes, ranks, name, "codes in {-1,+1}")
+  if _checks.is_concrete(codes):
+    a = np.asarray(codes)
+    bad = (a != 1) & (a != -1)
+    if bad.any():
+      raise ValueError(f"{name} must hold only -1 and +1; found values "
+                       f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}.")
+
+
+def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
+            weights=None, db_mask=None) -> tuple[Corpus, Setup]:
+  """Check codes, labels and options; pack the codes. Raises ValueError naming the argument."""
+  _check_codes(query_codes, "query_codes", 2)
+  _check_codes(db_codes, "db_codes", (2, 3))
+  num_bits = int(np.shape(query_codes)[1])
+  if np.shape(db_codes)[-1] != num_bits:
+    raise ValueError(f"query_codes and db_codes must have the same code length; got "
+                     f"{num_bits} (shape {tuple(np.shape(query_codes))}) and "
+                     f"{np.shape(db_codes)[-1]} (shape {tuple(np.shape(db_codes))}).")
+  q, n = int(np.shape(query_codes)[0]), int(np.shape(db_codes)[0])
+  if q < 1 or n < 1:
+    raise ValueError(f"query_codes and db_codes must each hold at least one code; got "
+                     f"{q} queries and {n} database items.")
+  _relevance.check_labels(query_labels, db_labels, q, n)
+  kind = _relevance.resolve(relevance, query_labels)
+  mask = None
+  w = None
+  if np.ndim(db_codes) == 3:
+    if weights is not None:
+      raise ValueError("weights (weighted Hamming) and multi-code db_codes [n, m, K] cannot "
+                       "be combined.")
+    if db_mask is None:
+      db_mask = np.ones(np.shape(db_codes)[:2], bool)
+    if tuple(np.shape(db_mask)) != tuple(np.shape(db_codes)[:2]):
+      raise ValueError(f"db_mask must have shape {tuple(np.shape(db_codes)[:2])} (items, codes "
+                       f"per item); got {tuple(np.shape(db_mask))}.")
+    if _checks.is_concrete(db_mask) and not np.asarray(db_mask).any(axis=1).all():
+      first = int(np.argmin(np.asarray(db_mask).any(axis=1)))
+      raise ValueError(f"db_mask must mark at least one valid code per item; item {first} "
+                       "has none.")
+    mask = jnp.asarray(db_mask, bool)
+  elif db_mask is not None:
+    raise ValueError(f"db_mask is only for multi-code db_codes of shape [n, m, K]; db_codes "
+                     f"has shape {tuple(np.shape(db_codes))}.")
+  if weights is not None:
+    if tuple(np.shape(weights)) != (num_bits,):
+      raise ValueError(f"weights must have shape ({num_bits},) (one per bit); got "
+                       f"{tuple(np.shape(weights))}.")
+    _checks.finite(weights, "weights")
+    w = jnp.asarray(weights, jnp.float32)
+    query = jnp.asarray(query_codes, jnp.float32)
+    db = jnp.asarray(db_codes, jnp.float32)
+    kind_d = "weighted"
+  else:
+    query = codes_lib.pack_bits(query_codes)
+    db = codes_lib.pack_bits(db_codes)
+    kind_d = "multi" if mask is not None else "hamming"
+  corpus = Corpus(query, db, mask, w, jnp.asarray(query_labels), jnp.asarray(db_labels))
+  setup = Setup(num_bits, q, n, kind_d, kind, _relevance.max_grade(query_labels))
+  return corpus, setup
+
+
+def max_distance(setup: Setup) -> int | None:
+  """Largest integer distance, or None for real-valued (weighted) distances."""
+  return None if setup.kind == "weighted" else setup.num_bits
+
+
+def chunk_distances(corpus: Corpus, setup: Setup, query: jax.Array) -> jax.Array:
+  """Distances of a chunk of queries to the whole database: int32 or float32 [c, n]."""
+  if setup.kind == "weighted":
+    return _distance.weighted_hamming_distance(query, corpus.db, corpus.weights)
+  if setup.kind == "multi":
+    return _distance.multi_code_hamming(query, corpus.db, corpus.db_mask, setup.num_bits)
+  return _distance.pairwise_hamming(query, corpus.db, setup.num_bits)
+
+
+def chunk_size(setup: Setup, requested: int | None = None) -> int:
+  if requested is not None:
+    return _checks.positive_int(requested, "query_chunk")
+  per_query = setup.num_items * (1 if setup.kind != "multi" else 2)
+  return int(max(1, min(256, _CHUNK_ELEMENTS // max(per_query, 1), setup.num_queries)))
+
+
+def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int):
+  """Apply ``kernel(distances [c, n], relevance [c, n]) -> pytree of [c, ...]`` to every chunk.
+
+  Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
+  the outputs). Returns the pytree with leading axis ``num_queries``.
+  """
+  q = setup.num_queries
+  pad = (-q) % chunk
+  def padded(x):
+    return jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x
+  qx = padded(corpus.query).reshape(-1, chunk, *corpus.query.shape[1:])
+  ql = padded(corpus.query_labels).reshape(-1, chunk, *corpus.query_labels.shape[1:])
+
+  def one(args):
+    query, labels = args
+    d = chunk_distances(corpus, setup, query)
+    rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
+    return kernel(d, rel)
+
+  out = lax.map(one, (qx, ql))
+  return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
+
+
+def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:
+  """Mean over queries; undefined ones count 0 ("zero") or are left out ("skip")."""
+  if rule == "zero":
+    return jnp.mean(jnp.where(defined, values, 0.0))
+  if rule == "skip":
+    total = jnp.sum(jnp.where(defined, values, 0.0))
+    count = jnp.sum(defined)
+    return jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan)
+  raise ValueError(f"no_relevant / empty must be 'zero' or 'skip'; got {rule!r}.")
+
+
+def check_choice(value, name: str, choices) -> None:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}.")
+
+
+jit_static = functools.partial(jax.jit, static_argnames=("setup", "chunk", "options"))

@@ -1,0 +1,123 @@
+"""Metrics within a Hamming radius: precision/recall curves and F1 against buckets visited.
+
+The ball of radius r around a query holds the items at Hamming distance ``<= r``
+(for items with several codes, the nearest one). Two averages:
+
+* ``average="query"``: the mean of per-query precision and recall. A query whose
+  ball is empty has no precision: ``empty="zero"`` counts it as 0 (the common
+  convention in hashing papers), ``"skip"`` leaves it out. A query with no
+  relevant item has no recall: ``no_relevant`` does the same for recall.
+* ``average="pooled"``: relevant items found over all queries divided by items
+  found over all queries (precision), or by all relevant items (recall).
+
+Hash-table lookup within radius r probes ``sum_{i<=r} C(K, i)`` buckets, so the
+same counts give F1 against the number of buckets visited (MCH's F1-bucket curve).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jhash.metrics import _groups
+from jhash.metrics import _inputs
+
+AVERAGES = ("query", "pooled")
+
+
+@_inputs.jit_static
+def _ball_counts(corpus, setup, chunk, options):
+  del options
+  def kernel(d, rel):
+    groups = _groups.groups_by_count(d, rel.astype(bool), setup.num_bits)
+    return (jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1),
+            jnp.sum(rel.astype(bool), axis=1))
+  return _inputs.map_queries(kernel, corpus, setup, chunk)
+
+
+def _curve(found, hits, total, average, empty, no_relevant):
+  found = found.astype(jnp.float32)
+  hits = hits.astype(jnp.float32)
+  total = total.astype(jnp.float32)
+  if average == "pooled":
+    precision = jnp.sum(hits, 0) / jnp.maximum(jnp.sum(found, 0), 1.0)
+    recall = jnp.sum(hits, 0) / jnp.maximum(jnp.sum(total), 1.0)
+    return precision, recall
+  prec_q = hits / jnp.maximum(found, 1.0)
+  rec_q = hits / jnp.maximum(total, 1.0)[:, None]
+  mean = jax.vmap(_inputs.mean_defined, in_axes=(1, 1, None))
+  precision = mean(prec_q, found > 0, empty)
+  recall = mean(rec_q, jnp.broadcast_to((total > 0)[:, None], rec_q.shape), no_relevant)
+  return precision, recall
+
+
+def pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels, *, relevance="auto",
+                       average="query", empty="zero", no_relevant="zero", db_mask=None,
+                       query_chunk=None) -> dict:
+  """Precision and recall within Hamming radius r, for every r = 0..K.
+
+  Args:
+    query_codes, db_codes, query_labels, db_labels, relevance, db_mask, query_chunk:
+      as in ``mean_average_precision`` (no weights: the ball needs Hamming distance).
+    average: "query" or "pooled" (module docstring).
+    empty: "zero" or "skip", for queries whose ball is empty ("query" average).
+    no_relevant: "zero" or "skip", for recall of queries with no relevant item.
+  Returns:
+    dict of numpy arrays: ``radius`` int [K+1], ``precision`` and ``recall`` float [K+1].
+  """
+  _inputs.check_choice(average, "average", AVERAGES)
+  _inputs.check_choice(empty, "empty", ("zero", "skip"))
+  _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
+  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
+                                  relevance=relevance, db_mask=db_mask)
+  if setup.relevance == "graded":
+    setup = setup._replace(relevance="share_label")
+  chunk = _inputs.chunk_size(setup, query_chunk)
+  found, hits, total = _ball_counts(corpus, setup, chunk, None)
+  precision, recall = _curve(found, hits, total, average, empty, no_relevant)
+  return {"radius": np.arange(setup.num_bits + 1), "precision": np.asarray(precision),
+          "recall": np.asarray(recall)}
+
+
+def precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, radius, *,
+                               relevance="auto", average="query", empty="zero",
+                               no_relevant="zero", db_mask=None, query_chunk=None):
+  """(precision, recall) within Hamming radius ``radius`` (``d <= radius``), as floats.
+
+  Arguments as in ``pr_curve_by_radius``; ``radius`` an int in [0, K].
+  """
+  k = int(np.shape(query_codes)[-1])
+  if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= k:
+    raise ValueError(f"radius must be an int in [0, {k}] (the code length); got {radius!r}.")
+  curve = pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels,
+                             relevance=relevance, average=average, empty=empty,
+                             no_relevant=no_relevant, db_mask=db_mask, query_chunk=query_chunk)
+  return float(curve["precision"][radius]), float(curve["recall"][radius])
+
+
+def buckets_within(num_bits: int, radius: int) -> int:
+  """Buckets probed by a lookup within ``radius``: ``sum_{i<=radius} C(num_bits, i)``."""
+  return sum(math.comb(num_bits, i) for i in range(radius + 1))
+
+
+def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, *, relevance="auto",
+                    db_mask=None, query_chunk=None) -> dict:
+  """F1 of pooled precision and recall within radius r, against buckets visited.
+
+  Returns:
+    dict of numpy arrays over r = 0..K: ``radius``, ``buckets`` (``sum_{i<=r} C(K, i)``,
+    as float64 since it exceeds int64 past K = 63), ``precision``, ``recall``, ``f1``
+    (0 where precision + recall = 0).
+  """
+  curve = pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels,
+                             relevance=relevance, average="pooled", db_mask=db_mask,
+                             query_chunk=query_chunk)
+  p = curve["precision"].astype(np.float64)
+  r = curve["recall"].astype(np.float64)
+  f1 = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1.0), 0.0)
+  k = len(p) - 1
+  buckets = np.array([float(buckets_within(k, i)) for i in range(k + 1)])
+  return {**curve, "buckets": buckets, "f1": f1}

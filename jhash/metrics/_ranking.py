@@ -1,0 +1,162 @@
+"""Rank cut-off metrics: precision@k, recall@k and NDCG@k, tie-aware or index-ordered.
+
+Tie-aware values are expectations over every order of the tied items (He et al.,
+CVPR 2018): the expected number of relevant items in the top k is
+``sum_g p_g J_g / n_g`` over tie groups (``J_g`` of the group's ``n_g`` items fall
+inside the cut-off), and the expected DCG@k is
+``sum_g (G_g / n_g) (D[N_g + J_g] - D[N_g])`` with ``D`` the cumulative discount.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jhash.metrics import _ap
+from jhash.metrics import _groups
+from jhash.metrics import _inputs
+
+GAINS = ("exp", "linear")
+
+
+def _check_ks(ks, n: int) -> tuple[int, ...]:
+  ks = (ks,) if isinstance(ks, (int, np.integer)) else tuple(ks)
+  if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n
+                   for k in ks):
+    raise ValueError(f"ks must be ints in [1, {n}] (the database size); got {ks!r}.")
+  return tuple(int(k) for k in ks)
+
+
+def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
+              max_distance: int | None = None) -> jax.Array:
+  """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)]."""
+  relevant = relevance.astype(bool)
+  if ties == "aware":
+    groups = _groups.make_groups(distances, relevant, max_distance)
+    n = groups.size.astype(jnp.float32)
+    p = groups.hits.astype(jnp.float32)
+    share = jnp.where(n > 0, p / jnp.maximum(n, 1.0), 0.0)
+    cols = [jnp.sum(share * _groups.cut_sizes(groups, k)[1], axis=-1) for k in ks]
+    return jnp.stack(cols, axis=-1)
+  order = _ap.ranked_positions(distances, max(ks), max_distance)
+  cum = jnp.cumsum(jnp.take_along_axis(relevant, order, axis=1).astype(jnp.float32), axis=1)
+  return cum[:, jnp.asarray(ks) - 1]
+
+
+def _gain(grades, gain: str):
+  g = grades.astype(jnp.float32)
+  return jnp.exp2(g) - 1.0 if gain == "exp" else g
+
+
+def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware",
+         gain: str = "exp", max_distance: int | None = None) -> tuple[jax.Array, jax.Array]:
+  """NDCG@k of each query of a chunk with graded relevance (jittable).
+
+  ``DCG@k = sum_{i<=k} gain_i / log2(i + 1)``, gain ``2^g - 1`` ("exp") or ``g``
+  ("linear"); NDCG = DCG / IDCG, IDCG from the gains sorted descending.
+
+  Args:
+    distances: int32 or float32 [q, n].
+    grades: int [q, n] relevance levels (e.g. number of shared labels).
+    k: cut-off, 1 <= k <= n.
+    ties: "aware" (expected DCG over orders of ties) or "index".
+    gain: "exp" or "linear".
+    max_distance: bound of integer distances (counting instead of sorting).
+  Returns:
+    (ndcg float32 [q], defined bool [q]); undefined where IDCG = 0.
+  """
+  q, n = distances.shape
+  gains = _gain(grades, gain)
+  disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
+  ideal = jnp.sum(lax.top_k(gains, k)[0] * disc, axis=-1)
+  if ties == "aware":
+    groups = _groups.make_groups(distances, gains, max_distance)
+    before, cut = _groups.cut_sizes(groups, k)
+    table = jnp.asarray(_groups.discount_table(k).astype(np.float32))
+    lo = jnp.minimum(before, k)
+    span = table[lo + cut] - table[lo]
+    size = groups.size.astype(jnp.float32)
+    dcg = jnp.sum(jnp.where(size > 0, groups.hits / jnp.maximum(size, 1.0), 0.0) * span, axis=-1)
+  else:
+    order = _ap.ranked_positions(distances, k, max_distance)
+    dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc, axis=-1)
+  defined = ideal > 0
+  return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
+
+
+@_inputs.jit_static
+def _hits_and_totals(corpus, setup, chunk, options):
+  ks, ties = options
+  def kernel(d, rel):
+    hits = hits_at_k(d, rel, ks, ties, _inputs.max_distance(setup))
+    return hits, jnp.sum(rel.astype(bool), axis=1)
+  return _inputs.map_queries(kernel, corpus, setup, chunk)
+
+
+def _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, weights,
+          db_mask, query_chunk):
+  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
+                                  relevance=relevance, weights=weights, db_mask=db_mask)
+  _inputs.check_choice(ties, "ties", _ap.TIES)
+  ks = _check_ks(ks, setup.num_items)
+  if setup.relevance == "graded":
+    setup = setup._replace(relevance="share_label")
+  chunk = _inputs.chunk_size(setup, query_chunk)
+  hits, total = _hits_and_totals(corpus, setup, chunk, (ks, ties))
+  return ks, hits, total
+
+
+def precision_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="aware",
+                   relevance="auto", weights=None, db_mask=None, query_chunk=None):
+  """Mean precision@k over queries for each k in ``ks``: float32 [len(ks)].
+
+  Arguments as in ``mean_average_precision``; ``ks`` an int or a sequence of ints
+  in [1, n].
+  """
+  ks, hits, _ = _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance,
+                      weights, db_mask, query_chunk)
+  return jnp.mean(hits / jnp.asarray(ks, jnp.float32), axis=0)
+
+
+def recall_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="aware",
+                relevance="auto", no_relevant="zero", weights=None, db_mask=None,
+                query_chunk=None):
+  """Mean recall@k (relevant in the top k over all relevant) for each k: float32 [len(ks)].
+
+  Queries with no relevant item count as 0 (``no_relevant="zero"``) or are left out
+  (``"skip"``).
+  """
+  _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
+  ks, hits, total = _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance,
+                          weights, db_mask, query_chunk)
+  recall = hits / jnp.maximum(total, 1)[:, None].astype(jnp.float32)
+  defined = jnp.broadcast_to((total > 0)[:, None], recall.shape)
+  return jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)(recall, defined)
+
+
+@_inputs.jit_static
+def _per_query_ndcg(corpus, setup, chunk, options):
+  k, ties, gain = options
+  def kernel(d, grades):
+    return ndcg(d, grades, k=k, ties=ties, gain=gain, max_distance=_inputs.max_distance(setup))
+  return _inputs.map_queries(kernel, corpus, setup, chunk)
+
+
+def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k, *, ties="aware", gain="exp",
+              no_relevant="zero", weights=None, db_mask=None, query_chunk=None) -> float:
+  """Mean NDCG@k with graded relevance (number of shared labels; same class = 1).
+
+  Arguments as in ``mean_average_precision``; queries with IDCG = 0 count as 0 or
+  are skipped per ``no_relevant``.
+  """
+  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
+                                  relevance="graded", weights=weights, db_mask=db_mask)
+  _inputs.check_choice(ties, "ties", _ap.TIES)
+  _inputs.check_choice(gain, "gain", GAINS)
+  _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
+  (k,) = _check_ks(k, setup.num_items)
+  chunk = _inputs.chunk_size(setup, query_chunk)
+  values, defined = _per_query_ndcg(corpus, setup, chunk, (k, ties, gain))
+  return float(_inputs.mean_defined(values, defined, no_relevant))

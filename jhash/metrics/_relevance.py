@@ -1,0 +1,74 @@
+"""Relevance of database items to queries, from labels.
+
+Labels are class ids (int [n]) or multi-hot sets (bool [n, C]). Three rules:
+
+* ``"same_class"``: relevant when the class ids are equal (multi-hot: the label sets equal);
+* ``"share_label"``: relevant when the label sets share at least one label
+  (for class ids this is the same as ``"same_class"``);
+* ``"graded"``: the number of shared labels (int; 1 or 0 for class ids), for NDCG.
+
+``"auto"`` is ``"same_class"`` for class ids and ``"share_label"`` for multi-hot labels.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+KINDS = ("auto", "same_class", "share_label", "graded")
+
+
+def resolve(kind: str, labels) -> str:
+  """The concrete rule for ``kind`` given the label layout."""
+  if kind not in KINDS:
+    raise ValueError(f"relevance must be one of {KINDS}; got {kind!r}.")
+  if kind == "auto":
+    return "same_class" if np.ndim(labels) == 1 else "share_label"
+  return kind
+
+
+def max_grade(labels) -> int:
+  """Largest possible graded relevance: 1 for class ids, C for multi-hot [n, C]."""
+  return 1 if np.ndim(labels) == 1 else int(np.shape(labels)[1])
+
+
+def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.Array:
+  """Relevance matrix of a chunk of queries against the database.
+
+  Args:
+    query_labels: int [q] or bool [q, C].
+    db_labels: int [n] or bool [n, C] (the same layout).
+    kind: "same_class", "share_label" or "graded" (already resolved).
+  Returns:
+    bool [q, n], or int32 [q, n] for "graded".
+  """
+  if query_labels.ndim == 1:
+    same = query_labels[:, None] == db_labels[None, :]
+    return same.astype(jnp.int32) if kind == "graded" else same
+  if kind == "same_class":
+    return jnp.all(query_labels[:, None, :] == db_labels[None, :, :], axis=-1)
+  shared = jnp.dot(query_labels.astype(jnp.float32), db_labels.astype(jnp.float32).T,
+                   precision=jax.lax.Precision.HIGHEST)
+  if kind == "graded":
+    return jnp.round(shared).astype(jnp.int32)
+  return shared > 0.5
+
+
+def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> None:
+  """Labels must match the codes in count and each other in layout."""
+  for name, lab, n in (("query_labels", query_labels, num_queries),
+                       ("db_labels", db_labels, num_items)):
+    nd = np.ndim(lab)
+    if nd not in (1, 2) or np.shape(lab)[0] != n:
+      raise ValueError(f"{name} must have shape [{n}] (class ids) or [{n}, C] (multi-hot); "
+                       f"got shape {tuple(np.shape(lab))}.")
+    dtype = np.dtype(getattr(lab, "dtype", np.asarray(lab).dtype))
+    if nd == 1 and not np.issubdtype(dtype, np.integer):
+      raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
+    if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
+      raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")
+  if np.ndim(query_labels) != np.ndim(db_labels) or (
+      np.ndim(query_labels) == 2 and np.shape(query_labels)[1] != np.shape(db_labels)[1]):
+    raise ValueError("query_labels and db_labels must have the same layout; got shapes "
+                     f"{tuple(np.shape(query_labels))} and {tuple(np.shape(db_labels))}.")
