@@ -1,12 +1,17 @@
 """jhash: learning to hash in JAX.
 
 Binary codes (``jhash.codes``), Hamming search (``jhash.search``, ``jhash.index``),
-exact retrieval metrics (``jhash.metrics``), hashing methods (``jhash.methods``) and
-real datasets (``jhash.data``, imported on first use). ``import jhash`` loads no
-plotting or data packages.
+exact retrieval metrics (``jhash.metrics``), hashing methods (``jhash.methods``)
+and real datasets (``jhash.data``). ``import jhash`` loads no plotting or data
+packages: ``jhash.data`` reads files only when a loader is called.
 """
 
 from jhash import codes
+from jhash import methods
+from jhash import metrics
 from jhash import search
+from jhash._fit import encode
+from jhash._fit import fit
+from jhash._fit import init
 
 __version__ = "0.1.0"

@@ -1,0 +1,50 @@
+"""Locality-sensitive hashing by random projections (sign of Gaussian projections).
+
+Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002:
+for ``w ~ N(0, I)``, ``P[sign(w.x) != sign(w.y)] = angle(x, y) / pi``. Features are
+centred on the training mean so the hyperplanes pass through the data.
+No training: the default schedule has zero steps.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jhash import codes
+from jhash.methods import _api
+
+
+class LSHState(NamedTuple):
+  mean: jax.Array        # float32 [d], training mean (zeros when not centring)
+  projection: jax.Array  # float32 [d, K], Gaussian hyperplanes
+
+
+def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.HashingMethod:
+  """Random-projection LSH.
+
+  Args:
+    num_bits: K, code length.
+    view: which view to hash (None: all observed views side by side).
+    center: subtract the training mean before projecting.
+  Returns:
+    HashingMethod with ``num_steps = 0``.
+  """
+  num_bits = _api.check_num_bits(num_bits)
+
+  def init(key, batch):
+    x = _api.view_features(batch, view)
+    mean = jnp.mean(x, axis=0) if center else jnp.zeros(x.shape[1], jnp.float32)
+    return LSHState(mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32))
+
+  def update(state, batch, key):
+    del batch, key
+    return state, {}
+
+  def encode(state, batch):
+    x = _api.view_features(batch, view)
+    return codes.sign((x - state.mean[None, :]) @ state.projection)
+
+  return _api.HashingMethod(init, update, encode, 0, num_bits, "lsh")

@@ -1,0 +1,126 @@
+"""The method API: a conformance suite every registered method passes, and LSH / ITQ checks."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jhash
+from jhash import methods
+
+# Small hyperparameters per method for the conformance suite.
+SMALL = {"lsh": {}, "itq": {"num_iters": 3}}
+
+
+def _batch(rng, n=120, dims=(12, 7)):
+  views = tuple(rng.normal(size=(n, d)).astype(np.float32) for d in dims)
+  return {"views": views, "labels": rng.integers(0, 4, n).astype(np.int32)}
+
+
+def test_every_registered_method_is_in_the_suite():
+  assert set(SMALL) == set(methods.REGISTRY)
+
+
+@pytest.mark.parametrize("name", sorted(methods.REGISTRY))
+def test_conformance(name, rng):
+  batch = _batch(rng)
+  method = methods.REGISTRY[name](8, **SMALL[name])
+  assert isinstance(method, methods.HashingMethod)
+  assert method.num_bits == 8 and method.name == name
+  key = jax.random.PRNGKey(3)
+  state = jhash.init(method, key, batch)
+  # update keeps the state's type, tree and shapes, and is traced once.
+  update = jax.jit(chex.assert_max_traces(method.update, n=1))
+  new_state, metrics = update(state, batch, jax.random.PRNGKey(1))
+  new_state, metrics = update(new_state, batch, jax.random.PRNGKey(2))
+  assert type(new_state) is type(state)
+  chex.assert_trees_all_equal_shapes_and_dtypes(state, new_state)
+  assert all(np.ndim(v) == 0 for v in metrics.values())
+  # codes are int8 in {-1,+1} with the right shape.
+  state, _ = jhash.fit(method, key, batch, progress=False)
+  codes = jhash.encode(method, state, batch)
+  assert codes.dtype == jnp.int8 and codes.shape == (120, 8)
+  assert set(np.unique(np.asarray(codes))) <= {-1, 1}
+  # the same key gives the same codes; another key other codes (both methods are random).
+  state2, _ = jhash.fit(method, key, batch, progress=False)
+  np.testing.assert_array_equal(codes, jhash.encode(method, state2, batch))
+  state3, _ = jhash.fit(method, jax.random.PRNGKey(4), batch, progress=False)
+  assert not np.array_equal(codes, jhash.encode(method, state3, batch))
+
+
+@pytest.mark.parametrize("name", sorted(methods.REGISTRY))
+def test_bad_num_bits(name):
+  for bad in (0, -3, 2.5, "8"):
+    with pytest.raises(ValueError, match="num_bits"):
+      methods.REGISTRY[name](bad)
+
+
+def test_lsh_collision_rate_matches_angle(rng):
+  # Charikar: P[bit differs] = angle / pi, checked with 8,192 hyperplanes.
+  x = rng.normal(size=(6, 20)).astype(np.float32)
+  method = methods.lsh(8192, center=False)
+  state = jhash.init(method, jax.random.PRNGKey(0), {"views": (x,)})
+  codes = np.asarray(jhash.encode(method, state, {"views": (x,)}), np.int32)
+  differ = (codes[:, None, :] != codes[None, :, :]).mean(-1)
+  unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+  angle = np.arccos(np.clip(unit @ unit.T, -1, 1)) / np.pi
+  np.testing.assert_allclose(differ, angle, atol=0.02)
+
+
+def test_itq_loss_never_increases_and_rotation_stays_orthogonal(rng):
+  x = (rng.normal(size=(400, 30)) @ rng.normal(size=(30, 30))).astype(np.float32)
+  batch = {"views": (x,)}
+  method = methods.itq(12, num_iters=25)
+  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False)
+  loss = history["quantization_loss"]
+  assert loss.shape == (25,)
+  assert np.all(np.diff(loss) <= 1e-3 * loss[0]), loss
+  assert loss[-1] < loss[0]
+  r = np.asarray(state.rotation)
+  np.testing.assert_allclose(r @ r.T, np.eye(12), atol=1e-4)
+
+
+def test_itq_rotation_is_the_procrustes_optimum(rng):
+  # After an update, R minimises ||B - V R|| for the B it was fitted to: no
+  # nearby orthogonal matrix does better.
+  x = rng.normal(size=(300, 16)).astype(np.float32)
+  batch = {"views": (x,)}
+  method = methods.itq(6)
+  state = jhash.init(method, jax.random.PRNGKey(1), batch)
+  v = (x - np.asarray(state.mean)) @ np.asarray(state.pca)
+  b = np.where(v @ np.asarray(state.rotation) >= 0, 1.0, -1.0)
+  new, _ = method.update(state, batch, jax.random.PRNGKey(0))
+  r = np.asarray(new.rotation, np.float64)
+  best = np.sum((b - v @ r) ** 2)
+  for _ in range(20):
+    a = rng.normal(size=(6, 6)) * 0.05
+    q = r @ np.linalg.qr(np.eye(6) + (a - a.T))[0]
+    assert np.sum((b - v @ q) ** 2) >= best - 1e-3
+
+
+def test_itq_pca_matches_numpy(rng):
+  x = (rng.normal(size=(500, 10)) * np.arange(1, 11)).astype(np.float32)
+  method = methods.itq(4)
+  state = jhash.init(method, jax.random.PRNGKey(0), {"views": (x,)})
+  xc = x - x.mean(0)
+  _, vecs = np.linalg.eigh(xc.T @ xc / len(x))
+  ref = vecs[:, ::-1][:, :4]
+  # Same subspace, columns equal up to sign.
+  np.testing.assert_allclose(np.abs(np.sum(ref * np.asarray(state.pca), 0)), 1.0, atol=1e-3)
+
+
+def test_itq_rejects_more_bits_than_features(rng):
+  with pytest.raises(ValueError, match="num_bits"):
+    jhash.init(methods.itq(20), jax.random.PRNGKey(0), {"views": (rng.normal(size=(30, 8)),)})
+
+
+def test_view_selection(rng):
+  batch = _batch(rng)
+  both = methods.view_features(batch, None)
+  assert both.shape == (120, 19)
+  np.testing.assert_array_equal(methods.view_features(batch, 1), batch["views"][1])
+  with pytest.raises(ValueError, match="view 2"):
+    methods.view_features(batch, 2)
+  with pytest.raises(ValueError, match="view 0"):
+    methods.view_features({"views": (None, batch["views"][1])}, 0)
