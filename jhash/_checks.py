@@ -88,3 +88,77 @@ def same_length(arrays: Sequence[Any], names: Sequence[str]) -> int:
     got = ", ".join(f"{n}: {l}" for n, l in zip(names, lengths))
     raise ValueError(f"{', '.join(names)} must have the same number of rows; got {got}.")
   return lengths[0]
+
+
+def label_array(labels: Any, name: str = "labels", num_items: int | None = None) -> str:
+  """Labels are class ids, integer ``[n]``, or multi-hot, bool ``[n, C]``.
+
+  Returns ``"class_ids"`` or ``"multi_hot"``. When ``num_items`` is given the
+  array must have that many rows.
+  """
+  shape = tuple(np.shape(labels))
+  dtype = np.dtype(labels.dtype if hasattr(labels, "dtype") else np.asarray(labels).dtype)
+  want_n = "n" if num_items is None else str(num_items)
+  expected = f"integer class ids [{want_n}] or multi-hot bool [{want_n}, C]"
+  if len(shape) == 1 and dtype.kind in "iu":
+    kind = "class_ids"
+  elif len(shape) == 2 and dtype.kind == "b":
+    kind = "multi_hot"
+  else:
+    hint = ""
+    if len(shape) == 2 and dtype.kind in "iuf":
+      hint = " (for 0/1 multi-hot labels, pass labels.astype(bool))"
+    elif len(shape) == 1 and dtype.kind in "bf":
+      hint = " (for class ids, pass labels.astype(np.int32))"
+    raise ValueError(f"{name} must be {expected}; got {_describe(labels)}{hint}.")
+  if num_items is not None and shape[0] != num_items:
+    raise ValueError(f"{name} must be {expected} (one row per item); got {_describe(labels)}.")
+  return kind
+
+
+def _is_ml_float(dtype: np.dtype) -> bool:
+  """bfloat16 and the float8 types, which NumPy sees as opaque ("V") dtypes."""
+  return dtype.kind == "V" and dtype.name.startswith(("bfloat", "float"))
+
+
+def batch(value: Any, name: str = "batch") -> int:
+  """Check the library's batch dict ``{"views": (...), "labels": ...}``; return n.
+
+  * ``views``: a non-empty tuple (or list) of arrays, each 2-D features
+    ``[n, d]`` or images ``[n, H, W]`` / ``[n, H, W, C]``, all with the same
+    ``n``. Views hold integers or floats (bfloat16 included); floating views
+    must be finite (checked on concrete arrays only, not under jit). An entry
+    may be ``None`` (a view not observed for this batch), but not all of them.
+  * ``labels`` (optional; absent or ``None`` for unsupervised data): integer
+    class ids ``[n]`` or multi-hot bool ``[n, C]``.
+
+  Errors name ``views``, ``views[i]`` or ``labels``.
+  """
+  from collections.abc import Mapping
+
+  if not isinstance(value, Mapping) or "views" not in value:
+    raise ValueError(f"{name} must be a dict with keys 'views' and optionally 'labels'; "
+                     f"got {_describe(value)}.")
+  views = value["views"]
+  if not isinstance(views, (tuple, list)) or len(views) == 0:
+    raise ValueError(f"views must be a non-empty tuple of arrays; got {_describe(views)}.")
+  present = [i for i, v in enumerate(views) if v is not None]
+  if not present:
+    raise ValueError(f"views must hold at least one array; all {len(views)} entries are None.")
+  for i in present:
+    v = views[i]
+    rank(v, (2, 3, 4), f"views[{i}]", "(features [n, d] or images [n, H, W] / [n, H, W, C])")
+    dtype = np.dtype(v.dtype)
+    if not (dtype.kind in "iuf" or _is_ml_float(dtype)):
+      raise ValueError(f"views[{i}] must hold real numbers (integer or floating); "
+                       f"got {_describe(v)}.")
+    finite(v, f"views[{i}]")
+  lengths = {i: np.shape(views[i])[0] for i in present}
+  if len(set(lengths.values())) > 1:
+    got = ", ".join(f"views[{i}]: {n}" for i, n in lengths.items())
+    raise ValueError(f"views must all have the same number of items (rows); got {got}.")
+  n = lengths[present[0]]
+  labels = value.get("labels")
+  if labels is not None:
+    label_array(labels, "labels", num_items=n)
+  return int(n)

