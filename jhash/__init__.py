@@ -7,6 +7,7 @@ packages: ``jhash.data`` reads files only when a loader is called.
 """
 
 from jhash import codes
+from jhash import index
 from jhash import methods
 from jhash import metrics
 from jhash import search

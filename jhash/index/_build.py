@@ -1,0 +1,297 @@
+"""The hash-bucket index: codes grouped into buckets keyed by the code itself.
+
+Layout (``BucketIndex``, a NamedTuple of arrays, so it passes into jitted
+functions and moves between devices like any pytree):
+
+* **Keys.** A bucket key is the code read as an integer of up to 64 bits,
+  ``sum_j bit_j 2**j``. JAX without x64 has no 64-bit integers, so a key is kept
+  as the packed words themselves (``jhash.codes.pack_bits``: one uint32 word for
+  ``K <= 32``, two for ``33 <= K <= 64``, word 1 holding bits 32..63). Keys are
+  unique and sorted as integers, i.e. lexicographically by (word ``W-1``, ...,
+  word 0). Using the packed words directly means a query needs no conversion,
+  and XOR with a packed flip mask gives the key of a neighbouring bucket.
+* **Buckets.** ``offsets[b]:offsets[b+1]`` are the positions in
+  ``bucket_items`` of the items stored under ``keys[b]``, in increasing item id.
+* **Directory.** ``directory[s]`` is the first bucket whose key has ``s`` as its
+  top ``p`` bits (``p`` is one more than the bit length of the number of
+  buckets, at most 24 and at most K), so a probe binary-searches only the few
+  keys sharing its top bits: ``search_steps`` halvings, the bit length of the
+  longest such run (3 or 4 on random codes). On skewed codes the runs grow and
+  the search tends to a plain binary search over all keys, never more steps.
+  Measured on 1,000,000 random keys with radius-2 probes (queries XOR flip
+  masks, blocks of 32 queries, 2 shared CPU cores, one run): 64 bits, 2.1 M
+  probes: directory 0.11 s, binary search over all keys (lexicographic on two
+  words) 0.49 s; 32 bits, 0.54 M probes: directory 0.05 s,
+  ``jnp.searchsorted(method="scan")`` 0.16 s, ``method="sort"`` 21 s. The
+  directory keeps the integer order of the keys (a hashed directory would not).
+* **Items.** Several codes per item are allowed. Stored codes refer to items by
+  their *item number* (row of ``item_ids`` / ``item_codes``); ``item_ids`` maps
+  numbers to the caller's ids. An item's identical codes are stored once.
+  ``item_codes`` keeps every item's distinct codes (padded to the largest
+  count, ``item_code_mask`` marks the real ones): the bucket search reads them
+  to return each item only at its first visit.
+
+The build is host code (NumPy): a stable sort of 64-bit keys, which NumPy does
+several times faster than XLA's CPU sort. The search is jitted array code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jhash import _checks
+from jhash import codes as codes_lib
+
+MAX_BITS = 64
+# Directory size cap: 2**24 + 1 int32 entries (64 MiB).
+_MAX_DIRECTORY_BITS = 24
+
+
+class BucketIndex(NamedTuple):
+  """Sorted bucket keys, bucket offsets and stored items (see the module docstring).
+
+  ``B`` buckets, ``S`` stored (item, code) pairs, ``n`` items with up to ``m``
+  distinct codes each, ``W = ceil(K / 32)`` words per key.
+  """
+  keys: jax.Array            # uint32 [B, W]: unique codes, sorted as integers.
+  offsets: jax.Array         # int32 [B + 1]: bucket b holds bucket_items[offsets[b]:offsets[b+1]].
+  bucket_items: jax.Array    # int32 [S]: item number of every stored code, bucket by bucket.
+  item_ids: jax.Array        # int32 [n]: the caller's id of each item number (increasing).
+  item_codes: jax.Array      # uint32 [n, m, W]: each item's distinct codes.
+  item_code_mask: jax.Array  # bool [n, m]: True for the real entries of item_codes.
+  directory: jax.Array       # int32 [2**p + 1]: first bucket whose key has top p bits >= s.
+  search_steps: jax.Array    # int32 []: binary-search halvings inside one directory slot.
+  bit_masks: jax.Array       # uint32 [K, W]: the packed code with only bit j set (gives K).
+
+  @property
+  def num_bits(self) -> int:
+    return self.bit_masks.shape[0]
+
+  @property
+  def num_buckets(self) -> int:
+    return self.keys.shape[0]
+
+  @property
+  def num_items(self) -> int:
+    return self.item_ids.shape[0]
+
+  @property
+  def max_codes_per_item(self) -> int:
+    return self.item_codes.shape[1]
+
+  @property
+  def directory_bits(self) -> int:
+    return (self.directory.shape[0] - 1).bit_length() - 1
+
+
+def check_num_bits(num_bits: Any) -> int:
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  if num_bits > MAX_BITS:
+    raise ValueError(f"num_bits must be <= {MAX_BITS} for the hash-bucket index (a bucket key "
+                     f"is the code as an integer of at most {MAX_BITS} bits); got {num_bits}. "
+                     "For longer codes use Hamming ranking (jhash.search).")
+  return num_bits
+
+
+def padding_mask(num_bits: int) -> np.ndarray:
+  """uint32 [W]: the bits of each word that lie past bit ``num_bits - 1``."""
+  w = codes_lib.num_words(num_bits)
+  mask = np.zeros((w,), np.uint32)
+  used = num_bits - 32 * (w - 1)
+  if used < 32:
+    mask[-1] = np.uint32(0xFFFFFFFF) ^ np.uint32((1 << used) - 1)
+  return mask
+
+
+def check_padding_zero(packed: Any, num_bits: int, name: str) -> None:
+  """Raise when a concrete packed array sets bits past ``num_bits``."""
+  if not _checks.is_concrete(packed):
+    return
+  a = np.asarray(packed).reshape(-1, codes_lib.num_words(num_bits))
+  bad = (a & padding_mask(num_bits)[None, :]) != 0
+  if bad.any():
+    row = int(np.argwhere(bad.any(axis=1))[0, 0])
+    raise ValueError(f"{name} sets bits past num_bits={num_bits} (first in code {row}); packed "
+                     "codes must have zero padding bits, as jhash.codes.pack_bits makes them.")
+
+
+def _to_packed(codes_or_packed: Any, num_bits: int, name: str) -> np.ndarray:
+  """Codes [..., K] in {-1,+1} or packed uint32 [..., W] -> packed uint32 [..., W] (NumPy)."""
+  a = np.asarray(codes_or_packed)
+  w = codes_lib.num_words(num_bits)
+  if a.dtype == np.uint32:
+    if a.shape[-1] != w:
+      raise ValueError(f"{name} holds packed codes (uint32) and must have {w} words per code "
+                       f"for num_bits={num_bits}; got shape {a.shape}.")
+    check_padding_zero(a, num_bits, name)
+    return np.ascontiguousarray(a)
+  if a.shape[-1] != num_bits:
+    raise ValueError(f"{name} must have {num_bits} columns (num_bits) of -1/+1 entries, or "
+                     f"{w} uint32 words per code when packed; got shape {a.shape} and dtype "
+                     f"{a.dtype}.")
+  _checks.signed_codes(a.reshape(-1, num_bits), name, num_bits)
+  bits = (a > 0).reshape(-1, num_bits)
+  bits = np.concatenate([bits, np.zeros((bits.shape[0], 32 * w - num_bits), bool)], axis=1)
+  weights = np.uint32(1) << np.arange(32, dtype=np.uint32)
+  words = (bits.reshape(-1, w, 32).astype(np.uint32) * weights).sum(axis=-1, dtype=np.uint32)
+  return words.reshape(*a.shape[:-1], w)
+
+
+def _as_uint64(words: np.ndarray) -> np.ndarray:
+  """Packed uint32 [N, W] (W <= 2) -> the keys as uint64 [N]."""
+  key = words[:, 0].astype(np.uint64)
+  if words.shape[1] == 2:
+    key |= words[:, 1].astype(np.uint64) << np.uint64(32)
+  return key
+
+
+def _from_uint64(key: np.ndarray, w: int) -> np.ndarray:
+  lo = (key & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+  if w == 1:
+    return lo[:, None]
+  return np.stack([lo, (key >> np.uint64(32)).astype(np.uint32)], axis=1)
+
+
+def directory_bits_for(num_buckets: int, num_bits: int) -> int:
+  """Top bits used by the directory: about log2(buckets), at most K and 24."""
+  return max(1, min(num_bits, _MAX_DIRECTORY_BITS, int(num_buckets).bit_length() + 1))
+
+
+def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
+  """Inputs -> (packed uint32 [N, W], ids int64 [N]): the flat list of (code, item id)."""
+  a = codes_or_packed
+  nd = np.ndim(a)
+  if nd not in (2, 3):
+    raise ValueError("codes_or_packed must be 2-D codes [n, num_bits] (or packed [n, words]) or "
+                     f"3-D multi-codes [n, m, num_bits] (or [n, m, words]); got "
+                     f"{_checks._describe(a)}.")
+  if np.shape(a)[0] < 1 or (nd == 3 and np.shape(a)[1] < 1):
+    raise ValueError(f"codes_or_packed must hold at least one code; got {_checks._describe(a)}.")
+  packed = _to_packed(a, num_bits, "codes_or_packed")
+  n = packed.shape[0]
+  if item_ids is None:
+    ids = np.arange(n, dtype=np.int64)
+  else:
+    ids = np.asarray(item_ids)
+    if ids.shape != (n,) or ids.dtype.kind not in "iu":
+      raise ValueError(f"item_ids must be integers of shape ({n},) (one per row of "
+                       f"codes_or_packed); got {_checks._describe(item_ids)}.")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or ids.max() > np.iinfo(np.int32).max:
+      raise ValueError("item_ids must lie in [0, 2**31 - 1] (-1 marks empty result slots); got "
+                       f"values from {ids.min()} to {ids.max()}.")
+  if nd == 2:
+    if mask is not None:
+      raise ValueError("mask is only for 3-D multi-code input [n, m, num_bits]; codes_or_packed "
+                       f"is 2-D ({_checks._describe(a)}). Pass repeated item_ids instead.")
+    return packed, ids
+  m = packed.shape[1]
+  if mask is None:
+    keep = np.ones((n, m), bool)
+  else:
+    keep = np.asarray(mask)
+    if keep.shape != (n, m) or keep.dtype != np.bool_:
+      raise ValueError(f"mask must be bool of shape ({n}, {m}) (which codes each item holds); "
+                       f"got {_checks._describe(mask)}.")
+    if not keep.any():
+      raise ValueError("mask must keep at least one code; it is all False.")
+  return packed[keep], np.broadcast_to(ids[:, None], (n, m))[keep]
+
+
+def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
+                mask: Any = None) -> BucketIndex:
+  """Group codes into hash buckets keyed by the code itself (host-side build).
+
+  Accepts one code per item (``[n, K]``), several codes per item as ``[n, m, K]``
+  with a bool ``mask`` ``[n, m]`` of the codes each item holds, or a flat list of
+  (code, item id) pairs: ``[N, K]`` codes with repeated ``item_ids``. Codes are in
+  {-1,+1}, or already packed (uint32 ``[..., ceil(K/32)]``, ``jhash.codes.pack_bits``).
+
+  Args:
+    codes_or_packed: ``[n, K]`` / ``[n, m, K]`` codes in {-1,+1}, or the packed
+      uint32 ``[n, W]`` / ``[n, m, W]``.
+    num_bits: code length ``K``, 1 to 64.
+    item_ids: optional integer ``[n]`` ids in ``[0, 2**31)``, one per row
+      (default ``arange(n)``); rows sharing an id are codes of the same item.
+    mask: bool ``[n, m]`` for 3-D input (default all True). Items with no code
+      kept are not indexed.
+  Returns:
+    A ``BucketIndex`` on the default device.
+  """
+  num_bits = check_num_bits(num_bits)
+  packed, ids = _flatten_input(codes_or_packed, num_bits, item_ids, mask)
+  w = codes_lib.num_words(num_bits)
+  in_order = bool(np.all(ids[1:] > ids[:-1]))
+  if in_order:  # the common case (default ids): items are the rows
+    unique_ids, number = ids, np.arange(ids.size, dtype=np.int64)
+  else:
+    unique_ids, number = np.unique(ids, return_inverse=True)
+  key, number = _sort_pairs(_as_uint64(packed), number, num_bits, in_order)
+  fresh = np.ones(key.shape, bool)
+  fresh[1:] = (key[1:] != key[:-1]) | (number[1:] != number[:-1])
+  if not fresh.all():
+    key, number = key[fresh], number[fresh]  # an item's identical codes stored once
+
+  starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+  offsets = np.append(starts, key.size).astype(np.int32)
+  bucket_keys = key[starts]
+  if in_order and fresh.all():
+    item_codes, item_code_mask = packed[:, None, :], np.ones((packed.shape[0], 1), bool)
+  else:
+    item_codes, item_code_mask = _group_codes(number, key, unique_ids.size, w)
+  directory, steps = _directory(bucket_keys, num_bits)
+  bit_masks = np.zeros((num_bits, w), np.uint32)
+  bit_masks[np.arange(num_bits), np.arange(num_bits) // 32] = (
+      np.uint32(1) << (np.arange(num_bits) % 32).astype(np.uint32))
+  return BucketIndex(
+      keys=jnp.asarray(_from_uint64(bucket_keys, w)),
+      offsets=jnp.asarray(offsets),
+      bucket_items=jnp.asarray(number.astype(np.int32)),
+      item_ids=jnp.asarray(unique_ids.astype(np.int32)),
+      item_codes=jnp.asarray(item_codes),
+      item_code_mask=jnp.asarray(item_code_mask),
+      directory=jnp.asarray(directory),
+      search_steps=jnp.asarray(steps, jnp.int32),
+      bit_masks=jnp.asarray(bit_masks))
+
+
+def _sort_pairs(key: np.ndarray, number: np.ndarray, num_bits: int, number_in_order: bool):
+  """(key, item number) pairs sorted by key, then number."""
+  if num_bits <= 32:  # both fit one uint64: a plain sort, several times faster than argsort
+    both = np.sort((key << np.uint64(32)) | number.astype(np.uint64))
+    return both >> np.uint64(32), (both & np.uint64(0xFFFFFFFF)).astype(np.int64)
+  if number_in_order:
+    order = np.argsort(key, kind="stable")
+  else:
+    order = np.lexsort((number, key))
+  return key[order], number[order]
+
+
+def _group_codes(item_number: np.ndarray, key: np.ndarray, num_items: int, w: int):
+  """Each item's distinct codes, [n, m, W] padded, and the mask [n, m] of real ones."""
+  counts = np.bincount(item_number, minlength=num_items)
+  m = int(counts.max())
+  if m == 1:
+    codes = np.zeros((num_items, 1, w), np.uint32)
+    codes[item_number, 0] = _from_uint64(key, w)
+    return codes, np.ones((num_items, 1), bool)
+  order = np.argsort(item_number, kind="stable")
+  first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+  slot = np.arange(order.size) - first[item_number[order]]
+  codes = np.zeros((num_items, m, w), np.uint32)
+  codes[item_number[order], slot] = _from_uint64(key[order], w)
+  code_mask = np.zeros((num_items, m), bool)
+  code_mask[item_number[order], slot] = True
+  return codes, code_mask
+
+
+def _directory(bucket_keys: np.ndarray, num_bits: int):
+  p = directory_bits_for(bucket_keys.size, num_bits)
+  prefix = (bucket_keys >> np.uint64(num_bits - p)).astype(np.int64)
+  counts = np.bincount(prefix, minlength=1 << p)
+  directory = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+  return directory, int(counts.max()).bit_length()

@@ -1,0 +1,345 @@
+"""Hash-bucket index against a brute-force NumPy reference.
+
+The reference computes every item's distance to the query as the minimum over
+its codes, and orders items as the bucket search documents: by that distance,
+then by ``query XOR code`` (the visit order inside a radius) of the nearest
+code, then by item id.
+"""
+
+import functools
+import math
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jhash import codes as codes_lib
+from jhash import index as index_lib
+from jhash.search import hamming_distance
+
+
+def pack(codes):
+  """{-1,+1} codes [..., K] -> packed uint32 [..., ceil(K/32)] (NumPy, independent of jhash)."""
+  codes = np.asarray(codes)
+  k = codes.shape[-1]
+  bits = np.zeros(codes.shape[:-1] + (32 * -(-k // 32),), np.uint8)
+  bits[..., :k] = codes > 0
+  return np.packbits(bits, axis=-1, bitorder="little").view("<u4").astype(np.uint32)
+
+
+def unpack(packed, num_bits):
+  """Inverse of ``pack``, as 0/1 bits."""
+  as_bytes = np.ascontiguousarray(np.asarray(packed, "<u4")).view(np.uint8)
+  return np.unpackbits(as_bytes, axis=-1, bitorder="little")[..., :num_bits]
+
+
+def clustered_codes(rng, num_bits, shape, num_centres=4, flip_prob=None):
+  """Codes in {-1,+1} of the given leading shape, near a few random centres."""
+  flip_prob = 1.5 / num_bits if flip_prob is None else flip_prob
+  centres = np.where(rng.random((num_centres, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  which = rng.integers(0, num_centres, size=shape)
+  flips = rng.random(shape + (num_bits,)) < flip_prob
+  return np.where(flips, -centres[which], centres[which]).astype(np.int8), centres
+
+
+def near_queries(rng, centres, num_queries):
+  num_bits = centres.shape[1]
+  q = centres[rng.integers(0, len(centres), size=num_queries)].copy()
+  for row in q:
+    row[rng.choice(num_bits, size=rng.integers(0, 3), replace=False)] *= -1
+  return q
+
+
+def as_int(bits):
+  """Rows of 0/1 bits [..., K] -> Python ints (bit j has weight 2**j)."""
+  weights = [1 << j for j in range(bits.shape[-1])]
+  return np.array([sum(w for w, b in zip(weights, row) if b)
+                   for row in bits.reshape(-1, bits.shape[-1])], dtype=object).reshape(
+                       bits.shape[:-1])
+
+
+def reference(codes, mask, ids, query):
+  """Items within reach of one query: rows (distance, xor value, id) sorted, and the
+  distinct codes' distances (for counting non-empty buckets)."""
+  diff = codes != query                         # [n, m, K]
+  dist = diff.sum(-1)
+  xor = as_int(diff)
+  rows = []
+  for i in range(codes.shape[0]):
+    best = min(((dist[i, c], xor[i, c]) for c in range(codes.shape[1]) if mask[i, c]),
+               default=None)
+    if best is not None:
+      rows.append((int(best[0]), best[1], int(ids[i])))
+  rows.sort()
+  distinct = np.unique(codes[mask], axis=0)
+  return rows, (distinct != query).sum(-1)
+
+
+def expected_results(codes, mask, ids, queries, num_wanted, max_radius, max_results):
+  num_bits = codes.shape[-1]
+  out = []
+  for query in queries:
+    rows, code_dist = reference(codes, mask, ids, query)
+    dists = np.array([r[0] for r in rows])
+    reached = max_radius
+    for r in range(max_radius + 1):
+      if np.sum(dists <= r) >= num_wanted:
+        reached = r
+        break
+    kept = [r for r in rows if r[0] <= reached]
+    out.append(dict(
+        ids=[r[2] for r in kept][:max_results], radii=[r[0] for r in kept][:max_results],
+        found=len(kept), reached=reached,
+        visited=sum(math.comb(num_bits, i) for i in range(reached + 1)),
+        nonempty=int(np.sum(code_dist <= reached))))
+  return out
+
+
+def assert_matches(res, expected, max_results):
+  res = jax.tree.map(np.asarray, res)
+  for i, e in enumerate(expected):
+    pad = max_results - len(e["ids"])
+    np.testing.assert_array_equal(res.item_ids[i], e["ids"] + [-1] * pad, err_msg=f"query {i}")
+    np.testing.assert_array_equal(res.radii[i], e["radii"] + [-1] * pad, err_msg=f"query {i}")
+    assert res.num_found[i] == e["found"], i
+    assert res.radius_reached[i] == e["reached"], i
+    assert res.buckets_visited[i] == e["visited"], i
+    assert res.buckets_nonempty[i] == e["nonempty"], i
+
+
+# K -> (number of items, search radius, centres): few items and radius 2 for the long
+# codes; at K = 16 every query finds more than SLOTS items. The searched cases are
+# cached so later tests reuse them (each new shape compiles).
+CASES = {8: (300, 3, 4), 16: (500, 2, 2), 32: (200, 2, 4), 33: (100, 2, 4), 64: (100, 2, 4)}
+SLOTS = 64
+
+
+@functools.lru_cache(maxsize=None)
+def searched_case(num_bits):
+  num_items, radius, num_centres = CASES[num_bits]
+  rng = np.random.default_rng(num_bits)
+  codes, centres = clustered_codes(rng, num_bits, (num_items,), num_centres=num_centres)
+  queries = near_queries(rng, centres, 12)
+  index = index_lib.build_index(codes, num_bits=num_bits)
+  res = index_lib.bucket_search(index, pack(queries), num_wanted=num_items + 1,
+                                max_radius=radius, max_results=SLOTS)
+  return codes, queries, jax.tree.map(np.asarray, res), index
+
+
+@pytest.mark.parametrize("num_bits", sorted(CASES))
+def test_bucket_search_equals_brute_force(num_bits):
+  codes, queries, res, _ = searched_case(num_bits)
+  num_items, radius, _ = CASES[num_bits]
+  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
+                              np.arange(num_items), queries, num_items + 1, radius, SLOTS)
+  assert max(e["found"] for e in expected) > 1  # the data reach past radius 0
+  assert_matches(res, expected, SLOTS)  # past SLOTS: counted in num_found, not returned
+
+
+def test_multi_code_items_found_once_at_nearest_code(rng):
+  num_bits, num_items, m = 64, 120, 3
+  codes, centres = clustered_codes(rng, num_bits, (num_items, m))
+  codes[::7, 1] = codes[::7, 0]           # an item's duplicate code is stored once
+  mask = rng.random((num_items, m)) < 0.7
+  mask[:, 0] = True
+  mask[5] = False                          # an item with no code is not indexed
+  queries = near_queries(rng, centres, 10)
+  index = index_lib.build_index(codes, num_bits=num_bits, mask=mask)
+  assert index.max_codes_per_item == m
+  res = index_lib.radius_search(index, pack(queries), 2)
+  expected = expected_results(codes, mask, np.arange(num_items), queries, num_items + 1, 2,
+                              res.item_ids.shape[1])
+  assert max(e["found"] for e in expected) > 3
+  assert_matches(res, expected, res.item_ids.shape[1])
+  assert 5 not in np.asarray(res.item_ids)
+
+
+def test_flat_pairs_equal_multi_code_rows(rng):
+  num_bits, num_items, m = 32, 80, 3
+  codes, centres = clustered_codes(rng, num_bits, (num_items, m))
+  codes[::5, 2] = codes[::5, 0]
+  ids = rng.permutation(1000)[:num_items] * 7  # non-contiguous, unsorted ids
+  flat_codes = codes.reshape(-1, num_bits)
+  flat_ids = np.repeat(ids, m)
+  order = rng.permutation(flat_ids.size)
+  flat = index_lib.build_index(pack(flat_codes[order]), num_bits=num_bits,
+                               item_ids=flat_ids[order])
+  rows = index_lib.build_index(codes, num_bits=num_bits, item_ids=ids)
+  distinct_pairs = sum(len(np.unique(codes[i], axis=0)) for i in range(num_items))
+  assert flat.bucket_items.shape[0] == distinct_pairs == rows.bucket_items.shape[0]
+  queries = pack(near_queries(rng, centres, 8))
+  a = index_lib.bucket_search(flat, queries, num_wanted=6, max_radius=3, max_results=16)
+  b = index_lib.bucket_search(rows, queries, num_wanted=6, max_radius=3, max_results=16)
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(x, y)
+  unpacked = 2 * unpack(queries, num_bits).astype(np.int8) - 1
+  expected = expected_results(codes, np.ones((num_items, m), bool), ids, unpacked, 6, 3, 16)
+  assert_matches(a, expected, 16)
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_stops_at_first_radius_with_enough(rng, multi):
+  num_bits, num_items, num_wanted, max_radius = 24, 400, 5, 3
+  shape = (num_items, 2) if multi else (num_items,)
+  codes, centres = clustered_codes(rng, num_bits, shape, num_centres=30, flip_prob=0.12)
+  codes = codes if multi else codes[:, None]
+  mask = np.ones(codes.shape[:2], bool)
+  queries = near_queries(rng, centres, 16)
+  index = index_lib.build_index(codes if multi else codes[:, 0], num_bits=num_bits)
+  res = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
+                                max_radius=max_radius, max_results=64)
+  expected = expected_results(codes, mask, np.arange(num_items), queries, num_wanted,
+                              max_radius, 64)
+  reached = [e["reached"] for e in expected]
+  assert len(set(reached)) > 1  # queries stop at different radii
+  assert any(e["found"] > num_wanted for e in expected)  # a radius is finished, not cut
+  assert_matches(res, expected, 64)
+
+
+def test_radius_search_widens_past_the_first_slots():
+  codes, queries, cut, index = searched_case(16)
+  num_items, radius, _ = CASES[16]
+  full = index_lib.radius_search(index, pack(queries), radius)
+  assert full.item_ids.shape[1] == 4 * SLOTS
+  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
+                              np.arange(num_items), queries, num_items + 1, radius, 4 * SLOTS)
+  assert all(SLOTS < e["found"] <= 4 * SLOTS for e in expected)
+  assert_matches(full, expected, 4 * SLOTS)
+  np.testing.assert_array_equal(full.item_ids[:, :SLOTS], cut.item_ids)
+
+
+@pytest.mark.parametrize("num_bits,skewed", [(20, False), (64, True)])
+def test_lookup_equals_exact_matches(rng, num_bits, skewed):
+  codes, centres = clustered_codes(rng, num_bits, (300,), flip_prob=0.03)
+  if skewed:  # all codes share their top 52 bits: one directory run holds every key
+    codes[:, 12:] = centres[:1, 12:]
+    centres[:, 12:] = centres[:1, 12:]
+  queries = np.concatenate([near_queries(rng, centres, 20), codes[:5]])
+  index = index_lib.build_index(codes, num_bits=num_bits)
+  if skewed:
+    assert int(index.search_steps) == index.num_buckets.bit_length() > 4
+  start, count = index_lib.lookup(index, pack(queries))
+  items = np.asarray(index.item_ids)[np.asarray(index.bucket_items)]
+  code_values, query_values = as_int(codes > 0), as_int(queries > 0)
+  hits = 0
+  for i, query in enumerate(queries):
+    want = np.flatnonzero((codes == query).all(-1))
+    got = items[int(start[i]):int(start[i]) + int(count[i])]
+    np.testing.assert_array_equal(got, want)
+    assert start[i] == sum(v < query_values[i] for v in code_values)  # insertion point
+    hits += want.size > 0
+  assert 5 <= hits < len(queries)
+
+
+def test_index_passes_into_jit_with_traced_num_wanted(rng):
+  num_bits, num_items = 40, 200
+  codes, centres = clustered_codes(rng, num_bits, (num_items,))
+  queries = near_queries(rng, centres, 5)
+  index = index_lib.build_index(codes, num_bits=num_bits)
+
+  @jax.jit
+  def search(index, queries, num_wanted):
+    return index_lib.bucket_search(index, queries, num_wanted=num_wanted, max_radius=2,
+                                   max_results=8)
+
+  mask = np.ones((num_items, 1), bool)
+  for num_wanted in (1, 30):
+    res = search(index, pack(queries), jnp.int32(num_wanted))
+    assert_matches(res, expected_results(codes[:, None], mask, np.arange(num_items), queries,
+                                         num_wanted, 2, 8), 8)
+  on_device = jax.device_put(index, jax.devices()[0])
+  assert isinstance(on_device, index_lib.BucketIndex)
+  np.testing.assert_array_equal(index_lib.lookup(on_device, pack(queries))[1],
+                                (codes[None] == queries[:, None]).all(-1).sum(-1))
+
+
+@pytest.mark.parametrize("num_bits,radius", [(10, 3), (64, 2), (40, 1)])
+def test_flip_masks_enumerate_each_pattern_once_in_increasing_order(num_bits, radius):
+  masks = index_lib.flip_masks(num_bits, radius)
+  assert masks.shape == (math.comb(num_bits, radius), -(-num_bits // 32))
+  values = as_int(unpack(masks, num_bits)).tolist()
+  assert values == sorted(set(values))
+  counts = np.asarray(jax.lax.population_count(masks)).sum(-1)
+  assert (counts == radius).all()
+
+
+# FAISS export -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_bits", [20, 32, 64])
+def test_faiss_flat_distances_equal_hamming(rng, num_bits):
+  faiss = pytest.importorskip("faiss")
+  db = pack(np.where(rng.random((200, num_bits)) < 0.5, -1, 1))
+  queries = pack(np.where(rng.random((7, num_bits)) < 0.5, -1, 1))
+  flat = index_lib.to_faiss_flat(db, num_bits)
+  assert isinstance(flat, faiss.IndexBinaryFlat) and flat.d == 8 * -(-num_bits // 8)
+  dist, ids = flat.search(codes_lib.to_bytes(queries)[:, :flat.d // 8], 200)
+  ours = np.asarray(hamming_distance(queries, db))
+  np.testing.assert_array_equal(dist, np.take_along_axis(ours, ids, axis=1))
+  np.testing.assert_array_equal(dist, np.sort(ours, axis=1))
+
+
+@pytest.mark.parametrize("num_bits", [32, 64])
+def test_faiss_hash_range_search_r_plus_one_is_the_ball(num_bits):
+  faiss = pytest.importorskip("faiss")
+  codes, queries, ours, _ = searched_case(num_bits)
+  radius = CASES[num_bits][1]
+  hashed = index_lib.to_faiss_hash(pack(codes), num_bits)
+  assert isinstance(hashed, faiss.IndexBinaryHash) and hashed.b == num_bits
+  lims, _, ids = index_lib.faiss_range_search(hashed, pack(queries), num_bits, radius)
+  on_boundary = 0
+  for i in range(len(queries)):
+    got = ours.item_ids[i]
+    np.testing.assert_array_equal(np.sort(ids[lims[i]:lims[i + 1]]), np.sort(got[got >= 0]))
+    on_boundary += int(np.sum(ours.radii[i] == radius))
+  strict = hashed.range_search(codes_lib.to_bytes(pack(queries)), radius)[0]  # nflip stays r
+  assert on_boundary > 0 and strict[-1] == lims[-1] - on_boundary  # radius r alone is "< r"
+
+
+def test_faiss_missing_says_how_to_install(monkeypatch):
+  monkeypatch.setitem(sys.modules, "faiss", None)
+  with pytest.raises(ImportError, match="pip install faiss-cpu"):
+    index_lib.to_faiss_flat(np.zeros((2, 1), np.uint32), 8)
+
+
+# Bad input ------------------------------------------------------------------------------
+
+
+def test_bad_input_errors_name_the_argument():
+  codes = np.ones((4, 16), np.int8)
+  index = index_lib.build_index(codes, num_bits=16)
+  q = pack(codes)
+  search = dict(num_wanted=1, max_radius=1, max_results=4)
+  cases = [
+      (lambda: index_lib.build_index(np.ones((4, 65)), num_bits=65), r"num_bits.*<= 64"),
+      (lambda: index_lib.build_index(np.zeros((4, 16)), num_bits=16), r"codes_or_packed.*-1"),
+      (lambda: index_lib.build_index(codes, num_bits=12), r"codes_or_packed.*12 columns"),
+      (lambda: index_lib.build_index(np.zeros((4, 2), np.uint32), num_bits=16),
+       r"codes_or_packed.*1 words"),
+      (lambda: index_lib.build_index(np.full((4, 1), 1 << 20, np.uint32), num_bits=16),
+       r"codes_or_packed sets bits past num_bits"),
+      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(3)), r"item_ids"),
+      (lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.ones((4, 2), bool)),
+       r"mask"),
+      (lambda: index_lib.bucket_search(index, np.zeros((2, 2), np.uint32), **search),
+       r"query_packed must have 1 words"),
+      (lambda: index_lib.bucket_search(index, np.asarray(q, np.int32), **search),
+       r"query_packed.*uint32"),
+      (lambda: index_lib.lookup(index, np.full((2, 1), 1 << 17, np.uint32)),
+       r"query_packed sets bits past"),
+      (lambda: index_lib.bucket_search(index, q, num_wanted=0, max_radius=1, max_results=4),
+       r"num_wanted must be >= 1"),
+      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=-1, max_results=4),
+       r"max_radius"),
+      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=17, max_results=4),
+       r"max_radius must be <= num_bits"),
+      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=1, max_results=0),
+       r"max_results"),
+      (lambda: index_lib.radius_search(index, q, -1), r"radius must be >= 0"),
+      (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
+  ]
+  for call, message in cases:
+    with pytest.raises(ValueError, match=message):
+      call()
