@@ -51,7 +51,7 @@ def _pack_one(bits: jax.Array) -> jax.Array:
   w = num_words(k)
   padded = jnp.zeros((w * WORD_BITS,), jnp.uint32).at[:k].set(bits.astype(jnp.uint32))
   shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
-  return jnp.sum(padded.reshape(w, WORD_BITS) << shifts, axis=-1, dtype=jnp.uint32)
+  return jnp.sum(padded.reshape(w, WORD_BITS) << shifts[None, :], axis=-1, dtype=jnp.uint32)
 
 
 def pack_bits(codes: jax.Array) -> jax.Array:
@@ -88,7 +88,7 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
     raise ValueError(
         f"packed must have {num_words(num_bits)} words for num_bits={num_bits}; "
         f"got shape {packed.shape}.")
-  shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
+  shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32).reshape((1,) * packed.ndim + (WORD_BITS,))
   bits = (packed.astype(jnp.uint32)[..., None] >> shifts) & jnp.uint32(1)
   bits = bits.reshape(*packed.shape[:-1], -1)[..., :num_bits].astype(jnp.uint8)
   if signed:

@@ -119,6 +119,7 @@ def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int 
     (ap float32 [q], defined bool [q]); ``defined`` is False where the normaliser is 0
     (AP is reported as 0 there).
   """
+  _inputs.check_chunk(distances, relevance, "relevance")
   q, n = distances.shape
   _check_options(top_k, ties, normalizer, n)
   k = n if top_k is None else min(int(top_k), n)

@@ -162,6 +162,14 @@ def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:
   raise ValueError(f"no_relevant / empty must be 'zero' or 'skip'; got {rule!r}.")
 
 
+def check_chunk(distances, values, name: str) -> None:
+  """A chunk kernel's distances and per-item values must be [q, n] arrays of one shape."""
+  _checks.rank(distances, 2, "distances", "with shape [q, n]")
+  if tuple(np.shape(values)) != tuple(np.shape(distances)):
+    raise ValueError(f"{name} must have the shape of distances {tuple(np.shape(distances))}; "
+                     f"got {tuple(np.shape(values))}.")
+
+
 def check_choice(value, name: str, choices) -> None:
   if value not in choices:
     raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}.")

@@ -32,6 +32,9 @@ def _check_ks(ks, n: int) -> tuple[int, ...]:
 def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
               max_distance: int | None = None) -> jax.Array:
   """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)]."""
+  _inputs.check_chunk(distances, relevance, "relevance")
+  _inputs.check_choice(ties, "ties", _ap.TIES)
+  ks = _check_ks(ks, distances.shape[1])
   relevant = relevance.astype(bool)
   if ties == "aware":
     groups = _groups.make_groups(distances, relevant, max_distance)
@@ -67,7 +70,11 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   Returns:
     (ndcg float32 [q], defined bool [q]); undefined where IDCG = 0.
   """
+  _inputs.check_chunk(distances, grades, "grades")
+  _inputs.check_choice(ties, "ties", _ap.TIES)
+  _inputs.check_choice(gain, "gain", GAINS)
   q, n = distances.shape
+  (k,) = _check_ks(k, n)
   gains = _gain(grades, gain)
   disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
   ideal = jnp.sum(lax.top_k(gains, k)[0] * disc[None, :], axis=-1)

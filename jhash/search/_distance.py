@@ -111,7 +111,7 @@ def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
   q = jnp.asarray(query_codes, jnp.float32)
   b = jnp.asarray(db_codes, jnp.float32)
   w = jnp.asarray(weights, jnp.float32)
-  dots = jnp.einsum("qk,nk->qn", q * w, b, precision=lax.Precision.HIGHEST)
+  dots = jnp.einsum("qk,nk->qn", q * w[None, :], b, precision=lax.Precision.HIGHEST)
   return 0.5 * (jnp.sum(w) - dots)
 
 
