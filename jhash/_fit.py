@@ -41,9 +41,15 @@ def _check_key(key) -> None:
                      f"jax.random.key(seed)); got {getattr(key, 'shape', type(key))}.")
 
 
+def _check_training_batch(method: _api.HashingMethod, batch: dict) -> None:
+  _checks.batch(batch)
+  if method.check_batch is not None:
+    method.check_batch(batch)
+
+
 def init(method: _api.HashingMethod, key: jax.Array, batch: dict):
   """``method.init`` with the batch checked and the key of step 0."""
-  _checks.batch(batch)
+  _check_training_batch(method, batch)
   _check_key(key)
   return _jit_init(method.init)(jax.random.fold_in(key, 0), batch)
 
@@ -68,7 +74,7 @@ def fit(method: _api.HashingMethod, key: jax.Array, batch: dict, num_steps: int 
     (state, history): the final state and a dict of metric name -> numpy array
     [num_steps - start_step] (one entry per step run).
   """
-  _checks.batch(batch)
+  _check_training_batch(method, batch)
   _check_key(key)
   total = method.num_steps if num_steps is None else _checks.nonneg_int(num_steps, "num_steps")
   start = _checks.nonneg_int(start_step, "start_step")

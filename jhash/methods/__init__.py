@@ -2,13 +2,16 @@
 
 from jhash.methods._api import HashingMethod
 from jhash.methods._api import view_features
-from jhash.methods.itq import ITQState
-from jhash.methods.itq import itq
-from jhash.methods.lsh import LSHState
-from jhash.methods.lsh import lsh
+from jhash.methods._cdh import CDHState
+from jhash.methods._cdh import cdh
+from jhash.methods._itq import ITQState
+from jhash.methods._itq import itq
+from jhash.methods._lsh import LSHState
+from jhash.methods._lsh import lsh
 
 # name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {
     "lsh": lsh,
     "itq": itq,
+    "cdh": cdh,
 }

@@ -11,6 +11,12 @@ hyperparameters, with states that are NamedTuples of arrays (as optax's
   and a dict of scalar metrics, so it jits once and runs under ``lax.scan``.
 * ``encode(state, batch) -> codes``: int8 [n, num_bits] in {-1, +1}.
 
+Metrics are scalars or fixed-size arrays (e.g. one entry per bit), so every
+step returns the same shapes. Two optional fields: ``check_batch(batch) -> n``,
+the method's complete check of a training batch (values included, so it runs
+outside jit; ``jhash.fit`` calls it), and ``extras``, a NamedTuple of further
+pure functions a method offers (CDH's objective, say).
+
 A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
 [n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
 class ids or bool [n, C] multi-hot (absent for unsupervised methods).
@@ -37,6 +43,8 @@ class HashingMethod(NamedTuple):
   num_steps: int          # length of the method's default schedule
   num_bits: int
   name: str
+  check_batch: Callable[[Batch], int] | None = None
+  extras: Any = None
 
 
 def view_features(batch: Batch, view: int | None) -> jax.Array:

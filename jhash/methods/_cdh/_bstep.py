@@ -1,0 +1,392 @@
+"""CDH's B-step: coordinate discrete ascent on the code matrix, one bit at a time.
+
+Bit ``k`` of the objective ("Coordinate Discrete Optimization for Efficient
+Cross-View Image Retrieval", IJCAI 2016, Eqn. (8); METHODS.md section 1)
+is, up to a constant, the binary quadratic program
+
+    J_k(x) = (1/n^2) x^T A x + (gamma/n) Z^T x,   x in {-1, +1}^n,
+
+    exponential merit:  A_ij = sinh(Y_ij/K) exp(-Y_ij p_ij^{-k}),
+    linear merit:       A_ij = Y_ij / K,                  A_ii = 0,
+
+with ``p^{-k} = (B B^T - B_k B_k^T) / K`` the leave-one-out code products and
+``Z`` the generative linear term (``_encode.generative_terms``). Changing only
+column ``k`` of ``B`` changes the full objective ``J`` by exactly the change of
+``J_k``.
+
+How the work is organised (``n`` items, ``K`` bits):
+
+* The Gram ``G = B B^T`` is computed once per sweep and kept exactly, in int8
+  (int16 when ``K > 127``): ``K p_ij`` is an integer, so ``A`` follows from ``G``,
+  ``Y`` and the current column, with no drift. When column ``k`` changes from
+  ``old`` to ``new``, ``G += new new^T - old old^T``. That rank-one update is
+  applied lazily, inside the next bit's pass over ``G`` (one read and one write of
+  each row block), and the last bit's update of a sweep is never needed.
+* ``A`` is never stored. ``A b`` is formed row block by row block (``block_rows``
+  rows at a time) from ``G``, ``Y``'s rows (computed from labels) and ``b``: one
+  pass over ``G`` per bit.
+* Inner updates of a bit (gradient, active set ``I``, Algorithm 2, flip) do not
+  need another pass: ``A`` is fixed while only column ``k`` moves, and flipping
+  ``F`` changes ``A b`` by ``A d`` with ``d`` supported on ``F``, formed from the
+  ``|F|`` rows of ``A`` (``O(n |F|)``). Algorithm 2 runs on ``M`` restricted to
+  ``I`` (compacted to a static size ``S >= |I|`` taken from a short list of
+  sizes, ``lax.switch``) and forms the row of each item it adds from its row of
+  ``G`` (``O(S)``).
+
+Memory: ``G`` (``n^2`` bytes) and ``Y`` when given explicitly (``n^2`` bytes),
+plus ``O(n)``-row blocks: well under ``3 x 4 n^2`` bytes. A
+chunk of the data is just a call on a subset of rows (``codes``, ``z`` and
+``Supervision`` restricted to it); the passes are loops over row blocks, so
+the ``n x n`` work splits by rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jhash.methods._cdh import _active_set
+from jhash.methods._cdh import _supervision as sv
+
+MERITS = ("exponential", "linear")
+
+
+class BitStats(NamedTuple):
+  """What happened to one bit (stacked to ``[K]`` by a sweep)."""
+  active: jax.Array            # int32 [], |I| at the bit's first inner update
+  flipped: jax.Array           # int32 [], sum of |F| over the bit's inner updates
+  inner_steps: jax.Array       # int32 [], inner updates run
+  converged: jax.Array         # bool [], the active set ended empty (a fixed point)
+  objective_before: jax.Array  # float32 [], J_k(B_k) before the bit's update
+  objective: jax.Array         # float32 [], J_k(B_k) after
+
+
+class SweepCarry(NamedTuple):
+  """State carried from bit to bit within a sweep."""
+  codes: jax.Array             # int8 [n, K], B
+  gram: jax.Array | None       # int8/int16 [n, n], B B^T before the pending update
+  pending_new: jax.Array       # int8 [n], column last changed, its new value (0: none)
+  pending_old: jax.Array       # int8 [n], ... and its old value
+
+
+def gram_dtype(num_bits: int):
+  return jnp.int8 if num_bits <= 127 else jnp.int16
+
+
+def pair_weights(y: jax.Array, loo: jax.Array, num_bits: int, merit: str) -> jax.Array:
+  """Entries of ``A`` from entries of ``Y`` and of ``K p^{-k}`` (any shape, float32).
+
+  ``sinh(Y/K) = Y sinh(1/K)`` for ``Y`` in {-1, 0, 1}.
+  """
+  if merit == "linear":
+    return y * (1.0 / num_bits)
+  return y * (math.sinh(1.0 / num_bits) * jnp.exp(y * loo * (-1.0 / num_bits)))
+
+
+def for_row_blocks(num_items: int, block_rows: int, fn: Callable, carry):
+  """``carry = fn(start, size, new, carry)`` over blocks of ``size`` rows covering all rows.
+
+  ``size = min(block_rows, n)`` is static. When ``n`` is not a multiple of it, the
+  last block is moved back to end at row ``n`` and overlaps the one before;
+  ``new`` (bool ``[size]``) marks the rows no earlier block covered. One loop
+  body, so one copy of the block's code.
+  """
+  size = min(block_rows, num_items)
+
+  def body(r, c):
+    start = jnp.minimum(r * size, num_items - size)
+    return fn(start, size, start + jnp.arange(size) >= r * size, c)
+
+  return jax.lax.fori_loop(0, -(-num_items // size), body, carry)
+
+
+def gram(codes: jax.Array, block_rows: int = 256) -> jax.Array:
+  """``B B^T`` exactly, as int8 (int16 when ``K > 127``) ``[n, n]``, by row blocks."""
+  n, k = codes.shape
+  bf = codes.astype(jnp.float32)
+
+  def fill(start, size, new, g):
+    rows = jax.lax.dynamic_slice_in_dim(bf, start, size, 0)
+    block = jnp.dot(rows, bf.T).astype(gram_dtype(k))
+    return jax.lax.dynamic_update_slice_in_dim(g, block, start, 0)
+
+  return for_row_blocks(n, block_rows, fill, jnp.zeros((n, n), gram_dtype(k)))
+
+
+def _zero_diagonal(a: jax.Array, rows: jax.Array) -> jax.Array:
+  cols = jnp.arange(a.shape[1])
+  return jnp.where(rows[:, None] == cols[None, :], jnp.float32(0), a)
+
+
+def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: int,
+              merit: str, block_rows: int) -> tuple[jax.Array | None, jax.Array]:
+  """One pass: apply the pending rank-one update to ``G`` and form ``A b``.
+
+  Args:
+    carry: the sweep carry (its ``gram`` is updated in place, block by block).
+    b0: float32 [n], the bit ``k`` as it is in ``G`` (its value at the bit's start).
+  Returns:
+    (updated gram, ``A b0`` float32 [n]).
+  """
+  n = b0.shape[0]
+  gram_, new, old = carry.gram, carry.pending_new, carry.pending_old
+
+  def block(start, size, fresh, c):
+    g, ab = c
+    rows = start + jnp.arange(size)
+    y = sv.block(sup, start, size)
+    if merit == "exponential":
+      part = jax.lax.dynamic_slice_in_dim(g, start, size, 0)
+      take = lambda v: jax.lax.dynamic_slice_in_dim(v, start, size, 0)
+      # Rows an earlier (overlapping) block updated already get no second update.
+      new_rows = jnp.where(fresh, take(new), 0).astype(new.dtype)
+      old_rows = jnp.where(fresh, take(old), 0).astype(old.dtype)
+      part = part + (new_rows[:, None] * new[None, :] - old_rows[:, None] * old[None, :]
+                     ).astype(part.dtype)
+      # Write the block, then read it back from the updated Gram (the barrier keeps
+      # XLA from folding the read into the write): reading the old Gram after the
+      # in-place write would make XLA copy the whole Gram every block.
+      g = jax.lax.optimization_barrier(jax.lax.dynamic_update_slice_in_dim(g, part, start, 0))
+      part = jax.lax.dynamic_slice_in_dim(g, start, size, 0)
+      loo = part.astype(jnp.float32) - take(b0)[:, None] * b0[None, :]
+    else:
+      loo = None
+    a = _zero_diagonal(pair_weights(y, loo, num_bits, merit), rows)
+    return g, jax.lax.dynamic_update_slice_in_dim(ab, jnp.dot(a, b0), start, 0)
+
+  return for_row_blocks(n, block_rows, block, (gram_, jnp.zeros((n,), jnp.float32)))
+
+
+def a_rows(index: jax.Array, gram_: jax.Array | None, b0: jax.Array, sup: sv.Supervision,
+           num_bits: int, merit: str) -> jax.Array:
+  """Rows ``A[index, :]`` (float32 ``[m, n]``), from the (updated) Gram."""
+  y = sv.rows(sup, index)
+  loo = None
+  if merit == "exponential":
+    loo = gram_[index].astype(jnp.float32) - b0[index][:, None] * b0[None, :]
+  return _zero_diagonal(pair_weights(y, loo, num_bits, merit), index)
+
+
+def restricted_rows(index: jax.Array, valid: jax.Array, gram_: jax.Array | None,
+                    b0: jax.Array, b: jax.Array, sup: sv.Supervision, num_bits: int,
+                    merit: str) -> Callable[[jax.Array], jax.Array]:
+  """Rows of ``M = A .* (b b^T)`` among the items ``index``: ``p -> M[index[p], index]``.
+
+  ``K p^{-k}`` among them is ``G[index[p], index] - b0[index[p]] b0[index]`` (a
+  gather of ``S`` entries of one row of the Gram), so ``M`` is never stored.
+  Padding positions (``~valid``) and the diagonal are zero.
+
+  Args:
+    gram_: int8 [n, n], ``B B^T`` with bit ``k`` equal to ``b0`` (None for the
+      linear merit).
+    b0: float32 [n], bit ``k`` as it is in ``gram_``.
+    b: float32 [n], bit ``k`` now.
+  """
+  size = index.shape[0]
+  bi = jnp.where(valid, b[index], 0.0)
+  b0i = b0[index]
+  y_row = sv.among(sup, index)
+  pos = jnp.arange(size)
+
+  def row(p):
+    loo = None
+    if merit == "exponential":
+      loo = gram_[index[p]][index].astype(jnp.float32) - b0i[p] * b0i
+    m = pair_weights(y_row(p), loo, num_bits, merit) * (bi[p] * bi)
+    return jnp.where(pos == p, jnp.float32(0), m)
+
+  return row
+
+
+def reduction_sizes(num_items: int, smallest: int = 256) -> tuple[int, ...]:
+  """Static sizes ``S`` for the restricted ``M``: doubling from ``smallest``, then ``n``."""
+  sizes, s = [], smallest
+  while s < num_items:
+    sizes.append(s)
+    s *= 2
+  return tuple(sizes) + (num_items,)
+
+
+def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: jax.Array,
+            b: jax.Array, sup: sv.Supervision, u: jax.Array, num_bits: int, merit: str,
+            sizes: tuple[int, ...]) -> jax.Array:
+  """Algorithm 2 from a random start in ``I``, at the smallest size ``S >= |I|``.
+
+  Args:
+    u: float32 [] uniform in [0, 1): the start is item ``floor(u |I|)`` of ``I``.
+  Returns:
+    int8 [n], 1 for the items to flip.
+  """
+  n = b.shape[0]
+  start = jnp.minimum(jnp.floor(u * count).astype(jnp.int32), count - 1)
+
+  def at_size(size):
+    def run(active, b, start):
+      index, valid = _active_set.compact(active, size)
+      rows = restricted_rows(index, valid, gram_, b0, b, sup, num_bits, merit)
+      flip, _ = _active_set.reduce_active_set(rows, valid, start)
+      return jnp.zeros((n,), jnp.int8).at[index].add(flip.astype(jnp.int8))
+    return run
+
+  branches = [at_size(s) for s in sizes]
+  if len(branches) == 1:
+    return branches[0](active, b, start)
+  which = jnp.sum(jnp.asarray(sizes[:-1]) < count)
+  return jax.lax.switch(which, branches, active, b, start)
+
+
+def _a_times_flips(flip: jax.Array, b: jax.Array, b0: jax.Array, gram_: jax.Array | None,
+                   sup: sv.Supervision, num_bits: int, merit: str, chunk: int) -> jax.Array:
+  """``A d`` for ``d = -2 b`` on the flipped items (0 elsewhere), from their rows of ``A``."""
+  n = b.shape[0]
+  index, valid = _active_set.compact(flip > 0, n)
+  num = jnp.sum(flip > 0)
+  index = jnp.concatenate([index, jnp.zeros((chunk,), jnp.int32)])
+  valid = jnp.concatenate([valid, jnp.zeros((chunk,), bool)])
+
+  def body(t, acc):
+    rows = jax.lax.dynamic_slice_in_dim(index, t * chunk, chunk)
+    ok = jax.lax.dynamic_slice_in_dim(valid, t * chunk, chunk)
+    d = jnp.where(ok, -2.0 * b[rows], 0.0)
+    return acc + jnp.dot(d, a_rows(rows, gram_, b0, sup, num_bits, merit))
+
+  return jax.lax.fori_loop(0, (num + chunk - 1) // chunk, body, jnp.zeros((n,), jnp.float32))
+
+
+def bit_objective(ab: jax.Array, z: jax.Array, b: jax.Array, gamma: jax.Array) -> jax.Array:
+  """``J_k(b) = b^T A b / n^2 + gamma Z^T b / n`` from ``A b``."""
+  n = float(b.shape[0])
+  return jnp.dot(b, ab) / (n * n) + gamma * jnp.dot(z, b) / n
+
+
+class _Inner(NamedTuple):
+  b: jax.Array         # float32 [n]
+  ab: jax.Array        # float32 [n], A b
+  num_active: jax.Array
+  first_active: jax.Array
+  flipped: jax.Array
+  step: jax.Array
+
+
+def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervision,
+               gamma: jax.Array, uniforms: jax.Array, *, merit: str = "exponential",
+               block_rows: int = 32, chunk: int = 64, sizes: tuple[int, ...] | None = None
+               ) -> tuple[SweepCarry, BitStats]:
+  """Update column ``k`` of ``B``: inner updates until ``I`` is empty or the cap.
+
+  Each inner update ``t``: ``g = 2 A b / n^2 + gamma Z / n``,
+  ``I = {i : g_i b_i < 0}``, ``F`` = Algorithm 2 on ``I`` from a random start
+  (item ``floor(uniforms[t] |I|)`` of ``I``), flip ``F``; at most
+  ``len(uniforms)`` of them. ``J_k`` never decreases (Theorem 1); when ``I``
+  ends empty, no single flip improves ``J_k`` (Theorem 2).
+
+  Args:
+    carry: ``SweepCarry`` (codes, Gram with a pending rank-one update).
+    k: int [], the bit.
+    z: float32 [n], the generative linear term of bit ``k``.
+    sup: the supervision.
+    gamma: float32 [].
+    uniforms: float32 [max_inner] in [0, 1), one per inner update.
+    merit, block_rows, chunk: see ``sweep``.
+    sizes: static sizes for the restricted ``M`` (default ``reduction_sizes(n)``).
+  Returns:
+    (carry with column ``k`` updated and its change pending, ``BitStats``).
+  """
+  codes = carry.codes
+  n, num_bits = codes.shape
+  sizes = reduction_sizes(n) if sizes is None else sizes
+  col0 = jax.lax.dynamic_index_in_dim(codes, k, axis=1, keepdims=False)
+  b0 = col0.astype(jnp.float32)
+  gram_, ab0 = a_times_b(carry, b0, sup, num_bits, merit, block_rows)
+  _, active0 = _active_set.active_set(ab0, z, b0, gamma, n)
+  count0 = jnp.sum(active0, dtype=jnp.int32)
+  max_inner = uniforms.shape[0]
+
+  def cond(s):
+    return (s.step < max_inner) & (s.num_active > 0)
+
+  def body(s):
+    _, active = _active_set.active_set(s.ab, z, s.b, gamma, n)
+    flip = _reduce(active, s.num_active, gram_, b0, s.b, sup, uniforms[s.step], num_bits,
+                   merit, sizes)
+    ab = s.ab + _a_times_flips(flip, s.b, b0, gram_, sup, num_bits, merit, chunk)
+    b = jnp.where(flip > 0, -s.b, s.b)
+    _, active = _active_set.active_set(ab, z, b, gamma, n)
+    return _Inner(b, ab, jnp.sum(active, dtype=jnp.int32), s.first_active,
+                  s.flipped + jnp.sum(flip, dtype=jnp.int32), s.step + 1)
+
+  zero = jnp.int32(0)
+  out = jax.lax.while_loop(cond, body, _Inner(b0, ab0, count0, count0, zero, zero))
+  new_col = jnp.where(out.b > 0, jnp.int8(1), jnp.int8(-1))
+  codes = jax.lax.dynamic_update_index_in_dim(codes, new_col, k, axis=1)
+  stats = BitStats(out.first_active, out.flipped, out.step, out.num_active == 0,
+                   bit_objective(ab0, z, b0, gamma), bit_objective(out.ab, z, out.b, gamma))
+  return SweepCarry(codes, gram_, new_col, col0), stats
+
+
+def start_sweep(codes: jax.Array, merit: str, block_rows: int = 256) -> SweepCarry:
+  """The carry at the start of a sweep: the Gram (exponential merit) and nothing pending."""
+  n = codes.shape[0]
+  g = gram(codes, block_rows) if merit == "exponential" else None
+  none = jnp.zeros((n,), jnp.int8)
+  return SweepCarry(codes, g, none, none)
+
+
+def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
+          uniforms: jax.Array, *, merit: str = "exponential", block_rows: int = 32,
+          chunk: int = 64) -> tuple[jax.Array, BitStats]:
+  """One B-step: update bits ``0 .. K-1`` in turn (the paper's Algorithm 1, lines 8-13).
+
+  Args:
+    codes: int8 [n, K] in {-1, +1}.
+    z: float32 [n, K], ``Z_ik = sum_v (sigmoid(w_kv^T x_i^v) - 1/2)``.
+    sup: ``Supervision`` of the same ``n`` items.
+    gamma: float32 [], weight of the generative term.
+    uniforms: float32 [K, max_inner] in [0, 1) (e.g. ``jax.random.uniform(key,
+      (K, max_inner))``): row ``k`` picks the random starts of bit ``k``'s inner
+      updates, and ``max_inner`` caps them (each inner update ends with a flip).
+    merit: ``"exponential"`` or ``"linear"``.
+    block_rows: rows per block of the pass over ``G`` forming ``A b``.
+    chunk: rows of ``A`` formed together when updating ``A b`` after a flip.
+  Returns:
+    (codes int8 [n, K], ``BitStats`` with fields stacked to ``[K]``).
+  """
+  if merit not in MERITS:
+    raise ValueError(f"merit must be one of {MERITS}; got {merit!r}.")
+  sizes = reduction_sizes(codes.shape[0])
+
+  def one_bit(carry, xs):
+    k, bit_uniforms = xs
+    return update_bit(carry, k, jax.lax.dynamic_index_in_dim(z, k, axis=1, keepdims=False),
+                      sup, gamma, bit_uniforms, merit=merit, block_rows=block_rows,
+                      chunk=chunk, sizes=sizes)
+
+  num_bits = codes.shape[1]
+  if uniforms.shape[0] != num_bits:
+    raise ValueError(f"uniforms must have one row per bit ({num_bits}); got shape "
+                     f"{uniforms.shape}.")
+  carry, stats = jax.lax.scan(one_bit, start_sweep(codes, merit),
+                              (jnp.arange(num_bits), uniforms))
+  return carry.codes, stats
+
+
+def current_gram(carry: SweepCarry) -> jax.Array:
+  """The Gram with the pending rank-one update applied (int32 ``[n, n]``; for tests)."""
+  new = carry.pending_new.astype(jnp.int32)
+  old = carry.pending_old.astype(jnp.int32)
+  return carry.gram.astype(jnp.int32) + new[:, None] * new[None, :] - old[:, None] * old[None, :]
+
+
+def dense_bit_matrix(carry: SweepCarry, k: jax.Array, sup: sv.Supervision,
+                     merit: str) -> jax.Array:
+  """``A`` of bit ``k`` as float32 ``[n, n]`` from the carried Gram (small ``n``; tests)."""
+  n, num_bits = carry.codes.shape
+  b = jax.lax.dynamic_index_in_dim(carry.codes, k, axis=1, keepdims=False).astype(jnp.float32)
+  loo = None
+  if merit == "exponential":
+    loo = current_gram(carry).astype(jnp.float32) - b[:, None] * b[None, :]
+  a = pair_weights(sv.dense(sup), loo, num_bits, merit)
+  return _zero_diagonal(a, jnp.arange(n))

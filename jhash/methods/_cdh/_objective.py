@@ -1,0 +1,48 @@
+"""The full CDH objective ``J``, computed by row blocks (no ``n x n`` array).
+
+    J = (1/n^2) sum_ij l(Y_ij, p_ij) + (gamma/n) sum_i sum_k sum_v phi_k^v(b_ik, x_i^v),
+
+with ``p_ij = <b_i, b_j> / K``, ``l = Y p`` (linear) or ``-exp(-Y p)``
+(exponential), over every ordered pair ``(i, j)``, ``i = j`` included (a
+constant, as are the unknown pairs: ``l(0, p)`` is 0 or -1). The generative sum
+is ``sum_ik (V/2 + b_ik Z_ik)`` (see ``_encode``).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jhash.methods._cdh import _bstep
+from jhash.methods._cdh import _supervision as sv
+
+
+def merit(y: jax.Array, p: jax.Array, kind: str) -> jax.Array:
+  """``l(Y, p)`` elementwise."""
+  if kind == "linear":
+    return y * p
+  return -jnp.exp(-y * p)
+
+
+def semantic_term(codes: jax.Array, sup: sv.Supervision, kind: str,
+                  block_rows: int = 256) -> jax.Array:
+  """``(1/n^2) sum_ij l(Y_ij, p_ij)``: float32 []."""
+  n, k = codes.shape
+  bf = codes.astype(jnp.float32)
+
+  def block(start, size, new, total):
+    rows = jax.lax.dynamic_slice_in_dim(bf, start, size, 0)
+    p = jnp.dot(rows, bf.T) * (1.0 / k)
+    values = jnp.sum(merit(sv.block(sup, start, size), p, kind), axis=1)
+    return total + jnp.sum(jnp.where(new, values, 0.0))
+
+  total = _bstep.for_row_blocks(n, block_rows, block, jnp.float32(0))
+  return total / (float(n) * float(n))
+
+
+def generative_term(codes: jax.Array, z: jax.Array, gamma: jax.Array,
+                    num_views: int) -> jax.Array:
+  """``(gamma/n) sum_ik (V/2 + b_ik Z_ik)``: float32 []."""
+  n = codes.shape[0]
+  total = 0.5 * num_views * codes.size + jnp.sum(codes.astype(jnp.float32) * z)
+  return gamma * total / n
