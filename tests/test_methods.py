@@ -10,7 +10,8 @@ import jhash
 from jhash import methods
 
 # Small hyperparameters per method for the conformance suite.
-SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4}}
+SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4},
+         "hbmp": {"num_items": 4}}
 
 
 def _batch(rng, n=120, dims=(12, 7)):

@@ -4,6 +4,8 @@ from jhash.methods._api import HashingMethod
 from jhash.methods._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
+from jhash.methods._hbmp import HBMPState
+from jhash.methods._hbmp import hbmp
 from jhash.methods._itq import ITQState
 from jhash.methods._itq import itq
 from jhash.methods._lsh import LSHState
@@ -14,4 +16,5 @@ REGISTRY = {
     "lsh": lsh,
     "itq": itq,
     "cdh": cdh,
+    "hbmp": hbmp,
 }

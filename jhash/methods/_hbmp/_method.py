@@ -1,0 +1,281 @@
+"""HBMP as a ``HashingMethod``: target codes of items by binary matrix pursuit (stage i).
+
+Cakir, He, Bargal, Sclaroff, "Hashing with Binary Matrix Pursuit", ECCV 2018. ``init``
+builds the items (classes, label sets or instances) and their affinity ``R`` from the
+batch; each ``update`` adds one bit of the pursuit (``_pursuit``), so ``jhash.fit`` with
+its default ``num_steps = num_bits`` runs all bits; ``encode`` returns the target code of
+each batch row's item (its class, or its label set). Retrieval ranks by the weighted
+Hamming distance with the bit weights ``state.weights`` (the pursuit's alphas):
+``jhash.metrics.mean_average_precision(..., weights=state.weights)``.
+
+Stage (ii), hash functions from features onto the target codes, is a separate stage:
+the state keeps the item codes, the alphas and each training instance's item
+(``HBMPState.target_codes`` gives the training targets), so a hash-function stage can
+be appended without re-running the pursuit.
+
+Static sizes: under ``jit`` (``jhash.init`` and ``jhash.fit`` jit ``init``) the number of
+items must be known before the labels are seen, so ``level="class"`` and
+``level="label_sets"`` need ``num_items`` (the number of classes, or of unique label
+sets, e.g. ``len(unique_label_sets(labels).sets)``). An eager ``method.init`` infers it
+from the labels and checks a given ``num_items``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jhash import _checks
+from jhash.methods import _api
+from jhash.methods._hbmp import _affinity
+from jhash.methods._hbmp import _pursuit
+
+LEVELS = ("class", "label_sets", "instance")
+
+
+class HBMPState(NamedTuple):
+  """Items, their affinity and the pursuit's buffers."""
+  pursuit: _pursuit.PursuitState  # codes int8 [m, b] (targets of the m items), alphas [b], ...
+  affinity: jax.Array             # float32 [m, m], R between items
+  item_labels: jax.Array          # class: int32 [m] ids; label_sets: bool [m, C];
+                                  # instance: the training labels (int32 [n] zeros if none)
+  instance_items: jax.Array       # int32 [n], the item of each training instance
+
+  @property
+  def codes(self) -> jax.Array:
+    """int8 [m, b], the items' target codes (bits not made yet are 0)."""
+    return self.pursuit.codes
+
+  @property
+  def weights(self) -> jax.Array:
+    """float32 [b], the bit weights (alphas) for weighted Hamming ranking."""
+    return self.pursuit.alphas
+
+  @property
+  def target_codes(self) -> jax.Array:
+    """int8 [n, b], the target code of each training instance (stage ii's targets)."""
+    return self.pursuit.codes[self.instance_items]
+
+
+def retrieval_weights(state: HBMPState) -> jax.Array:
+  """The weights for weighted Hamming ranking, ``sum_k alpha_k [q_k != v_k]``: float32 [b]."""
+  return state.pursuit.alphas
+
+
+def target_codes(state: HBMPState) -> jax.Array:
+  """int8 [n, b], the target code of each training instance (stage ii's targets)."""
+  return state.target_codes
+
+
+class HBMPExtras(NamedTuple):
+  """Further pure functions of ``hbmp`` (``HashingMethod.extras``)."""
+  weights: Callable[[HBMPState], jax.Array]         # float32 [b], the alphas
+  target_codes: Callable[[HBMPState], jax.Array]    # int8 [n_train, b]
+  items: Callable[[HBMPState, dict], jax.Array]     # int32 [m], the item of each batch row
+  pursuit: _pursuit.MatrixPursuit                   # init(R) / step(state, R, key)
+
+
+def _items_needed(level: str) -> ValueError:
+  what = "classes" if level == "class" else "unique label sets"
+  hint = ("max(labels) + 1" if level == "class"
+          else "len(jhash.methods._hbmp.unique_label_sets(labels).sets)")
+  return ValueError(
+      f"num_items must be given for level={level!r} when init is traced (jhash.init and "
+      f"jhash.fit jit it): the number of {what} sets the state's shapes. Pass "
+      f"num_items={hint}, or call method.init eagerly.")
+
+
+def _class_items(labels, num_items: int | None):
+  if _checks.label_array(labels, "labels") != "class_ids":
+    raise ValueError(f"labels must be integer class ids [n] for level='class' (use "
+                     f"level='label_sets' for multi-hot labels); got {_checks._describe(labels)}.")
+  if _checks.is_concrete(labels):
+    y = np.asarray(labels)
+    if y.size and y.min() < 0:
+      raise ValueError(f"labels must be class ids >= 0; got minimum {y.min()}.")
+    found = int(y.max()) + 1 if y.size else 0
+    if num_items is None:
+      num_items = found
+    elif found > num_items:
+      raise ValueError(f"labels must be class ids below num_items={num_items}; got "
+                       f"class id {found - 1}.")
+  elif num_items is None:
+    raise _items_needed("class")
+  ids = jnp.arange(num_items, dtype=jnp.int32)
+  return num_items, ids, jnp.asarray(labels, jnp.int32)
+
+
+def _label_set_items(labels, num_items: int | None):
+  if _checks.label_array(labels, "labels") != "multi_hot":
+    raise ValueError(f"labels must be multi-hot bool [n, C] for level='label_sets'; got "
+                     f"{_checks._describe(labels)}.")
+  if _checks.is_concrete(labels):
+    found = _affinity.unique_label_sets(labels)
+    if num_items is not None and num_items != found.sets.shape[0]:
+      raise ValueError(f"num_items must equal the number of unique label sets in labels, "
+                       f"{found.sets.shape[0]}; got num_items={num_items}.")
+    return found.sets.shape[0], jnp.asarray(found.sets), jnp.asarray(found.index)
+  if num_items is None:
+    raise _items_needed("label_sets")
+  # Traced: a static number of sets. Extra rows (num_items too large) repeat a set.
+  sets, index = jnp.unique(labels, axis=0, size=num_items, return_inverse=True,
+                           fill_value=labels[0])
+  return num_items, sets, index.reshape(-1).astype(jnp.int32)
+
+
+def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
+         num_items: int | None = None, view: int | None = None, step_size: str = "regress",
+         num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
+         local_search: bool = True, max_flips: int | None = None) -> _api.HashingMethod:
+  """HBMP's binary inference (stage i) as a method: one pursuit bit per ``update``.
+
+  Args:
+    num_bits: b.
+    level: the items: ``"class"`` (class ids; ``R = b (2I - 1)``), ``"label_sets"`` (the
+      unique multi-hot rows) or ``"instance"`` (the training rows).
+    metric: the items' affinity: ``"share"`` (same class / share a label, binary),
+      ``"shared_count"`` (number of shared labels, graded; multi-hot only) or
+      ``"euclidean"`` (Eq. 2 on Euclidean distances of features: of the instances, or of
+      each class's / label set's mean feature vector). Instance level without labels
+      always uses ``"euclidean"``.
+    num_items: the number of classes or unique label sets (needed when ``init`` is
+      traced, as by ``jhash.fit``; see the module docstring). Ignored at instance level.
+    view: the features for ``metric="euclidean"`` (None: all observed views).
+    step_size, num_restarts, num_iters, tol, local_search, max_flips: the pursuit's
+      (``matrix_pursuit``).
+  Returns:
+    HashingMethod with ``num_steps = num_bits``; states are ``HBMPState``. ``update``
+    reports the pursuit step's metrics (``residual_norm`` per bit is Figure 1(c)).
+    ``check_batch`` checks the labels' values and the item count (and says which
+    ``num_items`` to pass); ``extras`` is ``HBMPExtras`` (``weights``, the alphas for
+    weighted Hamming ranking; ``target_codes``; ``items``; the ``pursuit``).
+    ``encode(state, batch)`` needs ``batch["labels"]``: each row gets its class's code
+    (class ids), or the code of its label set (the nearest by Hamming distance of the
+    multi-hot rows when the set was not in training); at instance level, the batch must
+    be the training set itself (new data need the hash functions of stage ii).
+  """
+  num_bits = _api.check_num_bits(num_bits)
+  if level not in LEVELS:
+    raise ValueError(f"level must be one of {', '.join(map(repr, LEVELS))}; got {level!r}.")
+  if metric not in _affinity.METRICS:
+    raise ValueError(f"metric must be one of {', '.join(map(repr, _affinity.METRICS))}; "
+                     f"got {metric!r}.")
+  if level == "class" and metric == "shared_count":
+    raise ValueError("metric='shared_count' needs multi-hot labels (level='label_sets' or "
+                     "'instance'); got level='class'.")
+  if num_items is not None:
+    num_items = _checks.positive_int(num_items, "num_items")
+  pursuit = _pursuit.matrix_pursuit(
+      num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
+      tol=tol, local_search=local_search, max_flips=max_flips)
+
+  def check_batch(batch):
+    """The complete check of a training batch, values included (outside jit)."""
+    n = _checks.batch(batch)
+    labels = batch.get("labels")
+    if metric == "euclidean" or (level == "instance" and labels is None):
+      _api.view_features(batch, view)
+    if level == "instance":
+      if labels is not None and metric == "shared_count":
+        if _checks.label_array(labels, "labels") != "multi_hot":
+          raise ValueError(f"metric='shared_count' needs multi-hot labels; got "
+                           f"{_checks._describe(labels)}.")
+      m = n
+    else:
+      if labels is None:
+        raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys "
+                         f"{sorted(batch)}.")
+      found = (_class_items(labels, num_items)[0] if level == "class"
+               else _label_set_items(labels, num_items)[0])
+      if num_items is None:   # jhash.init / jhash.fit trace init: the size must be static
+        raise ValueError(_items_needed(level).args[0] + f" These labels hold {found}.")
+      m = num_items
+    if m < 2:
+      raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={level!r}.")
+    _pursuit.check_num_bits_for_items(num_bits, m)
+    return n
+
+  def items_and_affinity(batch):
+    labels = batch.get("labels")
+    if level != "instance" and labels is None:
+      raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys "
+                       f"{sorted(batch)}.")
+    if level == "instance":
+      n = _api.view_features(batch, view).shape[0] if labels is None else np.shape(labels)[0]
+      index = jnp.arange(n, dtype=jnp.int32)
+      if labels is None or metric == "euclidean":
+        r = _affinity.feature_affinity(_api.view_features(batch, view), num_bits)
+        item_labels = (jnp.zeros((n,), jnp.int32) if labels is None else jnp.asarray(labels))
+      else:
+        r = _affinity.instance_affinity(labels, num_bits, metric)
+        item_labels = jnp.asarray(labels)
+      return n, r, item_labels, index
+    if level == "class":
+      m, item_labels, index = _class_items(labels, num_items)
+      if m < 2:
+        raise ValueError(f"level='class' needs at least 2 classes; got {m}.")
+      r = _affinity.class_affinity(m, num_bits) if metric == "share" else None
+    else:
+      m, item_labels, index = _label_set_items(labels, num_items)
+      if m < 2:
+        raise ValueError(f"level='label_sets' needs at least 2 unique label sets; got {m}.")
+      r = (None if metric == "euclidean"
+           else _affinity._label_set_affinity(item_labels, num_bits, metric))
+    if r is None:   # euclidean distances between the items' mean features
+      centroids = _affinity.item_centroids(_api.view_features(batch, view), index, m)
+      r = _affinity._affinity_from_distances(_affinity.euclidean_distances(centroids), num_bits)
+    return m, r, item_labels, index
+
+  def init(key, batch):
+    del key   # every bit draws from its own update key
+    m, r, item_labels, index = items_and_affinity(batch)
+    _pursuit.check_num_bits_for_items(num_bits, m)
+    return HBMPState(pursuit.init(r), r, item_labels, index)
+
+  def update(state, batch, key):
+    del batch   # the affinity was built by init
+    new, metrics = pursuit.step(state.pursuit, state.affinity, key)
+    return state._replace(pursuit=new), metrics
+
+  def encode(state, batch):
+    return state.pursuit.codes[batch_items(state, batch)]
+
+  def batch_items(state, batch):
+    labels = batch.get("labels")
+    m = state.affinity.shape[0]
+    if level == "instance":
+      n = (_api.view_features(batch, None).shape[0] if labels is None
+           else np.shape(labels)[0])
+      if n != m:
+        raise ValueError(
+            f"instance-level HBMP encodes its {m} training instances only; got a batch of "
+            f"{n} rows (codes of new data come from hash functions, stage ii).")
+      return jnp.arange(m)
+    if labels is None:
+      raise ValueError("batch must hold 'labels' to encode by item (codes from features "
+                       "come from hash functions, stage ii).")
+    if level == "class":
+      if _checks.label_array(labels, "labels") != "class_ids":
+        raise ValueError(f"labels must be class ids [n] for level='class'; got "
+                         f"{_checks._describe(labels)}.")
+      if _checks.is_concrete(labels) and np.size(labels) and (
+          np.min(labels) < 0 or np.max(labels) >= m):
+        raise ValueError(f"labels must be class ids in [0, {m}); got values in "
+                         f"[{np.min(labels)}, {np.max(labels)}].")
+      return jnp.asarray(labels, jnp.int32)
+    c = state.item_labels.shape[1]
+    if _checks.label_array(labels, "labels") != "multi_hot" or np.shape(labels)[1] != c:
+      raise ValueError(f"labels must be multi-hot bool [n, {c}] for level='label_sets'; "
+                       f"got {_checks._describe(labels)}.")
+    shared = _affinity.shared_label_counts(labels, state.item_labels)
+    sizes = jnp.sum(state.item_labels, axis=1, dtype=jnp.int32)
+    own = jnp.sum(jnp.asarray(labels), axis=1, dtype=jnp.int32)
+    differ = own[:, None] + sizes[None, :] - 2 * shared    # Hamming distance of label rows
+    return jnp.argmin(differ, axis=1)
+
+  extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit)
+  return _api.HashingMethod(init, update, encode, num_bits, num_bits, "hbmp",
+                            check_batch=check_batch, extras=extras)

@@ -1,0 +1,376 @@
+"""HBMP stage i (binary matrix pursuit): properties from the paper, NumPy references, API.
+
+Slow references live in ``_hbmp_reference.py``. The pursuit runs are shared between
+tests (``_run``), all on 10 x 10 affinities with 48 bits, so only two pursuits compile.
+"""
+
+import functools
+import importlib
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jhash
+import _hbmp_reference as ref
+
+hb = importlib.import_module("jhash.methods._hbmp")
+
+BITS = 48
+N = 10
+
+
+def _random_affinity(seed: int) -> np.ndarray:
+  a = np.random.default_rng(seed).normal(size=(N, N)) * 8.0
+  return ((a + a.T) / 2).astype(np.float32)
+
+
+def _affinity(kind: str) -> np.ndarray:
+  if kind == "class":
+    return np.asarray(hb.class_affinity(N, 32))     # 32 (2I - 1), Figure 1(a)
+  return _random_affinity(1)
+
+
+@functools.lru_cache(maxsize=None)
+def _run(kind: str, step_size: str, seed: int = 0):
+  res = hb.infer_codes(_affinity(kind), BITS, jax.random.PRNGKey(seed), step_size=step_size)
+  return jax.tree.map(np.asarray, res)
+
+
+# ----------------------------------------------------------------------------- pursuit
+
+
+@pytest.mark.parametrize("kind", ["class", "random"])
+@pytest.mark.parametrize("step_size", ["line", "regress"])
+def test_residual_never_increases_and_falls_by_the_gain(kind, step_size):
+  r = _affinity(kind)
+  res = _run(kind, step_size)
+  codes = res.codes.astype(np.float64)
+  norms = res.residual_norms.astype(np.float64)
+  r0 = res.initial_norm
+  np.testing.assert_allclose(r0, np.linalg.norm(ref.masked_residual(r, codes[:, :0], [])),
+                             rtol=1e-6)
+  # The reported norms are the residuals of the codes and alphas of each step.
+  for t in range(BITS):
+    alphas = (ref.regress_lstsq(r, codes[:, :t + 1]) if step_size == "regress"
+              else res.alphas[:t + 1])
+    direct = np.linalg.norm(ref.masked_residual(r, codes[:, :t + 1], alphas))
+    assert abs(direct - norms[t]) <= 2e-4 * r0, (t, direct, norms[t])
+  # Theorem 2 / Property 4: ||Q_{t-1}||^2 - ||Q_t||^2 >= (v^T Q v)^2 / (n^2 - n) >= 0
+  # (equality for line), so the norm never grows and strictly falls when the gain is not 0.
+  previous = np.concatenate([[r0], norms[:-1]])
+  drop = previous ** 2 - norms ** 2
+  gain = res.metrics["objective"].astype(np.float64) ** 2 / (N * N - N)
+  assert np.all(norms <= previous + 3e-5 * r0)    # float32 rounding near an exact fit
+  assert np.all(drop >= gain - 1e-4 * r0 ** 2)
+  if step_size == "line":
+    np.testing.assert_allclose(drop, gain, atol=1e-4 * r0 ** 2)
+  big = gain > 1e-3 * r0 ** 2
+  assert big.sum() >= 5 and np.all(norms[big] < previous[big])
+
+
+def test_figure_1c_class_level_regress_fits_by_40_bits_line_does_not():
+  # 10 classes, R = 32 (2I - 1): the paper's Figure 1(c) (checked in METHODS.md with
+  # exact eigenvectors: 1% at 40 bits, 0 at 48; line 56% at 40 bits).
+  for seed in range(3):
+    res = _run("class", "regress", seed)
+    frac = res.residual_norms / res.initial_norm
+    assert frac[39] <= 0.01, (seed, frac[39])
+    assert frac[47] <= 1e-4, (seed, frac[47])
+  line = _run("class", "line")
+  assert line.residual_norms[39] / line.initial_norm > 0.2
+
+
+def test_regress_solve_equals_vectorised_lstsq_with_a_singular_gram(rng):
+  n, t = 25, 9
+  r = rng.normal(size=(n, n))
+  r = (r + r.T).astype(np.float32)
+  codes = np.where(rng.normal(size=(n, t)) >= 0, 1.0, -1.0)
+  codes[:, 4] = codes[:, 1]          # duplicate direction
+  codes[:, 7] = -codes[:, 2]         # v v^T is the same for -v: singular G
+  for num_made in (3, t):            # regular, then singular
+    v = jnp.asarray(codes, jnp.float32)
+    b = 12                           # buffers wider than the bits made
+    gram = np.zeros((b, b), np.float32)
+    corr = np.zeros(b, np.float32)
+    buf = np.zeros((n, b), np.float32)
+    for k in range(num_made):        # the step's incremental updates
+      made = jnp.arange(b) < k
+      row = np.array(hb.gram_row(jnp.asarray(buf), v[:, k], made))
+      row[k] = n * n - n
+      gram[k, :] = row
+      gram[:, k] = row
+      r0 = r - np.diag(np.diag(r))
+      corr[k] = codes[:, k] @ r0 @ codes[:, k]
+      buf[:, k] = codes[:, k]
+    alphas = np.asarray(hb.regress_alphas(jnp.asarray(gram), jnp.asarray(corr),
+                                          jnp.arange(b) < num_made, n))
+    expected = ref.regress_lstsq(r, codes[:, :num_made])
+    assert np.all(alphas[num_made:] == 0)
+    err = np.linalg.norm(alphas[:num_made] - expected) / np.linalg.norm(expected)
+    assert err <= 1e-5, (num_made, err)
+
+
+@pytest.mark.parametrize("kind", ["class", "random"])
+def test_pursuit_alphas_are_the_least_squares_fit_of_its_codes(kind):
+  # After 48 bits on 10 items G is singular (45 free entries): the minimum-norm solution.
+  res = _run(kind, "regress")
+  expected = ref.regress_lstsq(_affinity(kind), res.codes)
+  err = np.linalg.norm(res.alphas - expected) / np.linalg.norm(expected)
+  assert err <= 1e-4, err
+
+
+def test_codes_are_distinct_and_degenerate_steps_reported():
+  res = _run("class", "regress")
+  v = res.codes.astype(np.int64)
+  overlap = np.abs(v.T @ v)
+  np.fill_diagonal(overlap, 0)
+  assert set(np.unique(v)) == {-1, 1}
+  assert overlap.max() < N                        # no code repeats, up to negation
+  assert not res.metrics["repeated"].any()
+  # Once the fit is exact every direction has v^T Q v = 0: the random rule takes over.
+  exact = res.residual_norms <= 1e-5 * res.initial_norm
+  assert exact.any() and res.metrics["degenerate"][1:][exact[:-1]].all()
+
+
+def test_random_new_code_takes_an_unused_code(key):
+  n = 4                                        # 8 codes up to negation
+  table = np.array([[1] + [1 if (j >> i) & 1 else -1 for i in range(n - 1)]
+                    for j in range(2 ** (n - 1))], np.float32)
+  buf = np.zeros((n, 10), np.float32)
+  buf[:, :7] = (table[1:] * np.array([1, -1, 1, 1, -1, 1, -1])[:, None]).T
+  for k in range(5):
+    code = np.asarray(hb.random_new_code(jax.random.fold_in(key, k), jnp.asarray(buf)))
+    assert abs(code @ table[0]) == n
+
+
+# ------------------------------------------------------------------ power iteration
+
+
+def _matrix_with_spectrum(rng, eigenvalues):
+  n = len(eigenvalues)
+  basis, _ = np.linalg.qr(rng.normal(size=(n, n)))
+  q = (basis * np.asarray(eigenvalues)[None, :]) @ basis.T
+  return ((q + q.T) / 2).astype(np.float32)
+
+
+def test_shifted_power_iteration_finds_the_largest_algebraic_eigenvalue(rng):
+  eig = np.concatenate([[-10.0, 6.0], rng.uniform(-5.0, 3.0, size=28)])
+  q = _matrix_with_spectrum(rng, eig)
+  w, u = np.linalg.eigh(q.astype(np.float64))
+  assert abs(w[0]) > abs(w[-1])                # the largest magnitude is negative
+  qj = jnp.asarray(q)
+  matvec = lambda x: qj @ x
+  starts = hb.random_starts(jax.random.PRNGKey(2), 3, q.shape[0])
+  best, every = jax.jit(lambda s: hb.top_eigenvector(matvec, s, 400, 1e-6))(starts)
+  single = jax.jit(lambda x0: hb.shifted_power_iteration(matvec, x0, 400, 1e-6))
+  np.testing.assert_allclose(best.rayleigh, w[-1], rtol=1e-4)
+  assert abs(np.asarray(best.vector) @ u[:, -1]) > 0.999
+  np.testing.assert_allclose(best.shift, w[0], rtol=1e-3)   # the smallest valid shift
+  # Plain power iteration alone lands on the negative one.
+  x, qx, _ = jax.jit(lambda x0: hb.power_iteration(matvec, x0, 0.0, 400, 1e-6))(starts[0])
+  np.testing.assert_allclose(np.asarray(x) @ np.asarray(qx), w[0], rtol=1e-4)
+  # Restarts vmapped equal a Python loop over the starts.
+  for i in range(starts.shape[0]):
+    one = single(starts[i])
+    np.testing.assert_allclose(every.vector[i], one.vector, atol=1e-5)
+    np.testing.assert_allclose(every.rayleigh[i], one.rayleigh, rtol=1e-5)
+    assert int(every.iterations[i]) == int(one.iterations)
+
+
+def test_local_search_ends_with_no_improving_flip_and_never_decreases(rng):
+  n = 40
+  q = rng.normal(size=(n, n))
+  q = ((q + q.T) / 2).astype(np.float32)
+  np.fill_diagonal(q, 0.0)
+  matvec, column = hb.dense_operator(jnp.asarray(q))
+  code = jnp.asarray(np.where(rng.normal(size=n) >= 0, 1.0, -1.0), jnp.float32)
+  search = jax.jit(lambda c, m: hb.local_search(column, c, matvec(c), m))
+  objectives = []
+  for max_flips in range(0, 60, 3):
+    out = search(code, max_flips)
+    objectives.append(float(out.objective))
+    np.testing.assert_allclose(out.q_code, q @ np.asarray(out.code), atol=1e-4)
+  assert np.all(np.diff(objectives) >= 0)
+  out = search(code, n * n)
+  assert int(out.flips) < n * n
+  v = np.asarray(out.code)
+  np.testing.assert_allclose(float(out.objective), v @ q @ v, rtol=1e-5)
+  assert ref.best_single_flip_gain(q, v) <= 1e-4 * np.abs(q @ v).max()
+  assert float(out.objective) > float(code @ q @ code)
+
+
+# ---------------------------------------------------------------- retrieval weights
+
+
+def test_weighted_ranking_with_the_alphas_matches_a_numpy_sort():
+  res = _run("random", "regress")
+  items = np.arange(N)
+  labels = (items % 3).astype(np.int32)
+  queries = np.array([0, 1, 2, 5])
+  dist = 0.5 * (res.alphas.sum() - (res.codes[queries] * res.alphas[None, :]) @ res.codes.T)
+  gaps = np.diff(np.unique(np.round(dist, 6)))
+  assert gaps.min() > 1e-4                     # no near-ties (float32 error ~3e-5)
+  got = jhash.metrics.mean_average_precision(
+      res.codes[queries], res.codes, labels[queries], labels, weights=res.alphas, ties="index")
+  want = ref.weighted_hamming_map(res.codes[queries], res.codes, res.alphas, labels[queries],
+                                  labels)
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  plain = 0.5 * (BITS - res.codes[queries].astype(np.float64) @ res.codes.T)
+  order = np.argsort(dist, axis=1, kind="stable")
+  assert not np.array_equal(order, np.argsort(plain, axis=1, kind="stable"))  # weights matter
+
+
+# ------------------------------------------------------------------------ affinities
+
+
+def test_affinities():
+  d = np.array([[0, 1, 4], [1, 0, 2], [4, 2, 0]], np.float32)
+  np.testing.assert_allclose(hb.affinity_from_distances(d, 8), 8 - 2 * (8 / 4) * d)
+  np.testing.assert_array_equal(hb.class_affinity(3, 4), 4 * (2 * np.eye(3) - 1))
+  labels = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 0], [0, 0, 0]], bool)
+  sets = hb.unique_label_sets(labels)
+  np.testing.assert_array_equal(sets.sets[sets.index], labels)
+  assert len(sets.sets) == 4
+  share = np.asarray(hb.label_set_affinity(sets.sets, 8))
+  expected = np.where((sets.sets.astype(int) @ sets.sets.T.astype(int)) > 0, 8.0, -8.0)
+  np.fill_diagonal(expected, 8.0)
+  np.testing.assert_array_equal(share, expected)
+  graded = np.asarray(hb.label_set_affinity(labels, 8, "shared_count"))
+  assert graded[0, 1] == 8.0 and graded[1, 3] == 8.0 and graded[0, 2] == -8.0
+  assert graded[2, 4] == -8.0
+  y = np.array([0, 2, 0, 1], np.int32)
+  np.testing.assert_array_equal(hb.instance_affinity(y, 2),
+                                2 * (2.0 * (y[:, None] == y[None, :]) - 1))
+  x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+  dist = np.linalg.norm(x[:, None] - x[None, :], axis=-1)
+  np.testing.assert_allclose(hb.feature_affinity(x, 16), 16 - 32 * dist / dist.max(),
+                             atol=1e-4)
+
+
+def test_bad_inputs_name_the_argument(key):
+  good = np.asarray(hb.class_affinity(5, 8))
+  bad = {
+      "square": np.ones((4, 5), np.float32),
+      "symmetric": good + np.triu(np.ones((5, 5), np.float32), 1),
+      "finite": np.where(np.eye(5, dtype=bool), np.nan, good).astype(np.float32),
+      "at least 2 items": np.zeros((0, 0), np.float32),
+  }
+  for expected, affinity in bad.items():
+    with pytest.raises(ValueError, match=f"affinity must .*{expected}"):
+      hb.infer_codes(affinity, 4, key)
+  with pytest.raises(ValueError, match="affinity must be 2-D"):
+    hb.infer_codes(np.ones(5, np.float32), 4, key)
+  # 5 items have 2^4 = 16 distinct codes up to negation.
+  with pytest.raises(ValueError, match=r"num_bits must be at most 2\*\*\(n-1\) = 16"):
+    hb.infer_codes(good, 17, key)
+  for name, kwargs in {"step_size": {"step_size": "exact"}, "num_restarts": {"num_restarts": 0},
+                       "num_iters": {"num_iters": 0}}.items():
+    with pytest.raises(ValueError, match=name):
+      hb.infer_codes(good, 4, key, **kwargs)
+  with pytest.raises(ValueError, match="num_bits"):
+    hb.hbmp(0)
+  with pytest.raises(ValueError, match="level"):
+    hb.hbmp(8, level="pairs")
+
+
+# ------------------------------------------------------------------------ the method
+
+
+def _batch(rng, n=120, classes=4):
+  views = (rng.normal(size=(n, 12)).astype(np.float32), rng.normal(size=(n, 7)).astype(np.float32))
+  return {"views": views, "labels": rng.integers(0, classes, n).astype(np.int32)}
+
+
+def test_method_conformance(rng):
+  batch = _batch(rng)
+  method = hb.hbmp(8, num_items=4)
+  assert isinstance(method, jhash.methods.HashingMethod)
+  assert method.num_bits == 8 and method.num_steps == 8 and method.name == "hbmp"
+  key = jax.random.PRNGKey(3)
+  state = jhash.init(method, key, batch)
+  # update keeps the state's type and shapes, and (below) is traced once for every fit.
+  shapes = jax.eval_shape(method.update, state, batch, jax.random.PRNGKey(1))
+  assert type(shapes[0]) is type(state)
+  chex.assert_trees_all_equal_shapes_and_dtypes(state, shapes[0])
+  assert all(np.ndim(v) == 0 for v in shapes[1].values())
+  method = method._replace(update=chex.assert_max_traces(method.update, n=1))
+  state, history = jhash.fit(method, key, batch, progress=False)
+  assert int(state.pursuit.step) == 8 and history["residual_norm"].shape == (8,)
+  codes = jhash.encode(method, state, batch)
+  assert codes.dtype == jnp.int8 and codes.shape == (120, 8)
+  assert set(np.unique(np.asarray(codes))) <= {-1, 1}
+  np.testing.assert_array_equal(codes, np.asarray(state.codes)[batch["labels"]])
+  np.testing.assert_array_equal(state.target_codes, codes)
+  assert state.weights.shape == (8,) and method.extras.weights(state) is state.weights
+  np.testing.assert_array_equal(method.extras.target_codes(state), codes)
+  state2, _ = jhash.fit(method, key, batch, progress=False)
+  np.testing.assert_array_equal(codes, jhash.encode(method, state2, batch))
+  state3, _ = jhash.fit(method, jax.random.PRNGKey(4), batch, progress=False)
+  assert not np.array_equal(codes, jhash.encode(method, state3, batch))
+  # 4 classes: all 2^3 = 8 codes up to negation are used, none twice; R = 8 (2I - 1)
+  # is fitted exactly well before, so the later bits come from the random rule.
+  v = np.asarray(state.codes, np.int64)
+  overlap = np.abs(v.T @ v)
+  np.fill_diagonal(overlap, 0)
+  assert overlap.max() < 4 and not history["repeated"].any()
+  assert history["residual_norm"][-1] <= 1e-5 * float(state.pursuit.initial_norm)
+  assert history["degenerate"][-1]
+  # Steps past num_bits change nothing.
+  kept = jax.tree.map(np.asarray, state)
+  same, _ = jhash.fit(method, key, batch, num_steps=10, state=state, start_step=8,
+                      progress=False)
+  for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(kept)):
+    np.testing.assert_array_equal(a, b)
+  with pytest.raises(ValueError, match="num_bits must be at most"):
+    jhash.init(hb.hbmp(8, num_items=3), key, {**batch, "labels": batch["labels"] % 3})
+  # check_batch runs outside jit: it sees the label values.
+  with pytest.raises(ValueError, match="num_items must be given.*These labels hold 4"):
+    jhash.init(hb.hbmp(8), key, batch)
+  with pytest.raises(ValueError, match="class ids below num_items=3"):
+    jhash.init(hb.hbmp(2, num_items=3), key, batch)
+
+
+def test_method_label_sets_items_and_encode(rng):
+  labels = rng.random((90, 6)) < 0.3
+  batch = {"views": (rng.normal(size=(90, 5)).astype(np.float32),), "labels": labels}
+  sets = hb.unique_label_sets(labels)
+  method = hb.hbmp(16, level="label_sets", num_items=len(sets.sets))
+  traced = jhash.init(method, jax.random.PRNGKey(0), batch)
+  eager = method.init(jax.random.PRNGKey(0), batch)
+  np.testing.assert_array_equal(traced.item_labels, sets.sets)
+  np.testing.assert_array_equal(traced.instance_items, sets.index)
+  for a, b in zip(jax.tree.leaves(traced), jax.tree.leaves(eager)):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6)
+  np.testing.assert_array_equal(traced.affinity, hb.label_set_affinity(sets.sets, 16))
+  codes = np.where(rng.normal(size=(len(sets.sets), 16)) >= 0, 1, -1).astype(np.int8)
+  state = traced._replace(pursuit=traced.pursuit._replace(codes=jnp.asarray(codes)))
+  np.testing.assert_array_equal(jhash.encode(method, state, batch), codes[sets.index])
+  # A label set not seen in training gets the code of the nearest seen set (by Hamming
+  # distance of the label rows; here not the first set with the most shared labels).
+  train = np.zeros((3, 6), bool)
+  train[0, [1, 2, 3, 5]] = True                # far from {0, 5}, shares one label
+  train[1, [0]] = True                         # nearest to {0, 5}, shares one label
+  train[2, [2, 4]] = True
+  small = {"views": (np.zeros((3, 5), np.float32),), "labels": train}
+  few = hb.hbmp(4, level="label_sets")
+  state = few.init(jax.random.PRNGKey(0), small)
+  codes = np.array([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1]], np.int8)
+  state = state._replace(pursuit=state.pursuit._replace(codes=jnp.asarray(codes)))
+  unseen = np.zeros((1, 6), bool)
+  unseen[0, [0, 5]] = True
+  item = int(np.flatnonzero((np.asarray(state.item_labels) == train[1]).all(1))[0])
+  got = jhash.encode(few, state, {"views": (np.zeros((1, 5), np.float32),), "labels": unseen})
+  np.testing.assert_array_equal(got[0], codes[item])
+  with pytest.raises(ValueError, match="num_items must equal"):
+    jhash.init(hb.hbmp(16, level="label_sets", num_items=3), jax.random.PRNGKey(0), batch)
+  with pytest.raises(ValueError, match="num_items must be given"):
+    jhash.init(hb.hbmp(16, level="label_sets"), jax.random.PRNGKey(0), batch)
+
+
+def test_constant_step_sizes_give_plain_hamming_distances():
+  res = _run("class", "constant")
+  np.testing.assert_array_equal(res.alphas, np.ones(BITS, np.float32))
+  assert res.residual_norms[-1] > 0.2 * res.initial_norm     # Property 1: no exact fit
