@@ -5,3 +5,11 @@ from jhash.search._distance import hamming_one
 from jhash.search._distance import multi_code_hamming
 from jhash.search._distance import pairwise_hamming
 from jhash.search._distance import weighted_hamming_distance
+from jhash.search._sharded import sharded_hamming_topk
+from jhash.search._sharded import sharded_hamming_topk_unchecked
+from jhash.search._topk import hamming_topk
+from jhash.search._topk import hamming_topk_unchecked
+from jhash.search._topk import multi_code_topk
+from jhash.search._topk import multi_code_topk_unchecked
+from jhash.search._topk import weighted_hamming_topk
+from jhash.search._topk import weighted_hamming_topk_unchecked

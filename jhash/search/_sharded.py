@@ -1,0 +1,111 @@
+"""Exact Hamming top-k with the database sharded over devices.
+
+The database is split along a 1-D ``jax.sharding.Mesh``: each device searches
+its contiguous slice with ``hamming_topk_unchecked`` (global index = shard
+offset + local index), the per-shard lists are gathered, and one exact merge
+picks the final ``k``. The merge is a stable ``lax.top_k`` over the lists laid
+out shard after shard, each sorted by (distance, index): position order is then
+index order among equal distances, so the tie rule (smaller database index
+first) is the single-device one and the results are identical.
+
+Padding: the database is padded to a multiple of the device count by repeating
+its last row; each shard is told how many of its rows are real (a traced
+count, from ``lax.axis_index``), so padded rows get the distance ``K + 1`` and
+are never returned. A shard may hold fewer than ``k`` rows; it then returns all
+of them (``min(k, rows per shard)`` results), which still leaves at least ``k``
+real candidates for the merge.
+
+On a CPU host, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (set before
+JAX is imported) gives N devices that run on separate threads (XLA's CPU backend
+runs each search loop on one thread). Every shard repeats the per-query
+selection work (about 0.1 ms a query at k = 100), so when the database fits on
+every device, splitting the queries instead (``hamming_topk_unchecked`` under a
+``shard_map`` over the queries, as in ``benchmarks/bench_topk.py``) uses several
+cores better; sharding the database is for databases that do not fit.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jhash.search import _distance
+from jhash.search import _blockmin
+from jhash.search import _topk
+
+
+def default_mesh(axis_name: str = "db") -> Mesh:
+  """A 1-D mesh over all devices of the default backend."""
+  return Mesh(np.asarray(jax.devices()), (axis_name,))
+
+
+def sharded_hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
+                                   mesh: Mesh, num_bits: int | None = None,
+                                   query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                                   db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+                                   method: str = "auto") -> tuple[jax.Array, jax.Array]:
+  """``sharded_hamming_topk`` without input checks (for use inside jit; sizes static)."""
+  axis = mesh.axis_names[0]
+  shards = mesh.shape[axis]
+  n = db_packed.shape[0]
+  rows = -(-n // shards)
+  local_k = min(k, rows)
+  db = _blockmin.pad_rows(db_packed, rows * shards)
+
+  def per_shard(queries, db_local):
+    offset = lax.axis_index(axis) * rows
+    num_valid = jnp.clip(n - offset, 0, rows)
+    d, idx = _topk.hamming_topk_unchecked(queries, db_local, local_k, num_bits, query_chunk,
+                                          db_block, method, num_valid=num_valid)
+    return d, idx + offset
+
+  # check_vma=False: the per-shard search starts its scan carries from constants
+  # (device-invariant values) that become device-varying; the search is purely local.
+  d, idx = jax.shard_map(per_shard, mesh=mesh, in_specs=(P(), P(axis, None)),
+                         out_specs=(P(None, axis), P(None, axis)),
+                         check_vma=False)(query_packed, db)
+  # [q, shards * local_k], shard after shard: a stable selection keeps index order on ties.
+  _, pos = lax.top_k(_blockmin.neg_key(d), k)
+  return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)
+
+
+_sharded_jit = jax.jit(
+    sharded_hamming_topk_unchecked,
+    static_argnames=("k", "mesh", "num_bits", "query_chunk", "db_block", "method"))
+
+
+def sharded_hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
+                         mesh: Mesh | None = None, num_bits: int | None = None,
+                         query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                         db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+                         method: str = "auto") -> tuple[jax.Array, jax.Array]:
+  """``hamming_topk`` with the database sharded along a 1-D device mesh.
+
+  Results are identical to ``hamming_topk`` (same distances, same indices, same
+  tie rule).
+
+  Args:
+    query_packed: uint32 [q, W] (replicated on every device).
+    db_packed: uint32 [n, W] (split into contiguous slices, one per device).
+    k: ``1 <= k <= n``.
+    mesh: a 1-D ``jax.sharding.Mesh``; defaults to all devices (``default_mesh``).
+    num_bits, query_chunk, db_block, method: as in ``hamming_topk`` (the block
+      size applies within each shard).
+  Returns:
+    distances int32 [q, k] and global indices int32 [q, k].
+  """
+  _distance.check_pair(query_packed, db_packed)
+  k = _topk.check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
+  num_bits = _topk.check_num_bits(num_bits, db_packed.shape[1])
+  method = _topk.check_method(method)
+  if mesh is None:
+    mesh = default_mesh()
+  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh; got {mesh!r}.")
+  return _sharded_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), k=k, mesh=mesh,
+                      num_bits=num_bits, query_chunk=int(query_chunk), db_block=int(db_block),
+                      method=method)

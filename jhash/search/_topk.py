@@ -1,0 +1,272 @@
+"""Exact top-k search by Hamming distance: plain, weighted and multi-code, public API.
+
+Results are the ``k`` database items with the smallest distance, sorted by
+``(distance, database index)``: ties always go to the smaller index. The
+selection algorithm (block minima, exact, no data-dependent branch) and why it
+was chosen are in ``_blockmin``; the distance kernels in ``_kernels``.
+"""
+
+from __future__ import annotations
+
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jhash import _checks
+from jhash import codes as codes_lib
+from jhash.search import _distance
+from jhash.search import _blockmin
+from jhash.search import _kernels
+
+def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
+                           num_bits: int | None = None,
+                           query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                           db_block: int = _blockmin.DEFAULT_DB_BLOCK, method: str = "auto",
+                           num_valid=None) -> tuple[jax.Array, jax.Array]:
+  """``hamming_topk`` without input checks, to compose inside jit (all sizes static).
+
+  ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as
+  padding that is never returned; see ``_blockmin.select``.
+  """
+  w = query_packed.shape[-1]
+  num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
+  if method == "auto":
+    method = _distance.default_method()
+  if method == "xor" and w <= _kernels.MAX_UNROLLED_WORDS:
+    layout, minima = _kernels.xor_layout, _kernels.xor_block_minima
+  elif method == "xor":
+    layout, minima = _kernels.compact_layout, _kernels.xor_compact_minima
+  elif method == "matmul":
+    layout, minima = _kernels.matmul_layout, _kernels.matmul_block_minima
+  else:
+    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+  return _blockmin.select(query_packed, db_packed, k, layout=layout, block_minima=minima,
+                 candidate_distances=_kernels.xor_candidates, sentinel=np.int32(num_bits + 1),
+                 num_valid=num_valid, query_chunk=query_chunk, db_block=db_block)
+
+
+_STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")
+_hamming_topk_jit = jax.jit(hamming_topk_unchecked, static_argnames=_STATIC)
+
+
+def check_topk_args(k, n: int, query_chunk, db_block, name_n: str = "db_packed") -> int:
+  """Validate ``k`` against the database size and the chunk sizes; returns k as an int."""
+  k = _checks.positive_int(k, "k")
+  if k > n:
+    raise ValueError(f"k must be at most the database size ({name_n} has {n} rows); got k={k}.")
+  _checks.positive_int(query_chunk, "query_chunk")
+  _checks.positive_int(db_block, "db_block")
+  return k
+
+
+def check_num_bits(num_bits, words: int) -> int | None:
+  if num_bits is None:
+    return None
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  if codes_lib.num_words(num_bits) != words:
+    raise ValueError(f"num_bits={num_bits} needs {codes_lib.num_words(num_bits)} words per code, "
+                     f"but the packed codes have {words}.")
+  return num_bits
+
+
+def check_method(method) -> str:
+  if method not in ("auto", "xor", "matmul"):
+    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+  return method
+
+
+def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
+                 num_bits: int | None = None, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                 db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+                 method: str = "auto") -> tuple[jax.Array, jax.Array]:
+  """Exact k nearest database codes of each query by Hamming distance.
+
+  Sorted by ``(distance, database index)``: ties always go to the smaller index.
+  Memory is bounded by the chunk sizes (about ``query_chunk * 32768`` minima and
+  a ``query_chunk x k x 32`` candidate set at a time), never ``[q, n]``.
+
+  Args:
+    query_packed: uint32 [q, W] packed codes (``jhash.codes.pack_bits``).
+    db_packed: uint32 [n, W] packed codes.
+    k: number of neighbours, ``1 <= k <= n``.
+    num_bits: code length K (defaults to 32 W; only bounds the distances).
+    query_chunk: queries processed together (64 measured best, within 10%,
+      of 16-64 at 32, 64 and 128 bits).
+    db_block: database items per block of the fused pass; blocks are whole
+      256-item super-blocks, sized near this value with the least padding.
+    method: distance form, "auto" (by backend), "xor" or "matmul" (see
+      ``hamming_distance``; "matmul" is for accelerators, slow on a CPU).
+  Returns:
+    distances int32 [q, k] and indices int32 [q, k].
+  """
+  _distance.check_pair(query_packed, db_packed)
+  k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
+  num_bits = check_num_bits(num_bits, db_packed.shape[1])
+  return _hamming_topk_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), k=k,
+                           num_bits=num_bits, query_chunk=int(query_chunk),
+                           db_block=int(db_block), method=check_method(method))
+
+
+# ----------------------------------------------------------------------------------------------
+# Weighted Hamming distance.
+
+def weighted_hamming_topk_unchecked(query_codes: jax.Array, db_codes: jax.Array,
+                                    weights: jax.Array, k: int,
+                                    query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                                    db_block: int = _blockmin.DEFAULT_DB_BLOCK):
+  """``weighted_hamming_topk`` without input checks (for use inside jit)."""
+  w = jnp.asarray(weights, jnp.float32)
+  total = jnp.sum(w)
+  qw = jnp.asarray(query_codes, jnp.float32) * w[None, :]
+  hi = lax.Precision.HIGHEST
+
+  def layout(padded, num_blocks, block):
+    return padded.reshape(num_blocks, block, padded.shape[1])
+
+  def block_minima(qc, blk):
+    d = 0.5 * (total - jnp.einsum("qk,nk->qn", qc, blk.astype(jnp.float32), precision=hi))
+    return jnp.min(d.reshape(qc.shape[0], -1, _blockmin.SUB_BLOCK), axis=-1)
+
+  def candidates(qc, cand):
+    return 0.5 * (total - jnp.einsum("qk,qgsk->qgs", qc, cand.astype(jnp.float32), precision=hi))
+
+  return _blockmin.select(qw, jnp.asarray(db_codes), k, layout=layout, block_minima=block_minima,
+                 candidate_distances=candidates, sentinel=np.float32(np.inf),
+                 query_chunk=query_chunk, db_block=db_block)
+
+
+_weighted_jit = jax.jit(weighted_hamming_topk_unchecked,
+                        static_argnames=("k", "query_chunk", "db_block"))
+
+
+def weighted_hamming_topk(query_codes: jax.Array, db_codes: jax.Array, weights: jax.Array,
+                          k: int, *, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                          db_block: int = _blockmin.DEFAULT_DB_BLOCK) -> tuple[jax.Array, jax.Array]:
+  """Exact k smallest weighted Hamming distances ``sum_k w_k [q_k != b_k]``.
+
+  The distance is ``weighted_hamming_distance``'s, ``(sum_k w_k - sum_k w_k q_k b_k) / 2``
+  in float32; weights may be negative. Sorted by (distance, index), ties to the
+  smaller index. Distances that differ only by float32 rounding of the sum may
+  come in either order (dyadic weights such as multiples of 1/8 are exact).
+
+  Args:
+    query_codes: [q, K] in {-1,+1}.
+    db_codes: [n, K] in {-1,+1} (int8 keeps the database small).
+    weights: float [K], finite.
+    k: ``1 <= k <= n``.
+    query_chunk, db_block: as in ``hamming_topk``.
+  Returns:
+    distances float32 [q, k] and indices int32 [q, k].
+  """
+  _checks.signed_codes(query_codes, "query_codes")
+  _checks.signed_codes(db_codes, "db_codes", num_bits=np.shape(query_codes)[1])
+  _checks.rank(weights, 1, "weights", "with shape [num_bits]")
+  if np.shape(weights)[0] != np.shape(query_codes)[1]:
+    raise ValueError(f"weights must have one entry per bit ({np.shape(query_codes)[1]}); "
+                     f"got shape {tuple(np.shape(weights))}.")
+  _checks.finite(weights, "weights")
+  k = check_topk_args(k, np.shape(db_codes)[0], query_chunk, db_block, "db_codes")
+  return _weighted_jit(jnp.asarray(query_codes), jnp.asarray(db_codes), jnp.asarray(weights),
+                       k=k, query_chunk=int(query_chunk), db_block=int(db_block))
+
+
+# ----------------------------------------------------------------------------------------------
+# Items holding several codes.
+
+def multi_code_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.Array,
+                              k: int, num_bits: int | None = None,
+                              query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                              db_block: int = _blockmin.DEFAULT_DB_BLOCK):
+  """``multi_code_topk`` without input checks (for use inside jit)."""
+  w = query_packed.shape[-1]
+  m = db_packed.shape[1]
+  num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
+  far = jnp.int32(num_bits + 1)
+
+  unrolled = m * w <= _kernels.MAX_UNROLLED_WORDS
+  arrange = _kernels.lanes_layout if unrolled else _kernels.compact_layout
+
+  def layout(padded, num_blocks, block):
+    # [T, m, W, (block / 256, 32, 8) or (block / 32, 32)] and the mask likewise.
+    codes, mask = padded
+    return arrange(codes, num_blocks, block), arrange(mask, num_blocks, block)
+
+  def item(qc, blk, s):
+    codes, mask = blk
+    d = None
+    for j in range(m):
+      dj = jnp.where(mask[j, :, s][None], _kernels.xor_item(qc, codes[j], s), far)
+      d = dj if d is None else jnp.minimum(d, dj)
+    return d
+
+  def block_minima(qc, blk):
+    if not unrolled:
+      codes, mask = blk
+      d = None
+      for j in range(m):
+        dj = jnp.where(mask[j][None], _kernels.xor_compact_distances(qc, codes[j]), far)
+        d = dj if d is None else jnp.minimum(d, dj)
+      return jnp.min(d, axis=-1)
+    d = item(qc, blk, 0)
+    for s in range(1, _blockmin.SUB_BLOCK):
+      d = jnp.minimum(d, item(qc, blk, s))
+    return d.reshape(qc.shape[0], -1)
+
+  def candidates(qc, cand):
+    codes, mask = cand  # [c, G, 32, m, W], [c, G, 32, m]
+    x = lax.population_count(qc[:, None, None, None, :] ^ codes).astype(jnp.int32)
+    return jnp.min(jnp.where(mask, jnp.sum(x, axis=-1), far), axis=-1)
+
+  return _blockmin.select(query_packed, (db_packed, db_mask), k, layout=layout,
+                 block_minima=block_minima, candidate_distances=candidates,
+                 sentinel=np.int32(num_bits + 1), query_chunk=query_chunk, db_block=db_block)
+
+
+_multi_jit = jax.jit(multi_code_topk_unchecked,
+                     static_argnames=("k", "num_bits", "query_chunk", "db_block"))
+
+
+def multi_code_topk(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.Array, k: int, *,
+                    num_bits: int | None = None, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+                    db_block: int = _blockmin.DEFAULT_DB_BLOCK) -> tuple[jax.Array, jax.Array]:
+  """Exact k nearest items when each item holds up to m codes.
+
+  The distance of an item is the minimum Hamming distance over its valid codes
+  (``multi_code_hamming``); each item is returned once; sorted by (distance,
+  item index), ties to the smaller index.
+
+  Args:
+    query_packed: uint32 [q, W].
+    db_packed: uint32 [n, m, W].
+    db_mask: bool [n, m], True for the codes an item holds; every item needs one.
+    k: ``1 <= k <= n``.
+    num_bits, query_chunk, db_block: as in ``hamming_topk``.
+  Returns:
+    distances int32 [q, k] and item indices int32 [q, k].
+  """
+  codes_lib.check_packed(query_packed, "query_packed")
+  _checks.rank(db_packed, 3, "db_packed", "with shape [n, codes_per_item, words]")
+  if np.dtype(db_packed.dtype) != np.uint32:
+    raise ValueError("db_packed must be packed codes of dtype uint32; "
+                     f"got dtype {db_packed.dtype}.")
+  if db_packed.shape[2] != query_packed.shape[1]:
+    raise ValueError("query_packed and db_packed must have the same number of words per code; "
+                     f"got {query_packed.shape[1]} and {db_packed.shape[2]} "
+                     f"(db_packed shape {tuple(db_packed.shape)}).")
+  _checks.rank(db_mask, 2, "db_mask", "with shape [n, codes_per_item]")
+  if tuple(db_mask.shape) != tuple(db_packed.shape[:2]):
+    raise ValueError(f"db_mask must have shape {tuple(db_packed.shape[:2])} (db_packed's [n, m]); "
+                     f"got {tuple(db_mask.shape)}.")
+  if np.dtype(db_mask.dtype) != np.bool_:
+    raise ValueError(f"db_mask must be boolean; got dtype {db_mask.dtype}.")
+  if _checks.is_concrete(db_mask):
+    empty = ~np.asarray(db_mask).any(axis=1)
+    if empty.any():
+      raise ValueError(f"db_mask must mark at least one valid code per item; {int(empty.sum())} "
+                       f"items have none (first: item {int(np.argmax(empty))}).")
+  k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
+  num_bits = check_num_bits(num_bits, db_packed.shape[2])
+  return _multi_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), jnp.asarray(db_mask),
+                    k=k, num_bits=num_bits, query_chunk=int(query_chunk), db_block=int(db_block))
