@@ -33,7 +33,7 @@ def interleaved(runs: dict[str, Callable], repeats: int) -> dict[str, float]:
   return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def machine() -> str:
+def cpu_model() -> str:
   cpu = platform.processor() or "unknown CPU"
   try:
     for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
@@ -42,6 +42,12 @@ def machine() -> str:
         break
   except OSError:
     pass
+  return cpu
+
+
+def machine() -> str:
+  """Cores, CPU model and package versions, for the head of a results section."""
+  cpu = cpu_model()
   import jax
   versions = f"jax {jax.__version__} ({jax.default_backend()}, {jax.device_count()} device(s))"
   try:
@@ -59,13 +65,27 @@ def table(header: list[str], rows: list[list]) -> str:
   return "\n".join(lines)
 
 
-def write_section(title: str, command: str, body: str) -> str:
-  """Replace (or append) the ``## title`` section of RESULTS.md; print and return it."""
-  stamp = time.strftime("%Y-%m-%d", time.gmtime())
-  section = (f"## {title}\n\nCommand: `{command}`  \nMachine: {machine()}  \nDate: {stamp}\n\n"
-             f"{body.strip()}\n")
+def backend_suffix() -> str:
+  """`` (gpu: NVIDIA H200)`` off the CPU, so accelerator results get sections of their own."""
+  import jax
+  if jax.default_backend() == "cpu":
+    return ""
+  return f" ({jax.default_backend()}: {jax.devices()[0].device_kind})"
+
+
+def replace_section(section: str) -> str:
+  """Replace (or append) the section of RESULTS.md that ``section`` (``## Title ...``) heads.
+
+  Off the CPU the title gains the backend (``backend_suffix``), so one file keeps
+  the CPU and accelerator results side by side. Written atomically.
+  """
+  first, _, rest = section.partition("\n")
+  if not first.startswith("## "):
+    raise ValueError(f"a section starts with '## Title'; got {first!r}")
+  first += backend_suffix()
+  section = first + "\n" + rest.rstrip("\n") + "\n"
   text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-  pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+  pattern = re.compile(rf"^{re.escape(first)}\n.*?(?=^## |\Z)", re.S | re.M)
   if pattern.search(text):
     text = pattern.sub(lambda _: section + "\n", text, count=1)
   else:
@@ -73,5 +93,14 @@ def write_section(title: str, command: str, body: str) -> str:
   tmp = RESULTS.with_suffix(".md.tmp")
   tmp.write_text(text)
   os.replace(tmp, RESULTS)
+  return section
+
+
+def write_section(title: str, command: str, body: str) -> str:
+  """A section with the command, machine and date heading ``body``; print and return it."""
+  stamp = time.strftime("%Y-%m-%d", time.gmtime())
+  section = (f"## {title}\n\nCommand: `{command}`  \nMachine: {machine()}  \nDate: {stamp}\n\n"
+             f"{body.strip()}\n")
+  section = replace_section(section)
   print(section)
   return section

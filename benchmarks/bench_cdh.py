@@ -34,15 +34,13 @@ outputs and temporaries), against ``3 x n^2 x 4`` bytes.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import pathlib
-import platform
-import re
 import sys
 import time
 
 import numpy as np
+
+import _report  # noqa: E402  (puts the checkout on sys.path)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -55,7 +53,6 @@ from jhash.methods._cdh import _encode  # noqa: E402
 from jhash.methods._cdh import _objective  # noqa: E402
 from jhash.methods._cdh import _supervision  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## CDH B-step"
 K, GAMMA, MAX_INNER = 32, 0.01, 16
 
@@ -167,23 +164,9 @@ def measure(n, numpy_repeats, jax_repeats, run_numpy=True):
 
 # ----------------------------------------------------------------------------- report
 
-def machine() -> str:
-  model = platform.processor() or "unknown CPU"
-  try:
-    for line in open("/proc/cpuinfo"):
-      if line.startswith("model name"):
-        model = line.split(":", 1)[1].strip()
-        break
-  except OSError:
-    pass
-  return (f"{os.cpu_count()} cores, {model}; jax {jax.__version__} "
-          f"({jax.default_backend()}), numpy {np.__version__}; "
-          f"{datetime.date.today().isoformat()}")
-
-
 def tables(compare, scaling, command) -> str:
   lines = [SECTION, "",
-           f"Command: `{command}`. Machine: {machine()}.",
+           f"Command: `{command}`. Machine: {_report.machine()}.",
            "",
            f"One B-step sweep (all {K} bits, first sweep from CDH's initialisation), "
            f"Fashion-MNIST test images as two views, 10 classes, exponential merit, "
@@ -213,16 +196,6 @@ def tables(compare, scaling, command) -> str:
   return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-  old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-  pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-  if pattern.search(old):
-    new = pattern.sub(lambda _: text + "\n", old)
-  else:
-    new = old.rstrip("\n") + "\n\n" + text
-  RESULTS.write_text(new)
-
-
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="n = 2,000 only; print, don't write")
@@ -244,7 +217,7 @@ def main():
   text = tables(compare, scaling, command)
   print(text)
   if not args.quick:
-    write_section(text)
+    _report.replace_section(text)
 
 
 if __name__ == "__main__":

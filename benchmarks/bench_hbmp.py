@@ -38,12 +38,12 @@ import datetime
 import importlib
 import os
 import pathlib
-import platform
-import re
 import sys
 import time
 
 import numpy as np
+
+import _report  # noqa: E402  (puts the checkout on sys.path)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,20 +55,9 @@ import _hbmp_reference as reference  # noqa: E402
 
 hb = importlib.import_module("jhash.methods._hbmp")
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## HBMP inference"
 SETTINGS = {"step_size": "regress", "num_restarts": 4, "num_iters": 20, "tol": 1e-4,
             "local_search": True}
-
-
-def cpu_model() -> str:
-  try:
-    for line in open("/proc/cpuinfo"):
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown CPU"
 
 
 def random_label_sets(rng, num_sets: int, num_labels: int = 21) -> np.ndarray:
@@ -166,7 +155,7 @@ def table(args, n, num_bits, sets, jx, npy, fig):
   lines = [
       SECTION, "",
       f"Command: `python benchmarks/bench_hbmp.py{' --quick' if args.quick else ''}`. "
-      f"Machine: {os.cpu_count()} cores ({cpu_model()}), shared with other work while it ran; "
+      f"Machine: {os.cpu_count()} cores ({_report.cpu_model()}), shared with other work while it ran; "
       f"jax {jax.__version__} ({jax.default_backend()}), numpy {np.__version__}; "
       f"{datetime.date.today().isoformat()}.",
       "",
@@ -221,16 +210,6 @@ def table(args, n, num_bits, sets, jx, npy, fig):
   return "\n".join(lines) + "\n"
 
 
-def write_section(text):
-  old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-  pattern = re.compile(r"^## HBMP inference\n.*?(?=^## |\Z)", re.S | re.M)
-  if pattern.search(old):
-    new = pattern.sub(lambda _: text + "\n", old, count=1)
-  else:
-    new = old.rstrip("\n") + "\n\n" + text + "\n"
-  RESULTS.write_text(new)
-
-
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="small smoke run; prints only")
@@ -253,7 +232,7 @@ def main():
   text = table(args, n, num_bits, sets, jx, npy, fig)
   print(text)
   if not args.quick:
-    write_section(text)
+    _report.replace_section(text)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,12 @@ import argparse
 import datetime
 import os
 import pathlib
-import platform
-import re
 import sys
 import time
 
 import numpy as np
+
+import _report  # noqa: E402  (puts the checkout on sys.path)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -46,7 +46,6 @@ import jax.numpy as jnp  # noqa: E402
 
 from jhash import index as index_lib  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Hash-bucket search"
 
 
@@ -69,16 +68,6 @@ def near_queries(rng, db, num_bits, num_queries):
 
 def to_faiss_bytes(packed, num_bits):
   return np.ascontiguousarray(packed.astype("<u4").view(np.uint8)[:, :-(-num_bits // 8)])
-
-
-def cpu_model():
-  try:
-    for line in open("/proc/cpuinfo"):
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown CPU"
 
 
 def timed(fn):
@@ -193,7 +182,7 @@ def table(results, args, n, num_queries, repeats):
   lines = [
       SECTION, "",
       f"Command: `python benchmarks/bench_index.py{' --quick' if args.quick else ''}`. "
-      f"Machine: {os.cpu_count()} cores ({cpu_model()}), shared with other work while it ran; "
+      f"Machine: {os.cpu_count()} cores ({_report.cpu_model()}), shared with other work while it ran; "
       f"jax {jax.__version__} ({jax.default_backend()}), faiss {faiss.__version__}, "
       f"numpy {np.__version__}; {datetime.date.today().isoformat()}.",
       "",
@@ -241,16 +230,6 @@ def table(results, args, n, num_queries, repeats):
       "",
   ]
   return "\n".join(lines)
-
-
-def write_section(text):
-  old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-  pattern = re.compile(r"^## Hash-bucket search\n.*?(?=^## |\Z)", re.S | re.M)
-  if pattern.search(old):
-    new = pattern.sub(lambda _: text + "\n", old, count=1)
-  else:
-    new = old.rstrip("\n") + "\n\n" + text + "\n"
-  RESULTS.write_text(new)
 
 
 def sweep(n, num_queries, repeats):
@@ -301,7 +280,7 @@ def main():
   text = table(results, args, n, num_queries, repeats)
   print(text)
   if not args.quick:
-    write_section(text)
+    _report.replace_section(text)
   if not all(r["radius 0 same"] and r["radius 2 same"] for r in results.values()):
     raise SystemExit("jhash and FAISS returned different item sets")
 

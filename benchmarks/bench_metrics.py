@@ -21,7 +21,6 @@ rewritten with the table.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
