@@ -7,6 +7,9 @@ top-level ``tests`` package into site-packages, which would shadow ours.
 import os
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# One BLAS thread: small eigh/svd calls (SCM, ITQ) ran 100x slower with OpenBLAS
+# threads contending on a busy 2-core machine. Must be set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax
 import numpy as np

@@ -280,6 +280,7 @@ def test_sharded_equals_single_device():
   root = pathlib.Path(__file__).resolve().parents[1]
   env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
   env.pop("XLA_FLAGS", None)
+  env["JAX_PLATFORMS"] = "cpu"  # the forced host devices are CPU devices, on any machine
   out = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True,
                        text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]

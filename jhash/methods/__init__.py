@@ -4,7 +4,17 @@ from jhash.methods._api import HashingMethod
 from jhash.methods._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
+from jhash.methods._crossview import CMFHState
+from jhash.methods._crossview import CVHState
+from jhash.methods._crossview import SCMState
+from jhash.methods._crossview import cmfh
+from jhash.methods._crossview import cvh
+from jhash.methods._crossview import scm
 from jhash.methods._hbmp import HBMPState
+from jhash.methods._hbmp import HashFnState
+from jhash.methods._hbmp import HashFunctions
+from jhash.methods._hbmp import fit_hash_functions
+from jhash.methods._hbmp import hash_functions
 from jhash.methods._hbmp import hbmp
 from jhash.methods._itq import ITQState
 from jhash.methods._itq import itq
@@ -17,4 +27,7 @@ REGISTRY = {
     "itq": itq,
     "cdh": cdh,
     "hbmp": hbmp,
+    "cvh": cvh,
+    "scm": scm,
+    "cmfh": cmfh,
 }

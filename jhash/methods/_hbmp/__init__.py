@@ -4,6 +4,11 @@ Stage (i), the binary inference of target codes for items: affinities between it
 (``_affinity``), the direction of each bit by shifted power iteration and a single-flip
 polish (``_power``), step sizes (``_steps``), the pursuit itself (``_pursuit``:
 ``matrix_pursuit``, ``infer_codes``) and the method wrapper (``_method``: ``hbmp``).
+
+Stage (ii), the hash functions ``sign(psi(x))`` fitted to the target codes by the hinge
+bound: the scoring networks (``_networks``: linear, MLP, CNN) and their training
+(``_hashfn``: ``hash_functions``, ``fit_hash_functions``); ``hbmp(...,
+hash_function=...)`` runs both stages in one schedule.
 """
 
 from jhash.methods._hbmp._affinity import LabelSets
@@ -18,11 +23,24 @@ from jhash.methods._hbmp._affinity import item_centroids
 from jhash.methods._hbmp._affinity import label_set_affinity
 from jhash.methods._hbmp._affinity import shared_label_counts
 from jhash.methods._hbmp._affinity import unique_label_sets
+from jhash.methods._hbmp._hashfn import HashFnState
+from jhash.methods._hbmp._hashfn import HashFunctions
+from jhash.methods._hbmp._hashfn import bit_error
+from jhash.methods._hbmp._hashfn import fit_hash_functions
+from jhash.methods._hbmp._hashfn import hash_functions
+from jhash.methods._hbmp._hashfn import hinge_loss
+from jhash.methods._hbmp._hashfn import input_statistics
+from jhash.methods._hbmp._hashfn import instance_hinge
 from jhash.methods._hbmp._method import HBMPExtras
 from jhash.methods._hbmp._method import HBMPState
 from jhash.methods._hbmp._method import hbmp
 from jhash.methods._hbmp._method import retrieval_weights
 from jhash.methods._hbmp._method import target_codes
+from jhash.methods._hbmp._networks import ConvScores
+from jhash.methods._hbmp._networks import LinearScores
+from jhash.methods._hbmp._networks import MLPScores
+from jhash.methods._hbmp._networks import network
+from jhash.methods._hbmp._networks import strided_patches
 from jhash.methods._hbmp._power import LocalSearchResult
 from jhash.methods._hbmp._power import PowerResult
 from jhash.methods._hbmp._power import binarize

@@ -8,10 +8,16 @@ each batch row's item (its class, or its label set). Retrieval ranks by the weig
 Hamming distance with the bit weights ``state.weights`` (the pursuit's alphas):
 ``jhash.metrics.mean_average_precision(..., weights=state.weights)``.
 
-Stage (ii), hash functions from features onto the target codes, is a separate stage:
-the state keeps the item codes, the alphas and each training instance's item
-(``HBMPState.target_codes`` gives the training targets), so a hash-function stage can
-be appended without re-running the pursuit.
+Stage (ii), hash functions ``f(x) = sign(psi(x))`` fitted to the target codes by the
+hinge bound (``_hashfn``), is appended with ``hash_function="linear" | "mlp" | "cnn"``
+(or a ``HashFunctions``): ``num_steps`` becomes ``num_bits + num_epochs``, and the one
+compiled ``update`` branches on the pursuit's step counter (``lax.cond``): steps
+``0 .. b-1`` add a bit each, every later step is one epoch of minibatch training on the
+training batch, with the target code of each instance's item
+(``HBMPState.target_codes``) as its target. ``encode`` then maps the batch's features
+or images to codes with the learned functions (no labels needed), and
+``extras.encode_targets`` keeps the codes by item. Without a hash function (the
+default) the method is stage (i) alone, as described above.
 
 Static sizes: under ``jit`` (``jhash.init`` and ``jhash.fit`` jit ``init``) the number of
 items must be known before the labels are seen, so ``level="class"`` and
@@ -27,10 +33,12 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jhash import _checks
 from jhash.methods import _api
 from jhash.methods._hbmp import _affinity
+from jhash.methods._hbmp import _hashfn
 from jhash.methods._hbmp import _pursuit
 
 LEVELS = ("class", "label_sets", "instance")
@@ -43,6 +51,7 @@ class HBMPState(NamedTuple):
   item_labels: jax.Array          # class: int32 [m] ids; label_sets: bool [m, C];
                                   # instance: the training labels (int32 [n] zeros if none)
   instance_items: jax.Array       # int32 [n], the item of each training instance
+  hashing: _hashfn.HashFnState | None = None   # stage ii's parameters (None: stage i only)
 
   @property
   def codes(self) -> jax.Array:
@@ -76,6 +85,9 @@ class HBMPExtras(NamedTuple):
   target_codes: Callable[[HBMPState], jax.Array]    # int8 [n_train, b]
   items: Callable[[HBMPState, dict], jax.Array]     # int32 [m], the item of each batch row
   pursuit: _pursuit.MatrixPursuit                   # init(R) / step(state, R, key)
+  encode_targets: Callable[[HBMPState, dict], jax.Array]  # int8 [m, b], codes by item
+  scores: Callable[[HBMPState, dict], jax.Array] | None   # float32 [m, b], psi(x)
+  hash_functions: _hashfn.HashFunctions | None            # stage ii (None: stage i only)
 
 
 def _items_needed(level: str) -> ValueError:
@@ -129,8 +141,10 @@ def _label_set_items(labels, num_items: int | None):
 def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
          num_items: int | None = None, view: int | None = None, step_size: str = "regress",
          num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
-         local_search: bool = True, max_flips: int | None = None) -> _api.HashingMethod:
-  """HBMP's binary inference (stage i) as a method: one pursuit bit per ``update``.
+         local_search: bool = True, max_flips: int | None = None,
+         hash_function: str | _hashfn.HashFunctions | None = None,
+         hash_options: dict | None = None) -> _api.HashingMethod:
+  """HBMP as a method: one pursuit bit per ``update``, then (optionally) hash functions.
 
   Args:
     num_bits: b.
@@ -146,16 +160,32 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     view: the features for ``metric="euclidean"`` (None: all observed views).
     step_size, num_restarts, num_iters, tol, local_search, max_flips: the pursuit's
       (``matrix_pursuit``).
+    hash_function: stage ii: None (stage i only), "linear", "mlp" or "cnn" (built by
+      ``hash_functions(kind, num_bits, view=view, **hash_options)``), or a
+      ``HashFunctions`` of ``num_bits`` bits.
+    hash_options: keyword arguments of ``hash_functions`` (learning rate, epochs,
+      widths, ...), for a ``hash_function`` given by name.
   Returns:
-    HashingMethod with ``num_steps = num_bits``; states are ``HBMPState``. ``update``
-    reports the pursuit step's metrics (``residual_norm`` per bit is Figure 1(c)).
-    ``check_batch`` checks the labels' values and the item count (and says which
-    ``num_items`` to pass); ``extras`` is ``HBMPExtras`` (``weights``, the alphas for
-    weighted Hamming ranking; ``target_codes``; ``items``; the ``pursuit``).
-    ``encode(state, batch)`` needs ``batch["labels"]``: each row gets its class's code
+    HashingMethod; states are ``HBMPState``. ``check_batch`` checks the labels' values
+    and the item count (and says which ``num_items`` to pass); ``extras`` is
+    ``HBMPExtras`` (``weights``, the alphas for weighted Hamming ranking;
+    ``target_codes``; ``items``; the ``pursuit``; ``encode_targets``, the codes by item
+    described below; ``scores``, ``psi(x)`` of a batch; ``hash_functions``).
+
+    Stage i only: ``num_steps = num_bits``; ``update`` reports the pursuit step's
+    metrics (``residual_norm`` per bit is Figure 1(c)); ``encode(state, batch)`` is
+    ``encode_targets``, which needs ``batch["labels"]``: each row gets its class's code
     (class ids), or the code of its label set (the nearest by Hamming distance of the
     multi-hot rows when the set was not in training); at instance level, the batch must
-    be the training set itself (new data need the hash functions of stage ii).
+    be the training set itself.
+
+    With hash functions: ``num_steps = num_bits + num_epochs``; the first ``num_bits``
+    updates are the pursuit's, each later one an epoch of stage ii on the batch (steps
+    past ``num_steps`` keep training). Every update reports the metrics of both phases,
+    those of the other phase filled in: ``hinge_loss`` and ``bit_error`` are NaN during
+    the pursuit; during training ``residual_norm`` stays at its last value and the
+    other pursuit metrics are 0 (False). ``encode(state, batch)`` is
+    ``sign(psi(x))`` from the batch's views alone.
   """
   num_bits = _api.check_num_bits(num_bits)
   if level not in LEVELS:
@@ -171,6 +201,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
   pursuit = _pursuit.matrix_pursuit(
       num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
       tol=tol, local_search=local_search, max_flips=max_flips)
+  hashing = _stage_two(hash_function, hash_options, num_bits, view)
 
   def check_batch(batch):
     """The complete check of a training batch, values included (outside jit)."""
@@ -196,6 +227,8 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     if m < 2:
       raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={level!r}.")
     _pursuit.check_num_bits_for_items(num_bits, m)
+    if hashing is not None:
+      hashing.check_batch(batch)
     return n
 
   def items_and_affinity(batch):
@@ -230,18 +263,51 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     return m, r, item_labels, index
 
   def init(key, batch):
-    del key   # every bit draws from its own update key
+    # Every bit draws from its own update key; the key of init starts the networks.
     m, r, item_labels, index = items_and_affinity(batch)
     _pursuit.check_num_bits_for_items(num_bits, m)
-    return HBMPState(pursuit.init(r), r, item_labels, index)
+    state = HBMPState(pursuit.init(r), r, item_labels, index)
+    if hashing is None:
+      return state
+    return state._replace(hashing=hashing.init(key, hashing.inputs(batch)))
 
-  def update(state, batch, key):
-    del batch   # the affinity was built by init
+  def pursue(state, key):
     new, metrics = pursuit.step(state.pursuit, state.affinity, key)
     return state._replace(pursuit=new), metrics
 
-  def encode(state, batch):
+  def train(state, batch, key):
+    new, metrics = hashing.epoch(state.hashing, hashing.inputs(batch), state.target_codes,
+                                 key)
+    return state._replace(hashing=new), metrics
+
+  def update(state, batch, key):
+    if hashing is None:
+      return pursue(state, key)
+    # Each branch reports the other phase's metrics too (same pytree from both).
+    pursuit_shapes = jax.eval_shape(pursue, state, key)[1]
+    train_shapes = jax.eval_shape(train, state, batch, key)[1]
+
+    def pursuit_phase(state):
+      state, metrics = pursue(state, key)
+      return state, {**metrics, **_filled(train_shapes, jnp.nan)}
+
+    def training_phase(state):
+      state, metrics = train(state, batch, key)
+      held = {"residual_norm": state.pursuit.residual_norms[num_bits - 1]}
+      return state, {**_filled(pursuit_shapes, 0), **held, **metrics}
+
+    return lax.cond(state.pursuit.step < num_bits, pursuit_phase, training_phase, state)
+
+  def encode_targets(state, batch):
     return state.pursuit.codes[batch_items(state, batch)]
+
+  def encode(state, batch):
+    if hashing is None:
+      return encode_targets(state, batch)
+    return hashing.encode(state.hashing, hashing.inputs(batch))
+
+  def scores(state, batch):
+    return hashing.scores(state.hashing, hashing.inputs(batch))
 
   def batch_items(state, batch):
     labels = batch.get("labels")
@@ -276,6 +342,40 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     differ = own[:, None] + sizes[None, :] - 2 * shared    # Hamming distance of label rows
     return jnp.argmin(differ, axis=1)
 
-  extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit)
-  return _api.HashingMethod(init, update, encode, num_bits, num_bits, "hbmp",
+  extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit, encode_targets,
+                      None if hashing is None else scores, hashing)
+  num_steps = num_bits + (0 if hashing is None else hashing.num_epochs)
+  return _api.HashingMethod(init, update, encode, num_steps, num_bits, "hbmp",
                             check_batch=check_batch, extras=extras)
+
+
+def _stage_two(hash_function, hash_options, num_bits: int,
+               view: int | None) -> _hashfn.HashFunctions | None:
+  """The hash functions of ``hbmp(..., hash_function=, hash_options=)``, checked."""
+  if hash_function is None:
+    if hash_options:
+      raise ValueError(f"hash_options need a hash_function; got hash_options={hash_options!r} "
+                       "and hash_function=None.")
+    return None
+  if isinstance(hash_function, _hashfn.HashFunctions):
+    if hash_options:
+      raise ValueError("hash_options apply to a hash_function given by name; this "
+                       "HashFunctions is already built.")
+    if hash_function.num_bits != num_bits:
+      raise ValueError(f"hash_function must have num_bits={num_bits} bits; got one of "
+                       f"{hash_function.num_bits}.")
+    return hash_function
+  if not isinstance(hash_function, str):
+    raise ValueError(f"hash_function must be None, a name ('linear', 'mlp', 'cnn') or a "
+                     f"HashFunctions; got {hash_function!r}.")
+  options = dict(hash_options or {})
+  options.setdefault("view", view)
+  return _hashfn.hash_functions(hash_function, num_bits, **options)
+
+
+def _filled(shapes: dict, value) -> dict:
+  """Metrics of the phase not run: ``value`` for floats, 0 / False otherwise."""
+  def fill(s):
+    v = value if jnp.issubdtype(s.dtype, jnp.floating) else 0
+    return jnp.full(s.shape, v, s.dtype)
+  return {name: fill(s) for name, s in shapes.items()}
