@@ -38,5 +38,5 @@ def lines(panels: dict, path, *, xlabel: str, ylabel: str, title: str = "",
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   if title:
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.04)
   save(fig, path)
