@@ -167,17 +167,14 @@ NOTES = """\
 Notes. The selection is exact and breaks ties by the smaller database index (the
 algorithm is described in `jhash/search/_blockmin.py`). FAISS's tie order differs, so
 its indices are compared only where a distance is unique and below the k-th. The
-machine is shared: when other jobs oversubscribe the two cores, FAISS's two-thread
-OpenMP search slows down far more than the one-thread rows (its CPU time / wall time
-falls well below 2), which inflates the ratios against it; the ratio against FAISS
-on one thread is the steadier comparison of the single-device search, which runs
-on one thread (XLA's CPU backend does not split these loops: its CPU time / wall
-time stays at or below 1). Under such load even one-thread FAISS loses more than its
-share of the CPU, so all ratios here overstate jhash's lead over a quiet FAISS. The sharded
-row runs the two halves of the database on two host devices, one thread each, and
-merges; each half repeats the per-query selection work (about 0.1 ms a query), so
-splitting the queries instead, when the database fits on every device, uses two
-cores better.
+single-device search runs on one thread (XLA's CPU backend does not split these loops:
+its CPU time / wall time stays near 1); two-thread FAISS uses both cores (near 2 on an
+otherwise idle machine; well below 2 when other work competes for the cores, which
+inflates the ratios against it: the load average and the CPU shares above say which
+case a run was). The database-sharded row runs the two halves of the database on two
+host devices, one thread each, and merges; each half repeats the per-query selection
+work (about 0.1 ms a query), so splitting the queries instead, when the database fits
+on every device, uses two cores better.
 """
 
 

@@ -44,6 +44,12 @@ def groups_by_count(distances: jax.Array, values: jax.Array, max_distance: int) 
   """
   q, _ = distances.shape
   bins = max_distance + 1
+  if values.dtype == jnp.bool_:
+    # One histogram over (distance, relevant) pairs instead of two scatters.
+    pair = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances) * 2 + values
+    counts = jnp.zeros((q * bins * 2,), jnp.int32).at[pair.reshape(-1)].add(1, mode="drop")
+    counts = counts.reshape(q, bins, 2)
+    return TieGroups(counts[..., 0] + counts[..., 1], counts[..., 1])
   flat = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances).reshape(-1)
   size = jnp.zeros((q * bins,), jnp.int32).at[flat].add(1, mode="drop")
   vdtype = jnp.float32 if jnp.issubdtype(values.dtype, jnp.floating) else jnp.int32

@@ -4,7 +4,8 @@ From "Coordinate Discrete Optimization for Efficient Cross-View Image Retrieval"
 (IJCAI 2016).
 
 ``cdh(num_bits, ...)`` is the method (``_method``); the parts are usable alone:
-the bit-by-bit B-step (``bstep_sweep``, ``update_bit``), Algorithm 2
+the bit-by-bit B-step (``bstep_sweep``, ``update_bit``; over data chunks in
+``_chunks``), Algorithm 2
 (``reduce_active_set``), the vmapped W-step (``wstep``), generative encoding
 (``generative_encode``) and the supervision ``Y`` (``Supervision`` and its
 constructors).
@@ -30,3 +31,6 @@ from jhash.methods._cdh._supervision import from_labels as supervision_from_labe
 from jhash.methods._cdh._supervision import from_matrix as supervision_from_matrix
 from jhash.methods._cdh._supervision import from_pairs as supervision_from_pairs
 from jhash.methods._cdh._wstep import wstep
+from jhash.methods._cdh._select import PAPER_GAMMA_OVER_N
+from jhash.methods._cdh._select import GammaSelection
+from jhash.methods._cdh._select import select_gamma as cdh_select_gamma

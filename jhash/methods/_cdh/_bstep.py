@@ -36,20 +36,29 @@ How the work is organised (``n`` items, ``K`` bits):
 Memory: ``G`` (``n^2`` bytes) and ``Y`` when given explicitly (``n^2`` bytes),
 plus ``O(n)``-row blocks: well under ``3 x 4 n^2`` bytes. A
 chunk of the data is just a call on a subset of rows (``codes``, ``z`` and
-``Supervision`` restricted to it); the passes are loops over row blocks, so
-the ``n x n`` work splits by rows.
+``Supervision`` restricted to it: ``_chunks``); the passes are loops over row
+blocks, so the ``n x n`` work splits by rows: with ``sweep(..., mesh=...)`` the
+rows of ``G`` are split over the devices of a 1-D mesh (``_shard``), giving
+the same codes as one device.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from jhash.methods._cdh import _active_set
+from jhash.methods._cdh import _shard
 from jhash.methods._cdh import _supervision as sv
+from jhash.methods._cdh._shard import RowShard
+
+ONE_DEVICE = RowShard()
 
 MERITS = ("exponential", "linear")
 
@@ -67,7 +76,8 @@ class BitStats(NamedTuple):
 class SweepCarry(NamedTuple):
   """State carried from bit to bit within a sweep."""
   codes: jax.Array             # int8 [n, K], B
-  gram: jax.Array | None       # int8/int16 [n, n], B B^T before the pending update
+  gram: jax.Array | None       # int8/int16 [r, n], rows of B B^T held here (r = n on one
+                               #   device), before the pending update
   pending_new: jax.Array       # int8 [n], column last changed, its new value (0: none)
   pending_old: jax.Array       # int8 [n], ... and its old value
 
@@ -103,17 +113,23 @@ def for_row_blocks(num_items: int, block_rows: int, fn: Callable, carry):
   return jax.lax.fori_loop(0, -(-num_items // size), body, carry)
 
 
-def gram(codes: jax.Array, block_rows: int = 256) -> jax.Array:
-  """``B B^T`` exactly, as int8 (int16 when ``K > 127``) ``[n, n]``, by row blocks."""
+def gram(codes: jax.Array, block_rows: int = 256, shard: RowShard = ONE_DEVICE) -> jax.Array:
+  """``B B^T`` exactly, as int8 (int16 when ``K > 127``), by row blocks.
+
+  Returns:
+    ``[n, n]`` on one device; with a ``shard``, this device's rows ``[r, n]``.
+  """
   n, k = codes.shape
   bf = codes.astype(jnp.float32)
+  mine = _shard.local_rows(shard, n)
 
   def fill(start, size, new, g):
-    rows = jax.lax.dynamic_slice_in_dim(bf, start, size, 0)
+    rows = bf[jax.lax.dynamic_slice_in_dim(mine, start, size)]
     block = jnp.dot(rows, bf.T).astype(gram_dtype(k))
     return jax.lax.dynamic_update_slice_in_dim(g, block, start, 0)
 
-  return for_row_blocks(n, block_rows, fill, jnp.zeros((n, n), gram_dtype(k)))
+  r = mine.shape[0]
+  return for_row_blocks(r, block_rows, fill, jnp.zeros((r, n), gram_dtype(k)))
 
 
 def _zero_diagonal(a: jax.Array, rows: jax.Array) -> jax.Array:
@@ -122,25 +138,29 @@ def _zero_diagonal(a: jax.Array, rows: jax.Array) -> jax.Array:
 
 
 def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: int,
-              merit: str, block_rows: int) -> tuple[jax.Array | None, jax.Array]:
+              merit: str, block_rows: int, shard: RowShard = ONE_DEVICE
+              ) -> tuple[jax.Array | None, jax.Array]:
   """One pass: apply the pending rank-one update to ``G`` and form ``A b``.
 
   Args:
     carry: the sweep carry (its ``gram`` is updated in place, block by block).
     b0: float32 [n], the bit ``k`` as it is in ``G`` (its value at the bit's start).
+    shard: which rows of ``G`` this device holds (its rows of ``A b`` are formed
+      here, then gathered).
   Returns:
     (updated gram, ``A b0`` float32 [n]).
   """
   n = b0.shape[0]
   gram_, new, old = carry.gram, carry.pending_new, carry.pending_old
+  mine = _shard.local_rows(shard, n)
 
   def block(start, size, fresh, c):
     g, ab = c
-    rows = start + jnp.arange(size)
-    y = sv.block(sup, start, size)
+    rows = jax.lax.dynamic_slice_in_dim(mine, start, size)
+    y = sv.rows(sup, rows)
     if merit == "exponential":
       part = jax.lax.dynamic_slice_in_dim(g, start, size, 0)
-      take = lambda v: jax.lax.dynamic_slice_in_dim(v, start, size, 0)
+      take = lambda v: v[rows]
       # Rows an earlier (overlapping) block updated already get no second update.
       new_rows = jnp.where(fresh, take(new), 0).astype(new.dtype)
       old_rows = jnp.where(fresh, take(old), 0).astype(old.dtype)
@@ -157,22 +177,26 @@ def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: i
     a = _zero_diagonal(pair_weights(y, loo, num_bits, merit), rows)
     return g, jax.lax.dynamic_update_slice_in_dim(ab, jnp.dot(a, b0), start, 0)
 
-  return for_row_blocks(n, block_rows, block, (gram_, jnp.zeros((n,), jnp.float32)))
+  r = mine.shape[0]
+  gram_, ab = for_row_blocks(r, block_rows, block, (gram_, jnp.zeros((r,), jnp.float32)))
+  return gram_, _shard.gather_rows(ab, shard, n)
 
 
 def a_rows(index: jax.Array, gram_: jax.Array | None, b0: jax.Array, sup: sv.Supervision,
-           num_bits: int, merit: str) -> jax.Array:
-  """Rows ``A[index, :]`` (float32 ``[m, n]``), from the (updated) Gram."""
+           num_bits: int, merit: str, shard: RowShard = ONE_DEVICE) -> jax.Array:
+  """Rows ``A[index, :]`` (float32 ``[m, n]``), from the (updated) Gram, on every device."""
   y = sv.rows(sup, index)
   loo = None
   if merit == "exponential":
-    loo = gram_[index].astype(jnp.float32) - b0[index][:, None] * b0[None, :]
+    g = _shard.gram_rows(gram_, index, shard)
+    loo = g.astype(jnp.float32) - b0[index][:, None] * b0[None, :]
   return _zero_diagonal(pair_weights(y, loo, num_bits, merit), index)
 
 
 def restricted_rows(index: jax.Array, valid: jax.Array, gram_: jax.Array | None,
                     b0: jax.Array, b: jax.Array, sup: sv.Supervision, num_bits: int,
-                    merit: str) -> Callable[[jax.Array], jax.Array]:
+                    merit: str, shard: RowShard = ONE_DEVICE
+                    ) -> Callable[[jax.Array], jax.Array]:
   """Rows of ``M = A .* (b b^T)`` among the items ``index``: ``p -> M[index[p], index]``.
 
   ``K p^{-k}`` among them is ``G[index[p], index] - b0[index[p]] b0[index]`` (a
@@ -180,8 +204,8 @@ def restricted_rows(index: jax.Array, valid: jax.Array, gram_: jax.Array | None,
   Padding positions (``~valid``) and the diagonal are zero.
 
   Args:
-    gram_: int8 [n, n], ``B B^T`` with bit ``k`` equal to ``b0`` (None for the
-      linear merit).
+    gram_: int8 [r, n], this device's rows of ``B B^T`` with bit ``k`` equal to
+      ``b0`` (None for the linear merit).
     b0: float32 [n], bit ``k`` as it is in ``gram_``.
     b: float32 [n], bit ``k`` now.
   """
@@ -194,7 +218,8 @@ def restricted_rows(index: jax.Array, valid: jax.Array, gram_: jax.Array | None,
   def row(p):
     loo = None
     if merit == "exponential":
-      loo = gram_[index[p]][index].astype(jnp.float32) - b0i[p] * b0i
+      entries = _shard.gram_row_entries(gram_, index[p], index, shard)
+      loo = entries.astype(jnp.float32) - b0i[p] * b0i
     m = pair_weights(y_row(p), loo, num_bits, merit) * (bi[p] * bi)
     return jnp.where(pos == p, jnp.float32(0), m)
 
@@ -212,7 +237,7 @@ def reduction_sizes(num_items: int, smallest: int = 256) -> tuple[int, ...]:
 
 def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: jax.Array,
             b: jax.Array, sup: sv.Supervision, u: jax.Array, num_bits: int, merit: str,
-            sizes: tuple[int, ...]) -> jax.Array:
+            sizes: tuple[int, ...], shard: RowShard = ONE_DEVICE) -> jax.Array:
   """Algorithm 2 from a random start in ``I``, at the smallest size ``S >= |I|``.
 
   Args:
@@ -226,7 +251,7 @@ def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: ja
   def at_size(size):
     def run(active, b, start):
       index, valid = _active_set.compact(active, size)
-      rows = restricted_rows(index, valid, gram_, b0, b, sup, num_bits, merit)
+      rows = restricted_rows(index, valid, gram_, b0, b, sup, num_bits, merit, shard)
       flip, _ = _active_set.reduce_active_set(rows, valid, start)
       return jnp.zeros((n,), jnp.int8).at[index].add(flip.astype(jnp.int8))
     return run
@@ -239,8 +264,13 @@ def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: ja
 
 
 def _a_times_flips(flip: jax.Array, b: jax.Array, b0: jax.Array, gram_: jax.Array | None,
-                   sup: sv.Supervision, num_bits: int, merit: str, chunk: int) -> jax.Array:
-  """``A d`` for ``d = -2 b`` on the flipped items (0 elsewhere), from their rows of ``A``."""
+                   sup: sv.Supervision, num_bits: int, merit: str, chunk: int,
+                   shard: RowShard = ONE_DEVICE) -> jax.Array:
+  """``A d`` for ``d = -2 b`` on the flipped items (0 elsewhere), from their rows of ``A``.
+
+  With a ``shard`` the rows are gathered from their owners and the product is
+  formed on every device, as on one device (the same operands, the same order).
+  """
   n = b.shape[0]
   index, valid = _active_set.compact(flip > 0, n)
   num = jnp.sum(flip > 0)
@@ -251,7 +281,7 @@ def _a_times_flips(flip: jax.Array, b: jax.Array, b0: jax.Array, gram_: jax.Arra
     rows = jax.lax.dynamic_slice_in_dim(index, t * chunk, chunk)
     ok = jax.lax.dynamic_slice_in_dim(valid, t * chunk, chunk)
     d = jnp.where(ok, -2.0 * b[rows], 0.0)
-    return acc + jnp.dot(d, a_rows(rows, gram_, b0, sup, num_bits, merit))
+    return acc + jnp.dot(d, a_rows(rows, gram_, b0, sup, num_bits, merit, shard))
 
   return jax.lax.fori_loop(0, (num + chunk - 1) // chunk, body, jnp.zeros((n,), jnp.float32))
 
@@ -273,8 +303,8 @@ class _Inner(NamedTuple):
 
 def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervision,
                gamma: jax.Array, uniforms: jax.Array, *, merit: str = "exponential",
-               block_rows: int = 32, chunk: int = 64, sizes: tuple[int, ...] | None = None
-               ) -> tuple[SweepCarry, BitStats]:
+               block_rows: int = 32, chunk: int = 64, sizes: tuple[int, ...] | None = None,
+               shard: RowShard = ONE_DEVICE) -> tuple[SweepCarry, BitStats]:
   """Update column ``k`` of ``B``: inner updates until ``I`` is empty or the cap.
 
   Each inner update ``t``: ``g = 2 A b / n^2 + gamma Z / n``,
@@ -292,6 +322,7 @@ def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervisio
     uniforms: float32 [max_inner] in [0, 1), one per inner update.
     merit, block_rows, chunk: see ``sweep``.
     sizes: static sizes for the restricted ``M`` (default ``reduction_sizes(n)``).
+    shard: the rows of ``G`` this device holds (``_shard``; default: one device).
   Returns:
     (carry with column ``k`` updated and its change pending, ``BitStats``).
   """
@@ -300,7 +331,7 @@ def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervisio
   sizes = reduction_sizes(n) if sizes is None else sizes
   col0 = jax.lax.dynamic_index_in_dim(codes, k, axis=1, keepdims=False)
   b0 = col0.astype(jnp.float32)
-  gram_, ab0 = a_times_b(carry, b0, sup, num_bits, merit, block_rows)
+  gram_, ab0 = a_times_b(carry, b0, sup, num_bits, merit, block_rows, shard)
   _, active0 = _active_set.active_set(ab0, z, b0, gamma, n)
   count0 = jnp.sum(active0, dtype=jnp.int32)
   max_inner = uniforms.shape[0]
@@ -311,8 +342,8 @@ def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervisio
   def body(s):
     _, active = _active_set.active_set(s.ab, z, s.b, gamma, n)
     flip = _reduce(active, s.num_active, gram_, b0, s.b, sup, uniforms[s.step], num_bits,
-                   merit, sizes)
-    ab = s.ab + _a_times_flips(flip, s.b, b0, gram_, sup, num_bits, merit, chunk)
+                   merit, sizes, shard)
+    ab = s.ab + _a_times_flips(flip, s.b, b0, gram_, sup, num_bits, merit, chunk, shard)
     b = jnp.where(flip > 0, -s.b, s.b)
     _, active = _active_set.active_set(ab, z, b, gamma, n)
     return _Inner(b, ab, jnp.sum(active, dtype=jnp.int32), s.first_active,
@@ -327,17 +358,18 @@ def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervisio
   return SweepCarry(codes, gram_, new_col, col0), stats
 
 
-def start_sweep(codes: jax.Array, merit: str, block_rows: int = 256) -> SweepCarry:
+def start_sweep(codes: jax.Array, merit: str, block_rows: int = 256,
+                shard: RowShard = ONE_DEVICE) -> SweepCarry:
   """The carry at the start of a sweep: the Gram (exponential merit) and nothing pending."""
   n = codes.shape[0]
-  g = gram(codes, block_rows) if merit == "exponential" else None
+  g = gram(codes, block_rows, shard) if merit == "exponential" else None
   none = jnp.zeros((n,), jnp.int8)
   return SweepCarry(codes, g, none, none)
 
 
 def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
           uniforms: jax.Array, *, merit: str = "exponential", block_rows: int = 32,
-          chunk: int = 64) -> tuple[jax.Array, BitStats]:
+          chunk: int = 64, mesh: Mesh | None = None) -> tuple[jax.Array, BitStats]:
   """One B-step: update bits ``0 .. K-1`` in turn (the paper's Algorithm 1, lines 8-13).
 
   Args:
@@ -351,25 +383,49 @@ def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
     merit: ``"exponential"`` or ``"linear"``.
     block_rows: rows per block of the pass over ``G`` forming ``A b``.
     chunk: rows of ``A`` formed together when updating ``A b`` after a flip.
+    mesh: a 1-D ``jax.sharding.Mesh``: the rows of ``G`` and the passes over them
+      are split over its devices (``_shard``); the inputs and outputs are
+      replicated and the codes equal one device's. None: one device.
   Returns:
     (codes int8 [n, K], ``BitStats`` with fields stacked to ``[K]``).
   """
   if merit not in MERITS:
     raise ValueError(f"merit must be one of {MERITS}; got {merit!r}.")
+  num_bits = codes.shape[1]
+  if uniforms.shape[0] != num_bits:
+    raise ValueError(f"uniforms must have one row per bit ({num_bits}); got shape "
+                     f"{uniforms.shape}.")
+  run = functools.partial(_sweep, merit=merit, block_rows=block_rows, chunk=chunk)
+  if mesh is None:
+    return run(codes, z, sup, gamma, uniforms, shard=ONE_DEVICE)
+  shard = row_shard(mesh)
+  # check_vma=False: the loops' carries start replicated and take per-device rows
+  # of G; every output is formed from gathered (replicated) values.
+  return jax.shard_map(functools.partial(run, shard=shard), mesh=mesh,
+                       in_specs=(P(), P(), P(), P(), P()), out_specs=P(),
+                       check_vma=False)(codes, z, sup, gamma, uniforms)
+
+
+def row_shard(mesh: Mesh) -> RowShard:
+  """The ``RowShard`` of a 1-D mesh (raises ValueError naming ``mesh`` otherwise)."""
+  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh (e.g. Mesh(jax.devices(), "
+                     f"('rows',))); got {mesh!r}.")
+  axis = mesh.axis_names[0]
+  return RowShard(axis, int(mesh.shape[axis]))
+
+
+def _sweep(codes, z, sup, gamma, uniforms, *, merit, block_rows, chunk, shard):
   sizes = reduction_sizes(codes.shape[0])
 
   def one_bit(carry, xs):
     k, bit_uniforms = xs
     return update_bit(carry, k, jax.lax.dynamic_index_in_dim(z, k, axis=1, keepdims=False),
                       sup, gamma, bit_uniforms, merit=merit, block_rows=block_rows,
-                      chunk=chunk, sizes=sizes)
+                      chunk=chunk, sizes=sizes, shard=shard)
 
-  num_bits = codes.shape[1]
-  if uniforms.shape[0] != num_bits:
-    raise ValueError(f"uniforms must have one row per bit ({num_bits}); got shape "
-                     f"{uniforms.shape}.")
-  carry, stats = jax.lax.scan(one_bit, start_sweep(codes, merit),
-                              (jnp.arange(num_bits), uniforms))
+  carry, stats = jax.lax.scan(one_bit, start_sweep(codes, merit, shard=shard),
+                              (jnp.arange(codes.shape[1]), uniforms))
   return carry.codes, stats
 
 

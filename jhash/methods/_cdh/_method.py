@@ -18,11 +18,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from jhash import _checks
 from jhash import codes as codes_lib
 from jhash.methods import _api
 from jhash.methods._cdh import _bstep
+from jhash.methods._cdh import _chunks
 from jhash.methods._cdh import _encode
 from jhash.methods._cdh import _objective
 from jhash.methods._cdh import _supervision as sv
@@ -73,7 +75,8 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
         supervision: str = "labels", w_objective: str = "probability", max_inner: int = 16,
         init_scale: float | None = None, w_learning_rate: float = 0.05, w_iters: int = 300,
         w_batch_size: int = 256, w_l2: float = 1e-4, prior_eps: float = 1e-3,
-        num_sweeps: int = 2, block_rows: int = 32) -> _api.HashingMethod:
+        num_sweeps: int = 2, block_rows: int = 32, chunk_size: int = 10_000,
+        mesh: Mesh | None = None) -> _api.HashingMethod:
   """Coordinate Discrete Hashing for cross-view retrieval.
 
   Args:
@@ -107,6 +110,11 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
       ``[prior_eps, 1 - prior_eps]``.
     num_sweeps: default schedule length (the paper stops after two sweeps).
     block_rows: rows per block of the B-step's pass over the Gram.
+    chunk_size: the B-step runs on chunks of at most this many items (the paper's
+      10,000), cut from a random permutation drawn each sweep (``_chunks``);
+      memory ``O(chunk_size^2)``. ``n <= chunk_size``: one chunk, the items in order.
+    mesh: a 1-D ``jax.sharding.Mesh``: each chunk's ``n x n`` B-step work is split
+      by rows over its devices (the codes equal one device's). None: one device.
   Returns:
     A ``HashingMethod`` whose ``extras`` is a ``CDHExtras``. ``update`` is one sweep, B-step then
     W-step; its metrics: ``objective`` (``J`` after the sweep),
@@ -130,6 +138,11 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   w_batch_size = _checks.positive_int(w_batch_size, "w_batch_size")
   num_sweeps = _checks.nonneg_int(num_sweeps, "num_sweeps")
   block_rows = _checks.positive_int(block_rows, "block_rows")
+  chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+  if chunk_size < 2:
+    raise ValueError(f"chunk_size must be at least 2 items; got {chunk_size}.")
+  if mesh is not None:
+    _bstep.row_shard(mesh)   # a 1-D mesh, or a clear error now
   if not 0 < prior_eps < 0.5:
     raise ValueError(f"prior_eps must be in (0, 0.5); got {prior_eps!r}.")
 
@@ -143,12 +156,17 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
 
   def _draw(key, n):
     # A single draw per sweep (random number generation is slow to compile on the
-    # CPU): the B-step's random starts, then the W-step's minibatches.
+    # CPU): the B-step's random starts per chunk, then the W-step's minibatches;
+    # the chunks' permutation from fold_in(key, 1) when there are several.
     m = min(w_batch_size, n)
-    u = jax.random.uniform(key, (num_bits * max_inner + w_iters * m,))
-    starts = u[:num_bits * max_inner].reshape(num_bits, max_inner)
-    batches = _wstep.minibatches(u[num_bits * max_inner:].reshape(w_iters, m), n)
-    return starts, batches
+    chunks = _chunks.num_chunks(n, chunk_size)
+    num_starts = chunks * num_bits * max_inner
+    u = jax.random.uniform(key, (num_starts + w_iters * m,))
+    starts = u[:num_starts].reshape(chunks, num_bits, max_inner)
+    batches = _wstep.minibatches(u[num_starts:].reshape(w_iters, m), n)
+    order = (jax.random.permutation(jax.random.fold_in(key, 1), n).astype(jnp.int32)
+             if chunks > 1 else None)
+    return starts, order, batches
 
   def init(key, batch):
     views = _training_views(batch)
@@ -194,9 +212,9 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
     z = _encode.generative_terms(state.weights, views)
     semantic = _objective.semantic_term(state.codes, sup, merit)
     before = semantic + _objective.generative_term(state.codes, z, state.gamma, num_views)
-    starts, batches = _draw(key, views[0].shape[0])
-    codes, stats = _bstep.sweep(state.codes, z, sup, state.gamma, starts, merit=merit,
-                                block_rows=block_rows)
+    starts, order, batches = _draw(key, views[0].shape[0])
+    codes, stats = _chunks.sweep(state.codes, z, sup, state.gamma, starts, order,
+                                 merit=merit, block_rows=block_rows, mesh=mesh)
     semantic = _objective.semantic_term(codes, sup, merit)
     after_b = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
     weights, w_before, w_after = _wstep.wstep(

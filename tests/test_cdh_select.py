@@ -1,0 +1,67 @@
+"""Choosing CDH's gamma over a grid (the paper's rule and a validation score)."""
+
+import jax
+import numpy as np
+import pytest
+
+import jhash
+from jhash import data
+
+BITS = 8
+OPTS = dict(w_iters=20, max_inner=6)
+
+
+@pytest.fixture(scope="module")
+def mfeat_small():
+  ds = data.load_mfeat(["pix", "fou"])
+  rng = np.random.default_rng(0)
+  idx = np.sort(rng.choice(ds.labels.size, 240, replace=False))
+  return {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
+
+
+@pytest.fixture(scope="module")
+def selection(mfeat_small):
+  return jhash.methods.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small,
+                                        [0.0, 0.01, 0.5], num_steps=1, **OPTS)
+
+
+def test_paper_rule_keeps_the_highest_training_objective(selection, mfeat_small):
+  np.testing.assert_allclose(selection.objective, selection.semantic + selection.generative,
+                             rtol=1e-6)
+  np.testing.assert_array_equal(selection.scores, selection.objective)
+  assert selection.gamma == selection.gammas[int(np.argmax(selection.objective))]
+  # The generative term is never negative, and is 0 at gamma = 0 (CDH-0).
+  assert selection.generative[0] == 0.0 and np.all(selection.generative >= 0)
+  # Each state was fitted with its grid point's gamma, from the same start, and its J
+  # is the method's own objective of that state.
+  method = jhash.methods.cdh(BITS, **OPTS)
+  for g, state, j in zip(selection.gammas, selection.states, selection.objective):
+    assert float(state.gamma) == pytest.approx(g)
+    assert float(method.extras.objective(state, mfeat_small)) == pytest.approx(j, rel=1e-5)
+
+
+def test_a_fit_at_one_grid_point_equals_a_plain_fit(selection, mfeat_small):
+  key = jax.random.PRNGKey(0)
+  method = jhash.methods.cdh(BITS, gamma=0.01, **OPTS)
+  state, _ = jhash.fit(method, key, mfeat_small, num_steps=1, progress=False)
+  np.testing.assert_array_equal(np.asarray(state.codes), np.asarray(selection.states[1].codes))
+
+
+def test_a_validation_score_ranks_the_grid(selection, mfeat_small):
+  calls = []
+
+  def score(state):
+    calls.append(float(state.gamma))
+    return -abs(float(state.gamma) - 0.01)     # prefers the middle grid point
+
+  chosen = jhash.methods.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small,
+                                          [0.0, 0.01, 0.5], num_steps=1, score=score, **OPTS)
+  assert chosen.gamma == pytest.approx(0.01)
+  assert calls == pytest.approx([0.0, 0.01, 0.5])
+  np.testing.assert_allclose(chosen.objective, selection.objective, rtol=1e-6)
+
+
+@pytest.mark.parametrize("grid", [[], [0.1, -1.0], [np.nan]])
+def test_bad_grid_names_itself(mfeat_small, grid):
+  with pytest.raises(ValueError, match="gammas"):
+    jhash.methods.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small, grid)
