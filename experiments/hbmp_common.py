@@ -1,0 +1,222 @@
+"""What the HBMP experiments share: data protocols, the HBMP cell, ranking metrics, plots.
+
+Weighted Hamming mAP on a large database: ``jhash.metrics.mean_average_precision(...,
+weights=alphas)`` groups real-valued distances by sorting every query's row, and XLA's
+CPU sort makes that about 45 s for 1,000 queries against 69,000 items.
+``ranked_map`` gives the same tie-aware mAP from the library's chunk kernel
+(``jhash.metrics.average_precision``) on integer distances: the database's distinct
+codes are ranked per query in NumPy (weighted distances equal to 1e-9 of ``sum |w|``
+tie), each item takes the rank of its code, and the kernel counts tie groups by
+histogram. The tests check it against ``mean_average_precision``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import numpy as np
+
+import jhash
+from jhash import data as jdata
+from jhash.methods import _hbmp as hb
+from experiments import harness
+
+# Distances closer than this fraction of sum |w| tie in ``ranked_map``.
+TIE_RESOLUTION = 2.0 ** -30
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def fashion_pool():
+  """Fashion-MNIST's 70,000 images (train and test pooled): float32 [n, 28, 28] in [0, 1]."""
+  train, test = jdata.load_fashion_mnist("train"), jdata.load_fashion_mnist("test")
+  images = np.concatenate([train.views[0], test.views[0]]).astype(np.float32) / 255.0
+  return images, np.concatenate([train.labels, test.labels]).astype(np.int32)
+
+
+def fashion_batches(spec: dict, seed: int):
+  """(train, query, database) batches of Fashion-MNIST under the CIFAR-10 protocol.
+
+  ``spec``: ``query_per_class`` and ``train_per_class`` (drawn per class; the database is
+  every other image, the training items among them) and ``database_limit`` (None: the
+  whole database; else a random subset of that size, for quick runs).
+  """
+  images, labels = fashion_pool()
+  split = jdata.split_per_class(labels, spec["query_per_class"], spec["train_per_class"],
+                                seed=seed)
+  database = split["database"]
+  if spec.get("database_limit"):
+    keep = np.random.default_rng(seed).permutation(database.size)[:spec["database_limit"]]
+    database = np.sort(database[keep])
+  take = lambda idx: {"views": (images[idx],), "labels": labels[idx]}
+  return take(split["train"]), take(split["query"]), take(database)
+
+
+# ----------------------------------------------------------------------------- ranking
+
+
+@functools.lru_cache(maxsize=16)
+def _ap_kernel(max_distance: int):
+  return jax.jit(functools.partial(jhash.metrics.average_precision, max_distance=max_distance))
+
+
+def _dense_ranks(query_codes, unique_codes, weights) -> np.ndarray:
+  """Rank of each distinct database code per query by weighted distance: int32 [q, u]."""
+  q = np.asarray(query_codes, np.float64)
+  w = np.asarray(weights, np.float64)
+  dist = 0.5 * (w.sum() - (q * w[None, :]) @ unique_codes.T.astype(np.float64))
+  scale = max(float(np.abs(w).sum()), 1e-30)
+  keys = np.round(dist / (scale * TIE_RESOLUTION)).astype(np.int64)
+  return np.stack([np.unique(row, return_inverse=True)[1].reshape(-1) for row in keys]
+                  ).astype(np.int32)
+
+
+def ranked_map(query_codes, db_codes, query_labels, db_labels, weights=None,
+               relevance: str = "auto") -> float:
+  """Tie-aware mAP of (weighted) Hamming ranking over the whole database.
+
+  Equal to ``jhash.metrics.mean_average_precision(..., weights=weights)`` (queries with
+  no relevant item count as 0); for ``weights=None`` it calls it.
+  """
+  if weights is None:
+    return jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels,
+                                                db_labels, relevance=relevance)
+  db = np.asarray(db_codes)
+  unique, inverse = np.unique(db, axis=0, return_inverse=True)
+  inverse = inverse.reshape(-1)
+  ranks = _dense_ranks(query_codes, unique, weights)
+  bound = 1 << int(np.ceil(np.log2(max(unique.shape[0], 2))))   # few compiled sizes
+  kernel = _ap_kernel(bound - 1)
+  query_labels, db_labels = np.asarray(query_labels), np.asarray(db_labels)
+  kind = ("same_class" if query_labels.ndim == 1 else "share_label") if relevance == "auto" \
+      else relevance
+  chunk = max(1, min(256, (1 << 23) // max(db.shape[0], bound)))
+  total = 0.0
+  for start in range(0, ranks.shape[0], chunk):
+    rows = slice(start, start + chunk)
+    rel = jhash.metrics.relevance(jax.numpy.asarray(query_labels[rows]),
+                                  jax.numpy.asarray(db_labels), kind)
+    ap, _ = kernel(jax.numpy.asarray(ranks[rows][:, inverse]), rel)
+    total += float(np.sum(np.asarray(ap, np.float64)))
+  return total / ranks.shape[0]
+
+
+def retrieval_scores(query_codes, db_codes, query_labels, db_labels, weights,
+                     ndcg_k: int | None = None) -> dict:
+  """mAP (and NDCG@k for multi-hot labels) with unweighted and weighted ranking."""
+  out = {"map": ranked_map(query_codes, db_codes, query_labels, db_labels),
+         "map_weighted": ranked_map(query_codes, db_codes, query_labels, db_labels, weights)}
+  if ndcg_k:
+    args = (query_codes, db_codes, query_labels, db_labels, ndcg_k)
+    out["ndcg"] = jhash.metrics.ndcg_at_k(*args)
+    out["ndcg_weighted"] = jhash.metrics.ndcg_at_k(*args, weights=weights)
+  return out
+
+
+# ----------------------------------------------------------------------------- HBMP cells
+
+
+def hbmp_cell(ckpt, cell: str, method, key, batches, checkpoint_every: int,
+              ndcg_k: int | None = None) -> dict:
+  """Fit HBMP (pursuit then hash functions, resumable), encode, and score a cell.
+
+  Returns mAP (weighted and unweighted; NDCG too for ``ndcg_k``), the bit errors of the
+  learned codes against the target codes (training set, and queries against the target
+  code of their class / nearest label set), the alphas, the per-bit residual norms and
+  the per-epoch training curves.
+  """
+  train, query, database = batches
+  started = time.time()
+  state, history = harness.fit_resumable(ckpt, cell, method, key, train, None,
+                                         checkpoint_every, progress=False)
+  jax.block_until_ready(state)
+  fit_seconds = time.time() - started
+  started = time.time()
+  q_codes = jhash.encode(method, state, query)
+  db_codes = jhash.encode(method, state, database)
+  train_codes = jhash.encode(method, state, train)
+  jax.block_until_ready(db_codes)
+  encode_seconds = time.time() - started
+  weights = np.asarray(state.weights)
+  b = method.num_bits
+  query_targets = np.asarray(method.extras.encode_targets(state, query))
+  result = retrieval_scores(q_codes, db_codes, query["labels"], database["labels"], weights,
+                            ndcg_k)
+  result.update({
+      "train_bit_error": float(np.mean(np.asarray(train_codes) != np.asarray(
+          state.target_codes))),
+      "query_bit_error": float(np.mean(np.asarray(q_codes) != query_targets)),
+      "alphas": weights.tolist(),
+      "residual_norms": (np.asarray(state.pursuit.residual_norms)
+                         / float(state.pursuit.initial_norm)).tolist(),
+      "epoch_bit_error": history["bit_error"][b:].tolist(),
+      "epoch_hinge_loss": history["hinge_loss"][b:].tolist(),
+      "fit_seconds": fit_seconds,
+      "encode_seconds": encode_seconds,
+  })
+  return result
+
+
+def baseline_cell(ckpt, cell: str, name: str, bits: int, key, batches, kwargs: dict,
+                  checkpoint_every: int, ndcg_k: int | None = None) -> dict:
+  """An unsupervised baseline (``itq``, ``lsh``) on the same split: unweighted ranking."""
+  train, query, database = batches
+  method = jhash.methods.REGISTRY[name](bits, **kwargs)
+  state, _ = harness.fit_resumable(ckpt, cell, method, key, train, None, checkpoint_every,
+                                   progress=False)
+  q_codes = jhash.encode(method, state, query)
+  db_codes = jhash.encode(method, state, database)
+  out = {"map": ranked_map(q_codes, db_codes, query["labels"], database["labels"])}
+  if ndcg_k:
+    out["ndcg"] = jhash.metrics.ndcg_at_k(q_codes, db_codes, query["labels"],
+                                          database["labels"], ndcg_k)
+  return out
+
+
+def hbmp_method(bits: int, hash_function: str, config, **pursuit) -> jhash.methods.HashingMethod:
+  """``hbmp`` with the hash-function options of ``config.hash_options[hash_function]``."""
+  return jhash.methods.hbmp(bits, hash_function=hash_function,
+                            hash_options=dict(config.hash_options[hash_function]), **pursuit)
+
+
+def cell_key(key, *indices):
+  """The key of a cell: ``key`` folded with each index in turn (stable across runs)."""
+  for i in indices:
+    key = jax.random.fold_in(key, i)
+  return key
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def figure(panels: list[dict], path, title: str = "") -> None:
+  """Panels side by side; each ``{"title", "xlabel", "ylabel", "series", "logy"}`` with
+  ``series`` a list of ``{"label", "x", "y", "band" (optional (low, high)), "style"}``."""
+  from experiments import plots
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.5), squeeze=False)
+  for ax, panel in zip(axes[0], panels):
+    for s in panel["series"]:
+      line, = ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
+      if s.get("band") is not None:
+        ax.fill_between(s["x"], s["band"][0], s["band"][1], alpha=0.2, color=line.get_color())
+    ax.set_title(panel.get("title", ""))
+    ax.set_xlabel(panel.get("xlabel", ""))
+    ax.set_ylabel(panel.get("ylabel", ""))
+    if panel.get("logy"):
+      ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  if title:
+    fig.suptitle(title)
+  plots.save(fig, path)
+
+
+def unique_label_set_count(labels) -> int:
+  """The number of unique label sets of a multi-hot training set (HBMP's items)."""
+  return int(hb.unique_label_sets(labels).sets.shape[0])

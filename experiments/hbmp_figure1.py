@@ -1,0 +1,154 @@
+"""HBMP's Figure 1(c-e): class-level vs instance-level binary inference on Fashion-MNIST labels.
+
+For each repeat, 1,000 training images (100 per class) are drawn; the pursuit infers target
+codes either for the 10 classes or for the 1,000 instances, one bit per step
+(``jhash.fit`` of ``hbmp`` without hash functions), with each solver of
+``config.solvers`` (the default: 4 power-iteration starts of up to 20 products and a
+local search; "budget": one start of 8 products, no local search). Writes ``results.json``,
+``residual.png`` (relative residual norm against bits), ``map.png`` (mAP of the target
+codes against bits, weighted and plain Hamming ranking) and ``time.png`` (inference time
+against bits), and prints the table at the ``map_bits``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+import jhash
+from jhash import data as jdata
+from experiments import harness
+from experiments import hbmp_common
+
+LEVELS = ("class", "instance")
+
+
+def sample_instances(labels: np.ndarray, per_class: int, num_queries: int, seed: int):
+  """(instance indices into the pool, query positions, database positions)."""
+  split = jdata.split_per_class(labels, 0, per_class, seed=seed)
+  instances = split["train"]
+  order = np.random.default_rng(seed).permutation(instances.size)
+  return instances, np.sort(order[:num_queries]), np.sort(order[num_queries:])
+
+
+def run_level(config, method, key, batch, positions) -> dict:
+  """One pursuit: per-bit residuals and cumulative step times; mAP at ``map_bits``."""
+  query, database = positions
+  labels = np.asarray(batch["labels"])
+  alphas_at, times = {}, []
+  # Warm-up: compile init and the step (the jit cache is keyed on method.update).
+  jhash.fit(method, key, batch, 1, progress=False)
+  started = time.perf_counter()
+
+  def on_step(step, state, metrics):
+    jax.block_until_ready(state.pursuit.step)
+    times.append(time.perf_counter() - started)
+    if step in config.map_bits:
+      alphas_at[step] = np.asarray(state.pursuit.alphas)[:step].copy()
+
+  state, history = jhash.fit(method, key, batch, progress=False, on_step=on_step)
+  codes = np.asarray(method.extras.encode_targets(state, batch))
+  maps = {}
+  for b in config.map_bits:
+    q, db = codes[query, :b], codes[database, :b]
+    maps[str(b)] = {"map": hbmp_common.ranked_map(q, db, labels[query], labels[database]),
+               "map_weighted": jhash.metrics.mean_average_precision(
+                   q, db, labels[query], labels[database], weights=alphas_at[b])}
+  return {"residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),
+          "step_seconds": times, "maps": maps,
+          "degenerate": np.asarray(history["degenerate"]).astype(int).tolist()}
+
+
+def train_and_evaluate(config, workdir) -> dict:
+  started = time.time()
+  workdir = pathlib.Path(workdir)
+  ckpt = harness.Checkpointer(workdir, config)
+  key = jax.random.PRNGKey(config.seed)
+  images, labels = hbmp_common.fashion_pool()
+  n = config.num_classes * config.instances_per_class
+  methods = {}   # one method per solver and level, shared by the repeats: one compilation each
+  for solver, options in config.solvers.items():
+    methods[solver, "class"] = jhash.methods.hbmp(
+        config.max_bits, level="class", num_items=config.num_classes,
+        step_size=config.step_size, **options)
+    methods[solver, "instance"] = jhash.methods.hbmp(
+        config.max_bits, level="instance", step_size=config.step_size, **options)
+  cells = []
+  for r in range(config.repeats):
+    pool = np.flatnonzero(labels < config.num_classes)
+    instances, query, database = sample_instances(labels[pool], config.instances_per_class,
+                                                  config.num_queries, config.seed + r)
+    index = pool[instances]
+    batch = {"views": (images[index].reshape(n, -1),), "labels": labels[index]}
+    for s_index, solver in enumerate(config.solvers):
+      for l_index, level in enumerate(LEVELS):
+        cells.append((f"{solver}/{level}/{r}",
+                      lambda m=methods[solver, level], b=batch, q=(query, database),
+                      k=hbmp_common.cell_key(key, r, s_index, l_index):
+                      run_level(config, m, k, b, q)))
+  results = harness.run_cells(cells, ckpt)
+  summary = summarise(config, results)
+  table = format_table(config, summary)
+  print(table)
+  make_plots(config, summary, workdir)
+  harness.write_results(workdir, config, {"cells": results, "summary": summary}, started,
+                        extra={"table": table})
+  return summary
+
+
+def summarise(config, results) -> dict:
+  """Mean and spread over repeats, per solver and level."""
+  out = {}
+  for solver in config.solvers:
+    for level in LEVELS:
+      runs = [results[f"{solver}/{level}/{r}"] for r in range(config.repeats)]
+      residual = np.array([run["residual"] for run in runs])
+      seconds = np.array([run["step_seconds"] for run in runs])
+      maps = {str(b): {k: float(np.mean([run["maps"][str(b)][k] for run in runs]))
+                       for k in ("map", "map_weighted")} for b in config.map_bits}
+      out[f"{solver}/{level}"] = {
+          "residual_mean": residual.mean(0).tolist(), "residual_min": residual.min(0).tolist(),
+          "residual_max": residual.max(0).tolist(), "seconds_mean": seconds.mean(0).tolist(),
+          "maps": maps, "seconds_per_bit": float(seconds[:, -1].mean() / config.max_bits)}
+  return out
+
+
+def format_table(config, summary) -> str:
+  rows = []
+  for name, s in summary.items():
+    for b in config.map_bits:
+      m = s["maps"][str(b)]
+      rows.append([name, b, m["map_weighted"], m["map"], s["residual_mean"][b - 1],
+                   s["seconds_mean"][b - 1]])
+  header = ["solver/items", "bits", "mAP (weighted)", "mAP (Hamming)", "residual / initial",
+            "time (s)"]
+  return harness.format_table(rows, header)
+
+
+def make_plots(config, summary, workdir) -> None:
+  bits = list(range(1, config.max_bits + 1))
+  label = lambda name: name.replace("/class", ": 10 classes").replace(
+      "/instance", f": {config.num_classes * config.instances_per_class} instances")
+  series = lambda key, band=None: [
+      {"label": label(name), "x": bits, "y": s[key],
+       "band": None if band is None else (s[band[0]], s[band[1]])}
+      for name, s in summary.items()]
+  hbmp_common.figure([{"title": "Figure 1(c): residual", "xlabel": "bits",
+                       "ylabel": "||Q_t||_F / ||Q_0||_F",
+                       "series": series("residual_mean", ("residual_min", "residual_max"))}],
+                     workdir / "residual.png")
+  map_bits = list(config.map_bits)
+  hbmp_common.figure([{"title": "Figure 1(d): mAP of the target codes", "xlabel": "bits",
+                       "ylabel": "mAP (tie-aware)", "series": [
+                           {"label": f"{label(name)}, {kind}", "x": map_bits,
+                            "y": [s["maps"][str(b)][key] for b in map_bits],
+                            "style": "o-" if key == "map_weighted" else "s--"}
+                           for name, s in summary.items()
+                           for key, kind in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
+                     workdir / "map.png")
+  hbmp_common.figure([{"title": "Figure 1(e): inference time", "xlabel": "bits",
+                       "ylabel": "seconds (cumulative)", "series": series("seconds_mean")}],
+                     workdir / "time.png")
