@@ -374,3 +374,22 @@ def test_constant_step_sizes_give_plain_hamming_distances():
   res = _run("class", "constant")
   np.testing.assert_array_equal(res.alphas, np.ones(BITS, np.float32))
   assert res.residual_norms[-1] > 0.2 * res.initial_norm     # Property 1: no exact fit
+
+
+def test_regress_solve_takes_cholesky_or_the_pseudo_inverse(rng):
+  """Well-conditioned G: the Cholesky branch equals a dense solve; a singular G (more
+  rank-one fits than free entries, or a repeated code) falls back to G^+ c."""
+  from jhash.methods._hbmp import _steps
+  solve = jax.jit(_steps._psd_solve)
+  a = rng.normal(size=(8, 30))
+  g = a @ a.T
+  g = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
+  c = rng.normal(size=8)
+  np.testing.assert_allclose(solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)),
+                             np.linalg.solve(g, c), rtol=2e-4, atol=1e-5)
+  low = a[:5]
+  g = np.vstack([low, low[:3]]) @ np.vstack([low, low[:3]]).T     # rank 5 of 8
+  g = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
+  want = np.linalg.pinv(g, hermitian=True) @ c
+  got = np.asarray(solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)))
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
