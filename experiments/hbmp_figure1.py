@@ -7,7 +7,8 @@ codes either for the 10 classes or for the 1,000 instances, one bit per step
 local search; "budget": one start of 8 products, no local search). Writes ``results.json``,
 ``residual.png`` (relative residual norm against bits), ``map.png`` (mAP of the target
 codes against bits, weighted and plain Hamming ranking) and ``time.png`` (inference time
-against bits), and prints the table at the ``map_bits``.
+against bits, one call per step), and prints the table at the ``map_bits`` and the time
+of the whole pursuit as one compiled call for each solver and level.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 import jhash
 from jhash import data as jdata
+from jhash.methods import _hbmp as hb
 from experiments import harness
 from experiments import hbmp_common
 
@@ -34,8 +36,23 @@ def sample_instances(labels: np.ndarray, per_class: int, num_queries: int, seed:
   return instances, np.sort(order[:num_queries]), np.sort(order[num_queries:])
 
 
-def run_level(config, method, key, batch, positions) -> dict:
-  """One pursuit: per-bit residuals and cumulative step times; mAP at ``map_bits``."""
+def pursuit_seconds(config, affinity, key, options) -> float:
+  """Wall time of the whole pursuit of ``max_bits`` bits as one compiled call
+  (``infer_codes``, a ``lax.scan`` over bits), after a warm-up call: seconds, median of 3."""
+  run = lambda: jax.block_until_ready(hb.infer_codes(
+      affinity, config.max_bits, key, step_size=config.step_size, **options))
+  run()
+  times = []
+  for _ in range(3):
+    start = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - start)
+  return float(np.median(times))
+
+
+def run_level(config, method, key, batch, positions, options) -> dict:
+  """One pursuit: per-bit residuals and cumulative step times; mAP at ``map_bits``;
+  the time of the same pursuit as one compiled call."""
   query, database = positions
   labels = np.asarray(batch["labels"])
   alphas_at, times = {}, []
@@ -59,6 +76,7 @@ def run_level(config, method, key, batch, positions) -> dict:
                    q, db, labels[query], labels[database], weights=alphas_at[b])}
   return {"residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),
           "step_seconds": times, "maps": maps,
+          "pursuit_seconds": pursuit_seconds(config, state.affinity, key, options),
           "degenerate": np.asarray(history["degenerate"]).astype(int).tolist()}
 
 
@@ -87,8 +105,9 @@ def train_and_evaluate(config, workdir) -> dict:
       for l_index, level in enumerate(LEVELS):
         cells.append((f"{solver}/{level}/{r}",
                       lambda m=methods[solver, level], b=batch, q=(query, database),
-                      k=hbmp_common.cell_key(key, r, s_index, l_index):
-                      run_level(config, m, k, b, q)))
+                      k=hbmp_common.cell_key(key, r, s_index, l_index),
+                      o=dict(config.solvers[solver]):
+                      run_level(config, m, k, b, q, o)))
   results = harness.run_cells(cells, ckpt)
   summary = summarise(config, results)
   table = format_table(config, summary)
@@ -112,7 +131,11 @@ def summarise(config, results) -> dict:
       out[f"{solver}/{level}"] = {
           "residual_mean": residual.mean(0).tolist(), "residual_min": residual.min(0).tolist(),
           "residual_max": residual.max(0).tolist(), "seconds_mean": seconds.mean(0).tolist(),
-          "maps": maps, "seconds_per_bit": float(seconds[:, -1].mean() / config.max_bits)}
+          "maps": maps, "seconds_per_bit": float(seconds[:, -1].mean() / config.max_bits),
+          "pursuit_seconds": float(np.mean([run["pursuit_seconds"] for run in runs]))}
+  for solver in config.solvers:
+    c, i = out[f"{solver}/class"], out[f"{solver}/instance"]
+    c["instance_over_class_time"] = i["pursuit_seconds"] / c["pursuit_seconds"]
   return out
 
 
@@ -125,7 +148,13 @@ def format_table(config, summary) -> str:
                    s["seconds_mean"][b - 1]])
   header = ["solver/items", "bits", "mAP (weighted)", "mAP (Hamming)", "residual / initial",
             "time (s)"]
-  return harness.format_table(rows, header)
+  timing = [[name, s["pursuit_seconds"] * 1e3] for name, s in summary.items()]
+  ratios = "; ".join(f"{solver}: instance / class = {summary[f'{solver}/class']['instance_over_class_time']:.0f}x"
+                     for solver in config.solvers)
+  return (harness.format_table(rows, header) + "\n\n"
+          + harness.format_table(timing, ["solver/items",
+                                          f"whole pursuit, {config.max_bits} bits (ms)"])
+          + "\n" + ratios)
 
 
 def make_plots(config, summary, workdir) -> None:

@@ -89,6 +89,9 @@ def test_figure1_class_level_codes_fit_better_and_infer_faster(figure1):
   assert np.all(np.diff(default_class["residual_mean"]) <= 1e-4)
   # Figure 1(e): inference on 10 items is several times faster than on 500.
   assert default_instance["seconds_mean"][15] > 2.0 * default_class["seconds_mean"][15]
+  # The whole pursuit as one compiled call: 500 items cost far more than 10.
+  assert default_class["instance_over_class_time"] > 5.0
+  assert default_instance["pursuit_seconds"] > 0.0
   _assert_pngs(workdir, ("residual.png", "map.png", "time.png"))
 
 
