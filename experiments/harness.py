@@ -165,6 +165,11 @@ class Checkpointer:
       step = int(data["step"])
     return step, jax.tree.unflatten(treedef, loaded), history
 
+  def remove_state(self, cell: str) -> None:
+    """Delete the saved state of ``cell`` (if any), e.g. once later cells no longer
+    need it; ``done`` results are kept."""
+    self._state_path(cell).unlink(missing_ok=True)
+
   def _after_save(self) -> None:
     self._saves += 1
     limit = os.environ.get(CRASH_ENV)

@@ -3,72 +3,38 @@
 Each quick run takes 35-50 s on 2 CPU cores (mostly compiling one pursuit per method).
 """
 
-import importlib.util
-import json
-import pathlib
-import sys
-
 import jax
 import numpy as np
 import pytest
 
+import _experiment_runs as runs
 import jhash
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:   # the experiments package lives beside jhash, not in it
-  sys.path.insert(0, str(REPO))
-
-from experiments import harness  # noqa: E402
-from experiments import hbmp_common  # noqa: E402
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def _config(name, arg="quick"):
-  path = REPO / "experiments" / "configs" / f"{name}.py"
-  spec = importlib.util.spec_from_file_location(f"_config_{name}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg)
-
-
-def _run(name, workdir):
-  config = _config(name)
-  trainer = importlib.import_module(config.trainer)
-  trainer.train_and_evaluate(config, workdir)
-  results = json.loads((pathlib.Path(workdir) / "results.json").read_text())
-  for key in ("config", "seed", "versions", "wall_time_s", "table"):
-    assert key in results
-  return results
-
-
-def _assert_pngs(workdir, names):
-  for name in names:
-    data = (pathlib.Path(workdir) / name).read_bytes()
-    assert data[:8] == PNG and len(data) > 2000, name
+from experiments import harness
+from experiments import hbmp_common
 
 
 @pytest.fixture(scope="module")
 def figure1(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("figure1")
-  return workdir, _run("hbmp_figure1", workdir)
+  return workdir, runs.run("hbmp_figure1", workdir)[1]
 
 
 @pytest.fixture(scope="module")
 def single_label(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("single_label")
-  return workdir, _run("hbmp_single_label", workdir)
+  return workdir, runs.run("hbmp_single_label", workdir)[1]
 
 
 @pytest.fixture(scope="module")
 def multi_label(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("multi_label")
-  return workdir, _run("hbmp_multi_label", workdir)
+  return workdir, runs.run("hbmp_multi_label", workdir)[1]
 
 
 @pytest.fixture(scope="module")
 def step_sizes(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("step_sizes")
-  return workdir, _run("hbmp_step_sizes", workdir)
+  return workdir, runs.run("hbmp_step_sizes", workdir)[1]
 
 
 def test_figure1_class_level_codes_fit_better_and_infer_faster(figure1):
@@ -92,7 +58,7 @@ def test_figure1_class_level_codes_fit_better_and_infer_faster(figure1):
   # The whole pursuit as one compiled call: 500 items cost far more than 10.
   assert default_class["instance_over_class_time"] > 5.0
   assert default_instance["pursuit_seconds"] > 0.0
-  _assert_pngs(workdir, ("residual.png", "map.png", "time.png"))
+  runs.assert_pngs(workdir, ("residual.png", "map.png", "time.png"))
 
 
 def test_single_label_hash_functions_beat_lsh_and_itq(single_label):
@@ -108,7 +74,7 @@ def test_single_label_hash_functions_beat_lsh_and_itq(single_label):
     assert len(cell["epoch_bit_error"]) == 8
     assert cell["epoch_bit_error"][-1] < cell["epoch_bit_error"][0]
     assert len(cell["alphas"]) == 12 and len(cell["residual_norms"]) == 12
-  _assert_pngs(workdir, ("map_vs_bits.png", "training.png"))
+  runs.assert_pngs(workdir, ("map_vs_bits.png", "training.png"))
 
 
 def test_multi_label_hash_functions_beat_lsh(multi_label):
@@ -121,7 +87,7 @@ def test_multi_label_hash_functions_beat_lsh(multi_label):
     assert cell["ndcg"] > cells["lsh/12"]["ndcg"] + 0.03
     assert cell["ndcg_weighted"] > cells["lsh/12"]["ndcg"] + 0.03
     assert 0.0 < cell["ndcg"] < 1.0 and 0.0 < cell["map"] < 1.0
-  _assert_pngs(workdir, ("map_vs_bits.png", "ndcg_vs_bits.png"))
+  runs.assert_pngs(workdir, ("map_vs_bits.png", "ndcg_vs_bits.png"))
 
 
 def test_step_sizes_regress_fits_at_least_as_well_as_line(step_sizes):
@@ -138,7 +104,7 @@ def test_step_sizes_regress_fits_at_least_as_well_as_line(step_sizes):
   assert cells["constant/12"]["alphas"] == [1.0] * 12
   for rule in ("constant", "line", "regress"):
     assert cells[f"{rule}/12"]["map"] > 0.45
-  _assert_pngs(workdir, ("residual.png", "map_vs_bits.png"))
+  runs.assert_pngs(workdir, ("residual.png", "map_vs_bits.png"))
 
 
 def test_ranked_map_equals_the_library_weighted_map(rng):

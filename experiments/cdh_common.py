@@ -1,0 +1,345 @@
+"""What the CDH experiments share: data, methods, cells, cross-view scores, table, plots.
+
+Used by ``cdh_mfeat`` (the paper's table on UCI mfeat), ``cdh_fashion`` (the same at
+scale, chunked) and ``cdh_figure1``. Cross-view retrieval: a query is coded from one
+view only (``views=(x_pix, None)``), the database from the other view only: "a->b";
+"a->B" ranks the database by the codes learned for it (CDH's ``B``, CMFH's
+``sign(V)``). Relevance is the same class; mAP (tie-aware) over the whole database.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jhash
+from jhash import data as jdata
+from experiments import harness
+from experiments import plots
+
+# Query view -> database view, as indices into the views.
+DIRECTIONS = ((0, 1), (1, 0))
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def take(views, labels, index) -> dict:
+  """A batch of the items at ``index``: ``{"views": (float32 [m, d_v], ...), "labels": [m]}``."""
+  return {"views": tuple(np.asarray(v[index]) for v in views),
+          "labels": np.asarray(labels[index])}
+
+
+def mfeat_data(spec: dict, seed: int) -> dict:
+  """The mfeat split: batches ``train`` (= the database), ``query``, and for gamma
+  selection ``fit`` and ``validation`` (held out of ``train``), plus view ``names``.
+
+  ``spec``: ``views`` (two names), ``query_per_class`` (the other items of each class
+  are the training set and database), ``validation_per_class`` (drawn from the
+  training items; the rest of them are ``fit``).
+  """
+  ds = jdata.load_mfeat(list(spec["views"]))
+  per_class = int(np.min(np.bincount(ds.labels)))
+  split = jdata.split_per_class(ds.labels, spec["query_per_class"],
+                                per_class - spec["query_per_class"], seed=seed)
+  assert np.array_equal(split["train"], split["database"])
+  train = split["train"]
+  inner = jdata.split_per_class(ds.labels[train], spec["validation_per_class"],
+                                per_class - spec["query_per_class"]
+                                - spec["validation_per_class"], seed=seed + 1)
+  return {"train": take(ds.views, ds.labels, train),
+          "query": take(ds.views, ds.labels, split["query"]),
+          "fit": take(ds.views, ds.labels, train[inner["train"]]),
+          "validation": take(ds.views, ds.labels, train[inner["query"]]),
+          "names": tuple(ds.view_names)}
+
+
+def protocol(data) -> dict:
+  """Item counts and feature widths of each batch of ``data``."""
+  out = {"views": list(data["names"]),
+         "dims": [int(x.shape[1]) for x in data["train"]["views"]],
+         "database": "the training set"}
+  for part in ("train", "query", "fit", "validation"):
+    if part in data:
+      out[part] = int(data[part]["labels"].shape[0])
+  return out
+
+
+def describe(data) -> str:
+  p = protocol(data)
+  text = (f"views {'/'.join(p['views'])} (dims {p['dims']}): {p['train']} training items "
+          f"(= database), {p['query']} queries")
+  if p.get("validation"):
+    text += f"; gamma chosen on {p['validation']} validation queries against {p['fit']} items"
+  return text
+
+
+def cell_key(key, *indices):
+  """``key`` folded with each index in turn (stable across runs)."""
+  for i in indices:
+    key = jax.random.fold_in(key, i)
+  return key
+
+
+# ----------------------------------------------------------------------------- methods
+
+
+@functools.lru_cache(maxsize=32)
+def _cdh_base(bits: int, options: tuple) -> jhash.methods.HashingMethod:
+  return jhash.methods.cdh(bits, **dict(options))
+
+
+def cdh_method(bits: int, options: dict, gamma: float) -> jhash.methods.HashingMethod:
+  """``cdh(bits, gamma=gamma, **options)`` sharing one compiled sweep across gammas.
+
+  ``gamma`` lives in the state (as in ``cdh_select_gamma``): every gamma of a code
+  length uses the same ``update`` function, so ``jhash.fit`` compiles it once, and
+  only ``init`` (which sets ``gamma``) differs.
+  """
+  base = _cdh_base(bits, tuple(sorted(dict(options).items())))
+  base_init = base.init
+
+  def init(key, batch):
+    return base_init(key, batch)._replace(gamma=jnp.asarray(gamma, jnp.float32))
+  return base._replace(init=init)
+
+
+def baseline_method(name: str, bits: int, options: dict) -> jhash.methods.HashingMethod:
+  return jhash.methods.REGISTRY[name](bits, **dict(options))
+
+
+def only_view(batch: dict, view: int) -> dict:
+  """``batch`` with every view but ``view`` unobserved (``None``)."""
+  return {"views": tuple(x if i == view else None for i, x in enumerate(batch["views"]))}
+
+
+def single_view_codes(method, state, batch) -> list:
+  """Codes from each view alone: per view int8 [m, K]."""
+  return [jhash.encode(method, state, only_view(batch, v)) for v in range(len(batch["views"]))]
+
+
+def mean_ap(query_codes, db_codes, query_labels, db_labels) -> float:
+  return float(jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels,
+                                                    db_labels))
+
+
+def cross_view_maps(method, state, query, database, names, learned=None) -> dict:
+  """mAP of each direction ``"a->b"`` (query from view a, database from view b) and,
+  given ``learned`` (int8 [n, K], the codes learned for the database items), of
+  ``"a->B"`` (query from view a, database coded by ``learned``)."""
+  q_codes = single_view_codes(method, state, query)
+  db_codes = single_view_codes(method, state, database)
+  out = {}
+  for a, b in DIRECTIONS:
+    out[f"{names[a]}->{names[b]}"] = mean_ap(q_codes[a], db_codes[b], query["labels"],
+                                             database["labels"])
+  if learned is not None:
+    for a, _ in DIRECTIONS:
+      out[f"{names[a]}->B"] = mean_ap(q_codes[a], learned, query["labels"],
+                                      database["labels"])
+  return out
+
+
+def learned_codes(name: str, state):
+  """The codes a method learned for its training items (int8 [n, K]), or None."""
+  if name == "cdh":
+    return state.codes
+  if name == "cmfh":     # CMFH's unified codes of the training items: sign(V)
+    return jnp.where(state.latent >= 0, 1, -1).astype(jnp.int8)
+  return None
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+def select_cell(config, key, data, bits: int) -> dict:
+  """Fit CDH on ``fit`` at each gamma of ``config.gamma_grid``; keep the best validation
+  mAP (mean of both directions, the validation queries against the ``fit`` items)."""
+  names, fit, validation = data["names"], data["fit"], data["validation"]
+  method = cdh_method(bits, config.cdh, 0.0)   # for encoding only
+  per_gamma = []
+
+  def score(state):
+    maps = cross_view_maps(method, state, validation, fit, names)
+    per_gamma.append(maps)
+    return float(np.mean(list(maps.values())))
+  sel = jhash.methods.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
+                                       **dict(config.cdh))
+  return {"gamma": float(sel.gamma), "grid": sel.gammas.tolist(),
+          "validation_map": sel.scores.tolist(), "validation_maps": per_gamma,
+          "objective": sel.objective.tolist(), "semantic": sel.semantic.tolist(),
+          "generative": sel.generative.tolist(),
+          "paper_rule_gamma": float(sel.gammas[int(np.argmax(sel.objective))])}
+
+
+def cdh_cell(ckpt, cell: str, config, key, data, bits: int, gamma: float) -> dict:
+  """Fit CDH (resumable) on ``data["train"]`` and score both protocols.
+
+  Returns the mAPs (``cross_view_maps``), ``gamma``, the objective after each sweep,
+  ``second_sweep_change`` ``|J_2 - J_1| / |J_1|``, per-sweep totals of the active sets
+  and flips, and the fit time.
+  """
+  method = cdh_method(bits, config.cdh, gamma)
+  train = data["train"]
+  started = time.time()
+  state, history = harness.fit_resumable(ckpt, cell, method, key, train, None,
+                                         config.checkpoint_every, progress=False)
+  jax.block_until_ready(state)
+  fit_seconds = time.time() - started
+  result = cross_view_maps(method, state, data["query"], train, data["names"],
+                           learned=state.codes)
+  objective = np.asarray(history["objective"], np.float64)
+  result.update({
+      "gamma": float(gamma),
+      "objective": objective.tolist(),
+      "objective_before": np.asarray(history["objective_before"], np.float64).tolist(),
+      "objective_after_bstep": np.asarray(history["objective_after_bstep"],
+                                          np.float64).tolist(),
+      "second_sweep_change": second_sweep_change(objective),
+      "second_sweep_change_vs_first": second_sweep_change_vs_first(
+          history["objective_before"][0], objective),
+      "active_fraction": (np.sum(history["active_set_size"], axis=1)
+                          / train["labels"].shape[0]).tolist(),
+      "flipped_fraction": (np.sum(history["flipped"], axis=1)
+                           / train["labels"].shape[0]).tolist(),
+      "fit_seconds": fit_seconds,
+  })
+  return result
+
+
+def second_sweep_change(objective) -> float:
+  """``|J_2 - J_1| / |J_1|`` from ``J`` after each sweep (NaN with fewer than two)."""
+  objective = np.asarray(objective, np.float64)
+  if objective.size < 2:
+    return float("nan")
+  return float(abs(objective[1] - objective[0]) / abs(objective[0]))
+
+
+def second_sweep_change_vs_first(initial: float, objective) -> float:
+  """``|J_2 - J_1| / |J_1 - J_0|``: the second sweep's gain against the first's (``J_0``
+  the initial objective). Unlike ``|J_2 - J_1| / |J_1|`` it does not grow when the
+  semantic (negative) and generative (positive) terms nearly cancel in ``J_1``."""
+  objective = np.asarray(objective, np.float64)
+  if objective.size < 2:
+    return float("nan")
+  return float(abs(objective[1] - objective[0]) / abs(objective[0] - float(initial)))
+
+
+def max_baseline_bits(name: str, data) -> int | None:
+  """CVH gives one bit per canonical pair: at most the smallest view width."""
+  if name == "cvh":
+    return min(int(x.shape[1]) for x in data["train"]["views"])
+  return None
+
+
+def baseline_cell(ckpt, cell: str, name: str, bits: int, key, data, config) -> dict:
+  """Fit a baseline (resumable) on ``data["train"]`` and score both protocols."""
+  limit = max_baseline_bits(name, data)
+  if limit is not None and bits > limit:
+    return {"skipped": f"{name} gives at most {limit} bits here"}
+  method = baseline_method(name, bits, config.baseline_options.get(name, {}))
+  started = time.time()
+  state, _ = harness.fit_resumable(ckpt, cell, method, key, data["train"], None,
+                                   config.baseline_checkpoint_every, progress=False)
+  jax.block_until_ready(state)
+  fit_seconds = time.time() - started
+  result = cross_view_maps(method, state, data["query"], data["train"], data["names"],
+                           learned=learned_codes(name, state))
+  result["fit_seconds"] = fit_seconds
+  return result
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def method_names(config) -> list[str]:
+  return ["cdh", "cdh-0"] + list(config.baselines)
+
+
+def protocols(names) -> list[str]:
+  return ([f"{names[a]}->{names[b]}" for a, b in DIRECTIONS]
+          + [f"{names[a]}->B" for a, _ in DIRECTIONS])
+
+
+def summarise(config, results, names) -> str:
+  """Rows method x protocol (and CDH's gamma, convergence, fit time); columns bits."""
+  bits = list(config.bits)
+  rows = []
+  for method in method_names(config):
+    cells = [results[f"{method}/{b}"] for b in bits]
+    for proto in protocols(names):
+      if any(proto in c for c in cells):
+        rows.append([method, proto] + [c.get(proto, "n/a") for c in cells])
+  for method in ("cdh", "cdh-0"):
+    cells = [results[f"{method}/{b}"] for b in bits]
+    rows.append([method, "|J2-J1|/|J1|"] + [c["second_sweep_change"] for c in cells])
+    rows.append([method, "|J2-J1|/|J1-J0|"] + [c["second_sweep_change_vs_first"]
+                                                for c in cells])
+    rows.append([method, "sweep-2 flips / n"] + [c["flipped_fraction"][1] for c in cells])
+  cdh = [results[f"cdh/{b}"] for b in bits]
+  rows.append(["cdh", "gamma"] + [c["gamma"] for c in cdh])
+  selections = [results.get(f"select/{config.get('select_bits') or b}") for b in bits]
+  if all(s is not None for s in selections):
+    rows.append(["cdh", "gamma (paper: max J)"] + [s["paper_rule_gamma"] for s in selections])
+  for method in method_names(config):
+    cells = [results[f"{method}/{b}"] for b in bits]
+    rows.append([method, "fit seconds"] + [c.get("fit_seconds", "n/a") for c in cells])
+  return harness.format_table(rows, ["method", "protocol"] + [f"{b} bits" for b in bits])
+
+
+def map_plot(config, results, names, path, dataset: str) -> None:
+  """mAP against bits, one panel per direction; CDH's learned-B protocol dashed."""
+  bits = list(config.bits)
+  panels = []
+  for a, b in DIRECTIONS:
+    series = []
+    for method in method_names(config):
+      proto = f"{names[a]}->{names[b]}"
+      x, y = _defined(bits, [results[f"{method}/{k}"].get(proto) for k in bits])
+      series.append({"label": method, "x": x, "y": y})
+    x, y = _defined(bits, [results[f"cdh/{k}"].get(f"{names[a]}->B") for k in bits])
+    series.append({"label": "cdh (database: learned B)", "x": x, "y": y, "style": "s--"})
+    panels.append({"title": f"{dataset}: {names[a]} -> {names[b]}", "xlabel": "bits",
+                   "ylabel": "mAP (tie-aware)", "series": series, "logx": True,
+                   "xticks": bits})
+  figure(panels, path)
+
+
+def _defined(x, y):
+  keep = [i for i, v in enumerate(y) if v is not None]
+  return [x[i] for i in keep], [y[i] for i in keep]
+
+
+def figure(panels: list[dict], path, title: str = "") -> None:
+  """Panels side by side. Each: ``title``, ``xlabel``, ``ylabel``, ``series`` (list of
+  ``{"label", "x", "y", "style"}``), optional ``logx``, ``xticks``, ``xticklabels``,
+  ``xtick_rotation`` (degrees), ``vlines`` (x positions of dotted lines)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
+  for ax, panel in zip(axes[0], panels):
+    for s in panel["series"]:
+      ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
+    for x in panel.get("vlines", ()):
+      ax.axvline(x, color="grey", linestyle=":", linewidth=0.8)
+    if panel.get("logx"):
+      ax.set_xscale("log", base=2)
+    if panel.get("xticks") is not None:
+      ax.set_xticks(panel["xticks"])
+      ax.set_xticklabels(panel.get("xticklabels") or [str(t) for t in panel["xticks"]],
+                         rotation=panel.get("xtick_rotation", 0))
+      ax.minorticks_off()
+    ax.set_title(panel.get("title", ""), fontsize=10)
+    ax.set_xlabel(panel.get("xlabel", ""))
+    ax.set_ylabel(panel.get("ylabel", ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  if title:
+    fig.suptitle(title)
+  plots.save(fig, path)

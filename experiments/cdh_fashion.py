@@ -1,0 +1,85 @@
+"""CDH at scale: Fashion-MNIST as two views (top and bottom image halves), chunked B-step.
+
+The same cells and protocols as ``cdh_mfeat`` (cross-view "top->bottom" and
+"bottom->top", and the database coded by the learned codes, "top->B" and
+"bottom->B"), on the 60,000 training images as the training set and database, with
+queries from the test images. CDH's B-step runs on chunks of ``config.cdh.chunk_size``
+items (the paper's 10,000); ``gamma`` is fixed (from the mfeat experiment, see the
+config). Writes ``results.json`` and ``map_vs_bits.png`` and prints the table, fit
+times included.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+from jhash import data as jdata
+from experiments import cdh_common as common
+from experiments import harness
+
+
+def train_and_evaluate(config, workdir) -> dict:
+  started = time.time()
+  workdir = pathlib.Path(workdir)
+  ckpt = harness.Checkpointer(workdir, config)
+  key = jax.random.PRNGKey(config.seed)
+  data = fashion_data(config.dataset, config.seed)
+  print(common.describe(data), flush=True)
+  cells = []
+  for bits in config.bits:
+    cells += method_cells(config, ckpt, key, data, bits)
+  results = harness.run_cells(cells, ckpt)
+  table = common.summarise(config, results, data["names"])
+  print(table)
+  common.map_plot(config, results, data["names"], workdir / "map_vs_bits.png",
+                  "Fashion-MNIST halves")
+  harness.write_results(workdir, config, results, started,
+                        extra={"table": table, "protocol": common.protocol(data)})
+  return results
+
+
+def method_cells(config, ckpt, key, data, bits: int) -> list:
+  """CDH (fixed gamma), CDH-0 (same key) and the baselines at one code length."""
+  ck = common.cell_key(key, bits)
+  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(ckpt, f"cdh/{bits}", config, ck, data,
+                                                   bits, config.gamma)),
+           (f"cdh-0/{bits}", lambda: common.cdh_cell(ckpt, f"cdh-0/{bits}", config, ck, data,
+                                                     bits, 0.0))]
+  for index, name in enumerate(config.baselines):
+    cells.append((f"{name}/{bits}", lambda n=name, i=index: common.baseline_cell(
+        ckpt, f"{n}/{bits}", n, bits, common.cell_key(key, bits, 100 + i), data, config)))
+  return cells
+
+
+def fashion_data(spec: dict, seed: int) -> dict:
+  """Two-view Fashion-MNIST: batches ``train`` (= the database) and ``query``, view ``names``.
+
+  ``spec``: ``train_per_class`` (None: all 60,000 training images; else drawn per
+  class), ``query_per_class`` (queries drawn per class from the 10,000 test images).
+  Each view is centred per pixel and scaled by one number, its root mean square after
+  centring, both from the training items (so the average pixel has unit variance and
+  pixels keep their relative scales; no blow-up of near-constant border pixels).
+  """
+  train, test = jdata.load_fashion_mnist("train"), jdata.load_fashion_mnist("test")
+  train_index = np.arange(train.labels.shape[0])
+  if spec.get("train_per_class"):
+    train_index = jdata.split_per_class(train.labels, 0, spec["train_per_class"], seed)["train"]
+  query_index = jdata.split_per_class(test.labels, spec["query_per_class"], 0, seed)["query"]
+  train_views = jdata.make_two_view(train.views[0][train_index], train.labels[train_index])
+  query_views = jdata.make_two_view(test.views[0][query_index], test.labels[query_index])
+  stats = [view_statistics(x) for x in train_views.views]
+  scale = lambda ds: {"views": tuple(((x - m) / s).astype(np.float32)
+                                     for x, (m, s) in zip(ds.views, stats)),
+                      "labels": ds.labels.astype(np.int32)}
+  return {"train": scale(train_views), "query": scale(query_views),
+          "names": tuple(train_views.view_names)}
+
+
+def view_statistics(x) -> tuple:
+  """Per-column mean float32 [d] and the scalar root mean square of ``x - mean``."""
+  mean = x.mean(axis=0)
+  return mean, float(np.sqrt(np.mean((x - mean) ** 2)))
