@@ -160,17 +160,19 @@ SHARDED_SCRIPT = textwrap.dedent("""
     labels = rng.integers(0, 6, n)
     y = np.where(rng.random((n, n)) < 0.5, 1, -1) * (rng.random((n, n)) < 0.7)
     y = np.triu(y, 1); y = (y + y.T).astype(np.int8)
-    for merit in ("exponential", "linear"):
-      for sup in (sv.from_labels(labels), sv.from_matrix(y)):
-        one = jax.jit(lambda c, zz, s, uu: _bstep.sweep(c, zz, s, 0.03, uu, merit=merit))
-        many = jax.jit(lambda c, zz, s, uu: _bstep.sweep(c, zz, s, 0.03, uu, merit=merit,
-                                                         mesh=mesh))
-        a, sa = one(codes, z, sup, u)
-        b, sb = many(codes, z, sup, u)
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-        for x, w in zip(sa, sb):
-          np.testing.assert_array_equal(np.asarray(x), np.asarray(w))
-        assert int(np.asarray(sa.flipped).sum()) > 0
+    # Both merits and both kinds of supervision (labels, an explicit Y with unknowns).
+    for merit, sup in (("exponential", sv.from_labels(labels)),
+                       ("exponential", sv.from_matrix(y)),
+                       ("linear", sv.from_labels(labels))):
+      one = jax.jit(lambda c, zz, s, uu: _bstep.sweep(c, zz, s, 0.03, uu, merit=merit))
+      many = jax.jit(lambda c, zz, s, uu: _bstep.sweep(c, zz, s, 0.03, uu, merit=merit,
+                                                       mesh=mesh))
+      a, sa = one(codes, z, sup, u)
+      b, sb = many(codes, z, sup, u)
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+      for x, w in zip(sa, sb):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(w))
+      assert int(np.asarray(sa.flipped).sum()) > 0
     # The method: chunks of 150 (three chunks of 100 or 101), each sharded over 8 devices.
     ds = jhash.data.load_mfeat(["fou", "kar"])
     idx = np.sort(rng.choice(ds.labels.size, 301, replace=False))

@@ -6,8 +6,9 @@ Quick:    ... --config experiments/configs/cdh_fashion.py:quick   (16 bits, 6,00
 Runtime:  about 27 minutes on 2 CPU cores shared with another job (quick: about 30 s). Per
           code length CDH and CDH-0 take 2.2-3 minutes each (two sweeps of about 70-90 s:
           the B-step on 6 chunks, plus J over all n^2 pairs, which ``update`` evaluates
-          twice per sweep for its metrics, about 30 s each at n = 60,000, so 64 bits costs
-          about what 32 does), CMFH 2-3 minutes (100 rounds on 60,000 items), SCM 25-40 s.
+          twice per sweep for its metrics, about 30 s each at n = 60,000 when measured,
+          before 64-row blocks made it about 1.6x faster; so 64 bits costs about what 32
+          does), CMFH 2-3 minutes (100 rounds on 60,000 items), SCM 25-40 s.
           128 bits is left out to stay near 30 minutes.
 Expected: cross-view mAP (both directions) CDH 0.59-0.63, CDH-0 within 0.02 of CDH, SCM
           0.50-0.53, CMFH 0.38-0.44, CVH 0.21-0.27 (falling with bits); against the learned
