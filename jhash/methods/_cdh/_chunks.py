@@ -4,10 +4,11 @@ scheme is separately conducted on each data chunk").
 
 A sweep splits the ``n`` items into ``m = ceil(n / chunk_size)`` disjoint chunks of
 nearly equal size (``n // m`` or ``n // m + 1`` items) along a random permutation
-drawn for that sweep, and runs the bit-by-bit B-step (``_bstep.sweep``) on each chunk
+(``chunk_order``: drawn for each sweep, or one fixed split for all), and runs the bit-by-bit B-step (``_bstep.sweep``) on each chunk
 alone: ``Y``, ``A`` and the Gram among the chunk's items, its rows of ``Z``, the
 objective ``J`` of the chunk. Pairs of items in different chunks play no part in that
-sweep (a new permutation each sweep pairs them differently). Memory is that of one
+sweep (a new permutation each sweep pairs them differently; a fixed split never does,
+and each chunk is then a CDH problem of its own). Memory is that of one
 chunk, ``O(chunk^2)``; chunks run one after the other (``lax.map``), each one's
 ``n x n`` work optionally split over the devices of a mesh.
 
@@ -22,6 +23,26 @@ import jax.numpy as jnp
 
 from jhash.methods._cdh import _bstep
 from jhash.methods._cdh import _supervision as sv
+
+
+SPLITS = ("per_sweep", "fixed")
+
+
+def chunk_order(key: jax.Array, num_items: int, chunk_size: int, split: str = "per_sweep",
+                seed: int = 0) -> jax.Array | None:
+  """The permutation a sweep cuts its chunks from: int32 [n], or None for one chunk.
+
+  Args:
+    key: the sweep's key; ``"per_sweep"`` draws from ``fold_in(key, 1)``.
+    num_items: n.
+    chunk_size: items per chunk at most.
+    split: ``"per_sweep"`` or ``"fixed"`` (from ``PRNGKey(seed)``, the same every sweep).
+    seed: the fixed split's seed.
+  """
+  if num_chunks(num_items, chunk_size) == 1:
+    return None
+  split_key = jax.random.PRNGKey(seed) if split == "fixed" else jax.random.fold_in(key, 1)
+  return jax.random.permutation(split_key, num_items).astype(jnp.int32)
 
 
 def num_chunks(num_items: int, chunk_size: int) -> int:

@@ -76,6 +76,7 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
         init_scale: float | None = None, w_learning_rate: float = 0.05, w_iters: int = 300,
         w_batch_size: int = 256, w_l2: float = 1e-4, prior_eps: float = 1e-3,
         num_sweeps: int = 2, block_rows: int = 32, chunk_size: int = 10_000,
+        chunk_split: str = "per_sweep", chunk_seed: int = 0,
         mesh: Mesh | None = None) -> _api.HashingMethod:
   """Coordinate Discrete Hashing for cross-view retrieval.
 
@@ -113,6 +114,14 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
     chunk_size: the B-step runs on chunks of at most this many items (the paper's
       10,000), cut from a random permutation drawn each sweep (``_chunks``);
       memory ``O(chunk_size^2)``. ``n <= chunk_size``: one chunk, the items in order.
+    chunk_split: ``"per_sweep"`` (a new random split each sweep, from the sweep's key:
+      pairs split apart in one sweep meet in a later one) or ``"fixed"`` (one random
+      split from ``chunk_seed`` for every sweep: each chunk is then a CDH problem of its
+      own, which converges as the unchunked one does). The paper does not say which.
+      On mfeat (1,800 items in chunks of 600, 32 bits) a fixed split converged in two
+      sweeps (J changed 0.3%) at a worse point (J -0.731, pix->fou mAP 0.810) than new
+      splits each sweep (J -0.679 after two sweeps, -0.673 after three; mAP 0.857).
+    chunk_seed: the seed of the ``"fixed"`` split.
     mesh: a 1-D ``jax.sharding.Mesh``: each chunk's ``n x n`` B-step work is split
       by rows over its devices (the codes equal one device's). None: one device.
   Returns:
@@ -139,6 +148,9 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   num_sweeps = _checks.nonneg_int(num_sweeps, "num_sweeps")
   block_rows = _checks.positive_int(block_rows, "block_rows")
   chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+  if chunk_split not in _chunks.SPLITS:
+    raise ValueError(f"chunk_split must be one of {_chunks.SPLITS}; got {chunk_split!r}.")
+  chunk_seed = _checks.nonneg_int(chunk_seed, "chunk_seed")
   if chunk_size < 2:
     raise ValueError(f"chunk_size must be at least 2 items; got {chunk_size}.")
   if mesh is not None:
@@ -157,15 +169,14 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   def _draw(key, n):
     # A single draw per sweep (random number generation is slow to compile on the
     # CPU): the B-step's random starts per chunk, then the W-step's minibatches;
-    # the chunks' permutation from fold_in(key, 1) when there are several.
+    # the chunks' permutation (``_chunks.chunk_order``) when there are several.
     m = min(w_batch_size, n)
     chunks = _chunks.num_chunks(n, chunk_size)
     num_starts = chunks * num_bits * max_inner
     u = jax.random.uniform(key, (num_starts + w_iters * m,))
     starts = u[:num_starts].reshape(chunks, num_bits, max_inner)
     batches = _wstep.minibatches(u[num_starts:].reshape(w_iters, m), n)
-    order = (jax.random.permutation(jax.random.fold_in(key, 1), n).astype(jnp.int32)
-             if chunks > 1 else None)
+    order = _chunks.chunk_order(key, n, chunk_size, chunk_split, chunk_seed)
     return starts, order, batches
 
   def init(key, batch):
