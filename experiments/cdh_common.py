@@ -79,11 +79,6 @@ def describe(data) -> str:
   return text
 
 
-def cell_key(key, *indices):
-  """``key`` folded with each index in turn (stable across runs)."""
-  for i in indices:
-    key = jax.random.fold_in(key, i)
-  return key
 
 
 # ----------------------------------------------------------------------------- methods
@@ -307,39 +302,10 @@ def map_plot(config, results, names, path, dataset: str) -> None:
     panels.append({"title": f"{dataset}: {names[a]} -> {names[b]}", "xlabel": "bits",
                    "ylabel": "mAP (tie-aware)", "series": series, "logx": True,
                    "xticks": bits})
-  figure(panels, path)
+  plots.panels(panels, path)
 
 
 def _defined(x, y):
   keep = [i for i, v in enumerate(y) if v is not None]
   return [x[i] for i in keep], [y[i] for i in keep]
 
-
-def figure(panels: list[dict], path, title: str = "") -> None:
-  """Panels side by side. Each: ``title``, ``xlabel``, ``ylabel``, ``series`` (list of
-  ``{"label", "x", "y", "style"}``), optional ``logx``, ``xticks``, ``xticklabels``,
-  ``xtick_rotation`` (degrees), ``vlines`` (x positions of dotted lines)."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
-  for ax, panel in zip(axes[0], panels):
-    for s in panel["series"]:
-      ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
-    for x in panel.get("vlines", ()):
-      ax.axvline(x, color="grey", linestyle=":", linewidth=0.8)
-    if panel.get("logx"):
-      ax.set_xscale("log", base=2)
-    if panel.get("xticks") is not None:
-      ax.set_xticks(panel["xticks"])
-      ax.set_xticklabels(panel.get("xticklabels") or [str(t) for t in panel["xticks"]],
-                         rotation=panel.get("xtick_rotation", 0))
-      ax.minorticks_off()
-    ax.set_title(panel.get("title", ""), fontsize=10)
-    ax.set_xlabel(panel.get("xlabel", ""))
-    ax.set_ylabel(panel.get("ylabel", ""))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  if title:
-    fig.suptitle(title)
-  plots.save(fig, path)

@@ -44,14 +44,14 @@ def train_and_evaluate(config, workdir) -> dict:
 
 def method_cells(config, ckpt, key, data, bits: int) -> list:
   """CDH (fixed gamma), CDH-0 (same key) and the baselines at one code length."""
-  ck = common.cell_key(key, bits)
+  ck = harness.cell_key(key, bits)
   cells = [(f"cdh/{bits}", lambda: common.cdh_cell(ckpt, f"cdh/{bits}", config, ck, data,
                                                    bits, config.gamma)),
            (f"cdh-0/{bits}", lambda: common.cdh_cell(ckpt, f"cdh-0/{bits}", config, ck, data,
                                                      bits, 0.0))]
   for index, name in enumerate(config.baselines):
     cells.append((f"{name}/{bits}", lambda n=name, i=index: common.baseline_cell(
-        ckpt, f"{n}/{bits}", n, bits, common.cell_key(key, bits, 100 + i), data, config)))
+        ckpt, f"{n}/{bits}", n, bits, harness.cell_key(key, bits, 100 + i), data, config)))
   return cells
 
 

@@ -28,13 +28,14 @@ import numpy as np
 import jhash
 from experiments import cdh_common as common
 from experiments import harness
+from experiments import plots
 
 
 def train_and_evaluate(config, workdir) -> dict:
   started = time.time()
   workdir = pathlib.Path(workdir)
   ckpt = harness.Checkpointer(workdir, config)
-  key = common.cell_key(jax.random.PRNGKey(config.seed), config.bits)
+  key = harness.cell_key(jax.random.PRNGKey(config.seed), config.bits)
   data = common.mfeat_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
   method = common.cdh_method(config.bits, config.cdh, config.gamma)
@@ -174,5 +175,5 @@ def plot(config, summary, names, path) -> None:
                  {"label": p, "x": g, "y": summary["gamma_maps"][p],
                   "style": "s--" if p.endswith("->B") else "o-"}
                  for p in common.protocols(names)]}
-  common.figure([along, per_sweep, against], path,
+  plots.panels([along, per_sweep, against], path,
                 title=f"CDH on mfeat ({names[0]}, {names[1]}): the paper's Figure 1")

@@ -34,7 +34,7 @@ def train_and_evaluate(config, workdir) -> dict:
   data = common.mfeat_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
   cells = [(f"select/{b}",
-            lambda b=b: common.select_cell(config, common.cell_key(key, b), data, b))
+            lambda b=b: common.select_cell(config, harness.cell_key(key, b), data, b))
            for b in selection_bits(config)]
   for bits in config.bits:
     cells += method_cells(config, ckpt, key, data, bits)
@@ -56,7 +56,7 @@ def method_cells(config, ckpt, key, data, bits: int) -> list:
   """The cells of one code length: CDH (gamma from its ``select`` cell, run before),
   CDH-0 and the baselines."""
   cells = []
-  ck = common.cell_key(key, bits)
+  ck = harness.cell_key(key, bits)
   chosen = lambda: ckpt.done(f"select/{config.get('select_bits') or bits}")["gamma"]
   cells.append((f"cdh/{bits}", lambda: common.cdh_cell(
       ckpt, f"cdh/{bits}", config, ck, data, bits, chosen())))
@@ -64,5 +64,5 @@ def method_cells(config, ckpt, key, data, bits: int) -> list:
       ckpt, f"cdh-0/{bits}", config, ck, data, bits, 0.0)))
   for index, name in enumerate(config.baselines):
     cells.append((f"{name}/{bits}", lambda n=name, i=index: common.baseline_cell(
-        ckpt, f"{n}/{bits}", n, bits, common.cell_key(key, bits, 100 + i), data, config)))
+        ckpt, f"{n}/{bits}", n, bits, harness.cell_key(key, bits, 100 + i), data, config)))
   return cells

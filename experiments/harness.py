@@ -249,3 +249,10 @@ def run_cells(cells: list[tuple[str, Callable[[], dict]]], ckpt: Checkpointer,
                                          if isinstance(v, float)), flush=True)
     out[name] = result
   return out
+
+
+def cell_key(key, *indices):
+  """The key of a cell: ``key`` folded with each index in turn (stable across runs)."""
+  for i in indices:
+    key = jax.random.fold_in(key, i)
+  return key

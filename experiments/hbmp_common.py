@@ -182,39 +182,9 @@ def hbmp_method(bits: int, hash_function: str, config, **pursuit) -> jhash.metho
                             hash_options=dict(config.hash_options[hash_function]), **pursuit)
 
 
-def cell_key(key, *indices):
-  """The key of a cell: ``key`` folded with each index in turn (stable across runs)."""
-  for i in indices:
-    key = jax.random.fold_in(key, i)
-  return key
 
 
-# ----------------------------------------------------------------------------- plots
 
-
-def figure(panels: list[dict], path, title: str = "") -> None:
-  """Panels side by side; each ``{"title", "xlabel", "ylabel", "series", "logy"}`` with
-  ``series`` a list of ``{"label", "x", "y", "band" (optional (low, high)), "style"}``."""
-  from experiments import plots
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.5), squeeze=False)
-  for ax, panel in zip(axes[0], panels):
-    for s in panel["series"]:
-      line, = ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
-      if s.get("band") is not None:
-        ax.fill_between(s["x"], s["band"][0], s["band"][1], alpha=0.2, color=line.get_color())
-    ax.set_title(panel.get("title", ""))
-    ax.set_xlabel(panel.get("xlabel", ""))
-    ax.set_ylabel(panel.get("ylabel", ""))
-    if panel.get("logy"):
-      ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  if title:
-    fig.suptitle(title)
-  plots.save(fig, path)
 
 
 def unique_label_set_count(labels) -> int:

@@ -23,6 +23,7 @@ import jhash
 from jhash import data as jdata
 from jhash.methods import _hbmp as hb
 from experiments import harness
+from experiments import plots
 from experiments import hbmp_common
 
 LEVELS = ("class", "instance")
@@ -105,7 +106,7 @@ def train_and_evaluate(config, workdir) -> dict:
       for l_index, level in enumerate(LEVELS):
         cells.append((f"{solver}/{level}/{r}",
                       lambda m=methods[solver, level], b=batch, q=(query, database),
-                      k=hbmp_common.cell_key(key, r, s_index, l_index),
+                      k=harness.cell_key(key, r, s_index, l_index),
                       o=dict(config.solvers[solver]):
                       run_level(config, m, k, b, q, o)))
   results = harness.run_cells(cells, ckpt)
@@ -149,7 +150,8 @@ def format_table(config, summary) -> str:
   header = ["solver/items", "bits", "mAP (weighted)", "mAP (Hamming)", "residual / initial",
             "time (s)"]
   timing = [[name, s["pursuit_seconds"] * 1e3] for name, s in summary.items()]
-  ratios = "; ".join(f"{solver}: instance / class = {summary[f'{solver}/class']['instance_over_class_time']:.0f}x"
+  ratio = lambda solver: summary[f"{solver}/class"]["instance_over_class_time"]
+  ratios = "; ".join(f"{solver}: instance / class = {ratio(solver):.0f}x"
                      for solver in config.solvers)
   return (harness.format_table(rows, header) + "\n\n"
           + harness.format_table(timing, ["solver/items",
@@ -165,12 +167,12 @@ def make_plots(config, summary, workdir) -> None:
       {"label": label(name), "x": bits, "y": s[key],
        "band": None if band is None else (s[band[0]], s[band[1]])}
       for name, s in summary.items()]
-  hbmp_common.figure([{"title": "Figure 1(c): residual", "xlabel": "bits",
+  plots.panels([{"title": "Figure 1(c): residual", "xlabel": "bits",
                        "ylabel": "||Q_t||_F / ||Q_0||_F",
                        "series": series("residual_mean", ("residual_min", "residual_max"))}],
                      workdir / "residual.png")
   map_bits = list(config.map_bits)
-  hbmp_common.figure([{"title": "Figure 1(d): mAP of the target codes", "xlabel": "bits",
+  plots.panels([{"title": "Figure 1(d): mAP of the target codes", "xlabel": "bits",
                        "ylabel": "mAP (tie-aware)", "series": [
                            {"label": f"{label(name)}, {kind}", "x": map_bits,
                             "y": [s["maps"][str(b)][key] for b in map_bits],
@@ -178,6 +180,6 @@ def make_plots(config, summary, workdir) -> None:
                            for name, s in summary.items()
                            for key, kind in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
                      workdir / "map.png")
-  hbmp_common.figure([{"title": "Figure 1(e): inference time", "xlabel": "bits",
+  plots.panels([{"title": "Figure 1(e): inference time", "xlabel": "bits",
                        "ylabel": "seconds (cumulative)", "series": series("seconds_mean")}],
                      workdir / "time.png")

@@ -16,6 +16,7 @@ import numpy as np
 
 from jhash import data as jdata
 from experiments import harness
+from experiments import plots
 from experiments import hbmp_common
 
 
@@ -45,7 +46,7 @@ def train_and_evaluate(config, workdir) -> dict:
   for b_index, bits in enumerate(config.bits):
     for kind in config.hash_functions:
       cell = f"hbmp-{kind}/{bits}"
-      cells.append((cell, lambda c=cell, b=bits, k=kind, ck=hbmp_common.cell_key(key, b_index):
+      cells.append((cell, lambda c=cell, b=bits, k=kind, ck=harness.cell_key(key, b_index):
                     hbmp_common.hbmp_cell(
                         ckpt, c, hbmp_common.hbmp_method(
                             b, k, config, level="label_sets", metric=config.metric,
@@ -54,7 +55,7 @@ def train_and_evaluate(config, workdir) -> dict:
     for m_index, (name, kwargs) in enumerate(config.baselines.items()):
       cell = f"{name}/{bits}"
       cells.append((cell, lambda c=cell, b=bits, n=name, kw=kwargs,
-                    ck=hbmp_common.cell_key(key, b_index, 100 + m_index):
+                    ck=harness.cell_key(key, b_index, 100 + m_index):
                     hbmp_common.baseline_cell(ckpt, c, n, b, ck, batches, dict(kw),
                                               config.checkpoint_every, ndcg_k=config.ndcg_k)))
   results = harness.run_cells(cells, ckpt)
@@ -97,5 +98,5 @@ def make_plots(config, results, workdir) -> None:
       if name.startswith("hbmp"):
         series.append({"label": f"{name} (weighted)", "x": bits,
                        "y": [results[f"{name}/{b}"][metric + "_weighted"] for b in bits]})
-    hbmp_common.figure([{"title": "yeast", "xlabel": "bits", "ylabel": label,
+    plots.panels([{"title": "yeast", "xlabel": "bits", "ylabel": label,
                          "series": series}], workdir / path)

@@ -16,6 +16,7 @@ import time
 import jax
 
 from experiments import harness
+from experiments import plots
 from experiments import hbmp_common
 
 
@@ -33,7 +34,7 @@ def train_and_evaluate(config, workdir) -> dict:
     for f_index, kind in enumerate(config.hash_functions):
       cell = f"hbmp-{kind}/{bits}"
       # The same key for every hash function: they fit the same target codes.
-      cells.append((cell, lambda c=cell, b=bits, k=kind, ck=hbmp_common.cell_key(key, b_index):
+      cells.append((cell, lambda c=cell, b=bits, k=kind, ck=harness.cell_key(key, b_index):
                     hbmp_common.hbmp_cell(
                         ckpt, c, hbmp_common.hbmp_method(b, k, config, num_items=10,
                                                          step_size=config.step_size),
@@ -41,7 +42,7 @@ def train_and_evaluate(config, workdir) -> dict:
     for m_index, (name, kwargs) in enumerate(config.baselines.items()):
       cell = f"{name}/{bits}"
       cells.append((cell, lambda c=cell, b=bits, n=name, kw=kwargs,
-                    ck=hbmp_common.cell_key(key, b_index, 100 + m_index):
+                    ck=harness.cell_key(key, b_index, 100 + m_index):
                     hbmp_common.baseline_cell(ckpt, c, n, b, ck, batches, dict(kw),
                                               config.checkpoint_every)))
   results = harness.run_cells(cells, ckpt)
@@ -77,7 +78,7 @@ def make_plots(config, results, workdir) -> None:
     if name.startswith("hbmp"):
       series.append({"label": f"{name} (weighted)", "x": bits,
                      "y": [results[f"{name}/{b}"]["map_weighted"] for b in bits]})
-  hbmp_common.figure([{"title": "Fashion-MNIST, whole-database mAP", "xlabel": "bits",
+  plots.panels([{"title": "Fashion-MNIST, whole-database mAP", "xlabel": "bits",
                        "ylabel": "mAP (tie-aware)", "series": series}],
                      workdir / "map_vs_bits.png")
   panels = []
@@ -88,5 +89,5 @@ def make_plots(config, results, workdir) -> None:
                         "style": "-"}
                        for kind in config.hash_functions
                        for curve in [results[f"hbmp-{kind}/{b}"]["epoch_bit_error"]]]})
-  hbmp_common.figure(panels, workdir / "training.png",
+  plots.panels(panels, workdir / "training.png",
                      title="Hash-function training (Figure 1(f)-style)")

@@ -17,6 +17,7 @@ import numpy as np
 
 from jhash.methods import _hbmp as hb
 from experiments import harness
+from experiments import plots
 from experiments import hbmp_common
 
 NUM_CLASSES = 10
@@ -49,7 +50,7 @@ def train_and_evaluate(config, workdir) -> dict:
     for rule in config.step_sizes:
       cell = f"{rule}/{bits}"
       # One key per code length: the rules differ only in their step sizes.
-      cells.append((cell, lambda c=cell, b=bits, r=rule, ck=hbmp_common.cell_key(key, b_index):
+      cells.append((cell, lambda c=cell, b=bits, r=rule, ck=harness.cell_key(key, b_index):
                     hbmp_common.hbmp_cell(
                         ckpt, c, hbmp_common.hbmp_method(
                             b, config.hash_function, config, num_items=NUM_CLASSES,
@@ -80,14 +81,14 @@ def summarise(config, results) -> str:
 def make_plots(config, results, workdir) -> None:
   bits = list(range(1, config.max_bits + 1))
   curves = results["residual"]
-  hbmp_common.figure([{"title": "10-class affinity", "xlabel": "bits",
+  plots.panels([{"title": "10-class affinity", "xlabel": "bits",
                        "ylabel": "||Q_t||_F / ||Q_0||_F", "series": [
                            {"label": rule, "x": bits, "y": curves[rule]["mean"],
                             "band": (curves[rule]["min"], curves[rule]["max"]), "style": "-"}
                            for rule in config.step_sizes]}],
                      workdir / "residual.png")
   code_bits = list(config.bits)
-  hbmp_common.figure([{"title": f"Fashion-MNIST, {config.hash_function} hash functions",
+  plots.panels([{"title": f"Fashion-MNIST, {config.hash_function} hash functions",
                        "xlabel": "bits", "ylabel": "mAP (tie-aware)", "series": [
                            {"label": f"{rule}, {name}", "x": code_bits,
                             "y": [results[f"{rule}/{b}"][key] for b in code_bits],

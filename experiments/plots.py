@@ -40,3 +40,40 @@ def lines(panels: dict, path, *, xlabel: str, ylabel: str, title: str = "",
   if title:
     fig.suptitle(title, y=1.04)
   save(fig, path)
+
+
+def panels(specs: list[dict], path, title: str = "") -> None:
+  """Panels side by side, one per dict of ``specs``.
+
+  Each panel: ``title``, ``xlabel``, ``ylabel``, ``series`` (a list of ``{"label", "x",
+  "y", "style" (default "o-"), "band" (optional (low, high), shaded)}``) and optionally
+  ``logx`` (base 2), ``logy``, ``xticks``, ``xticklabels``, ``xtick_rotation`` (degrees)
+  and ``vlines`` (x positions of dotted lines).
+  """
+  plt = _figure()
+  fig, axes = plt.subplots(1, len(specs), figsize=(4.5 * len(specs), 3.6), squeeze=False)
+  for ax, panel in zip(axes[0], specs):
+    for s in panel["series"]:
+      line, = ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
+      if s.get("band") is not None:
+        ax.fill_between(s["x"], s["band"][0], s["band"][1], alpha=0.2,
+                        color=line.get_color())
+    for x in panel.get("vlines", ()):
+      ax.axvline(x, color="grey", linestyle=":", linewidth=0.8)
+    if panel.get("logx"):
+      ax.set_xscale("log", base=2)
+    if panel.get("logy"):
+      ax.set_yscale("log")
+    if panel.get("xticks") is not None:
+      ax.set_xticks(panel["xticks"])
+      ax.set_xticklabels(panel.get("xticklabels") or [str(t) for t in panel["xticks"]],
+                         rotation=panel.get("xtick_rotation", 0))
+      ax.minorticks_off()
+    ax.set_title(panel.get("title", ""), fontsize=10)
+    ax.set_xlabel(panel.get("xlabel", ""))
+    ax.set_ylabel(panel.get("ylabel", ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  if title:
+    fig.suptitle(title)
+  save(fig, path)
