@@ -189,17 +189,17 @@ def fit_resumable(ckpt: Checkpointer, cell: str, method, key, batch, num_steps: 
   if saved is not None:
     start, state, history = saved
     state = jax.tree.map(jax.numpy.asarray, state)
-  collected = {k: list(v) for k, v in history.items()}
+  collected = {k: [np.asarray(v)] for k, v in history.items()}
 
   def on_step(step, st, metrics):
     for name, value in metrics.items():
       collected.setdefault(name, []).append(np.asarray(value))
     if checkpoint_every and step % checkpoint_every == 0 and step < total:
-      ckpt.save_state(cell, step, st, {k: np.stack(v) for k, v in collected.items()})
+      ckpt.save_state(cell, step, st, {k: np.concatenate(v) for k, v in collected.items()})
 
   state, _ = jhash.fit(method, key, batch, total, state=state, start_step=start,
                        progress=progress, on_step=on_step)
-  return state, {k: np.stack(v) for k, v in collected.items()}
+  return state, {k: np.concatenate(v) for k, v in collected.items()}
 
 
 def write_results(workdir, config: dict, metrics: dict, started: float,

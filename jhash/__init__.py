@@ -11,8 +11,13 @@ from jhash import index
 from jhash import methods
 from jhash import metrics
 from jhash import search
+from jhash._api import HashingMethod
+from jhash._api import num_items
 from jhash._fit import encode
+from jhash._fit import encode_multi
+from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init
+from jhash._fit import minibatches
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """Hashing methods, each a factory returning a ``HashingMethod`` (see ``_api``)."""
 
-from jhash.methods._api import HashingMethod
-from jhash.methods._api import view_features
+from jhash._api import HashingMethod
+from jhash._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
 from jhash.methods._cdh import cdh_select_gamma

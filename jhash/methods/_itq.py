@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jhash import codes
-from jhash.methods import _api
+from jhash import _api
 
 
 class ITQState(NamedTuple):

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jhash import codes
-from jhash.methods import _api
+from jhash import _api
 
 
 class LSHState(NamedTuple):

@@ -22,7 +22,7 @@ from jax.sharding import Mesh
 
 from jhash import _checks
 from jhash import codes as codes_lib
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._cdh import _bstep
 from jhash.methods._cdh import _chunks
 from jhash.methods._cdh import _encode

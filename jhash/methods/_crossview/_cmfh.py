@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jhash import _checks
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._crossview import _common
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from jhash import _checks
 from jhash import codes as codes_lib
-from jhash.methods import _api
+from jhash import _api
 
 
 def training_views(batch: dict, method: str) -> tuple[jax.Array, ...]:

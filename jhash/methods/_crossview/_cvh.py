@@ -40,7 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._crossview import _common
 
 

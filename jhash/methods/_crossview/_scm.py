@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from jhash import _checks
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._crossview import _common
 
 

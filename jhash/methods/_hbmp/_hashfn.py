@@ -43,7 +43,7 @@ from jax import lax
 
 from jhash import _checks
 from jhash import codes as codes_lib
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._hbmp import _networks
 
 DEFAULT_LEARNING_RATES = {"linear": 1e-2, "mlp": 1e-3, "cnn": 1e-3}

@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 
 from jhash import _checks
-from jhash.methods import _api
+from jhash import _api
 from jhash.methods._hbmp import _affinity
 from jhash.methods._hbmp import _hashfn
 from jhash.methods._hbmp import _pursuit

@@ -1,0 +1,150 @@
+"""The method API every hashing method follows, and the batch it reads.
+
+A method is a factory ``jhash.methods.NAME(num_bits, **hyperparameters)`` that
+returns a ``HashingMethod``: a NamedTuple of pure functions closed over the
+hyperparameters, with states that are NamedTuples of arrays (as optax's
+``GradientTransformation``):
+
+* ``init(key, batch) -> state``: sees the whole training set, or, when training
+  streams from an iterable, one minibatch carrying ``batch["num_items"]`` (a Python
+  int, the training set's size; read it with ``num_items(batch)``).
+* ``update(state, batch, key) -> (state, metrics)``: one step of the method's
+  schedule: an iteration, a sweep or a bit over the whole training set for
+  full-batch methods (``batch_size=None``), one optimiser step on a minibatch for
+  minibatch methods. A minibatch carries ``batch["index"]``, int32 [b], the
+  positions of its items in the training set (memory banks read them). ``update``
+  returns the same state type and shapes and a dict of scalar (or fixed-size)
+  metrics, so it jits once and runs inside ``lax.fori_loop``.
+* ``encode(state, batch) -> codes``: int8 [n, num_bits] in {-1, +1}.
+
+Optional fields: ``check_batch(batch) -> n``, the method's complete check of a
+training batch (values included, so it runs outside jit; ``jhash.fit`` calls
+it); ``extras``, a NamedTuple of further pure functions a method offers (CDH's
+objective, say); ``batch_size``, the minibatch size of a minibatch method (None:
+every step sees the whole set); ``num_epochs``, the default schedule of a
+minibatch method in epochs (it then replaces ``num_steps``); ``encode_multi(state,
+batch) -> (codes int8 [n, m, K], mask bool [n, m])`` for methods that give an item
+several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``.
+
+A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
+[n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
+class ids or bool [n, C] multi-hot (absent for unsupervised methods).
+
+This module sits below both the methods and the runner (``jhash.fit``): methods
+never import the runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jhash import _checks
+
+Batch = dict
+State = Any
+
+
+class HashingMethod(NamedTuple):
+  """Pure functions of one hashing method (see module docstring)."""
+  init: Callable[[jax.Array, Batch], State]
+  update: Callable[[State, Batch, jax.Array], tuple[State, dict]]
+  encode: Callable[[State, Batch], jax.Array]
+  num_steps: int          # length of the default schedule (full-batch methods)
+  num_bits: int
+  name: str
+  check_batch: Callable[[Batch], int] | None = None
+  extras: Any = None
+  batch_size: int | None = None       # minibatch size; None: the whole set each step
+  num_epochs: int | None = None       # default schedule of a minibatch method
+  encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
+
+
+def view_features(batch: Batch, view: int | None) -> jax.Array:
+  """Features of one view (or all observed views side by side) as float32 [n, d].
+
+  Images are flattened. ``view=None`` concatenates every observed view.
+  """
+  views = batch["views"]
+  if view is None:
+    chosen = [v for v in views if v is not None]
+  else:
+    if not -len(views) <= view < len(views) or views[view] is None:
+      raise ValueError(f"view {view} must be an observed view of the batch; the batch has "
+                       f"{len(views)} views, observed: "
+                       f"{[i for i, v in enumerate(views) if v is not None]}.")
+    chosen = [views[view]]
+  flat = [jnp.asarray(v, jnp.float32).reshape(v.shape[0], -1) for v in chosen]
+  return flat[0] if len(flat) == 1 else jnp.concatenate(flat, axis=1)
+
+
+def check_num_bits(num_bits) -> int:
+  return _checks.positive_int(num_bits, "num_bits")
+
+
+def batch_size_of(batch: Batch) -> int:
+  """The number of items in a batch (rows of its first observed view)."""
+  return int(next(np.shape(v)[0] for v in batch["views"] if v is not None))
+
+
+def num_items(batch: Batch) -> int:
+  """The training set's size: ``batch["num_items"]`` when training streams, else the
+  batch's own number of items. A Python int (it sets the shapes of memory banks)."""
+  if batch.get("num_items") is not None:
+    return int(batch["num_items"])
+  return batch_size_of(batch)
+
+
+def take(batch: Batch, index) -> Batch:
+  """The items ``index`` (int [b]) of a batch: views, labels and any other per-item
+  array; adds ``"index"`` (int32 [b]) unless the batch carries one (then it is taken
+  too). Works on arrays and tracers alike."""
+  n = batch_size_of(batch)
+  out = {}
+  for name, value in batch.items():
+    if name == "views":
+      out[name] = tuple(None if v is None else v[index] for v in value)
+    elif name == "num_items":
+      out[name] = value
+    elif value is not None and np.ndim(value) >= 1 and np.shape(value)[0] == n:
+      out[name] = value[index]
+    else:
+      out[name] = value
+  if "index" not in out:
+    out["index"] = jnp.asarray(index, jnp.int32)
+  return out
+
+
+def single_code(encode: Callable[[State, Batch], jax.Array]):
+  """``encode_multi`` of a single-code method: codes [n, 1, K] and an all-True mask."""
+  def encode_multi(state, batch):
+    codes = encode(state, batch)
+    return codes[:, None, :], jnp.ones(codes.shape[:1] + (1,), bool)
+  return encode_multi
+
+
+def map_in_chunks(fn: Callable[[Batch], Any], batch: Batch, chunk_size: int):
+  """``fn(batch)`` computed ``chunk_size`` items at a time with ``lax.map``.
+
+  The batch's per-item arrays are padded (with copies of the first item) to a multiple
+  of ``chunk_size``; the outputs, a pytree of arrays with a leading item axis, are cut
+  back to ``n``. Memory is that of one chunk. Runs under jit.
+  """
+  n = batch_size_of(batch)
+  chunk = min(chunk_size, n)
+  pad = (-n) % chunk
+  per_item = lambda x: x is not None and np.ndim(x) >= 1 and np.shape(x)[0] == n
+  def padded(x):
+    x = jnp.asarray(x)
+    if pad:
+      x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad,) + x.shape[1:])])
+    return x.reshape((-1, chunk) + x.shape[1:])
+  items = {k: v for k, v in batch.items() if k == "views" or per_item(v)}
+  rest = {k: v for k, v in batch.items() if k not in items}
+  items["views"] = tuple(v for v in items["views"])
+  stacked = jax.tree.map(padded, items)
+  out = jax.lax.map(lambda b: fn({**rest, **b}), stacked)
+  return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[:n], out)
