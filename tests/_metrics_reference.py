@@ -464,12 +464,15 @@ def deephash_calc_top_map(query_codes, db_codes, query_labels, db_labels, topk,
                           argsort_kind=None) -> float:
   """DeepHash-pytorch's ``CalcTopMap`` (utils/tools.py), line for line.
 
-  ``argsort_kind=None`` is its plain ``np.argsort(hamm)`` (quicksort: the order of
-  ties is not specified); ``"stable"`` orders ties by database index. Class ids
-  become one-hot rows first. Note ``gnd[0:topk]``: ``topk=-1`` drops the last item.
+  ``argsort_kind=None`` is its plain ``np.argsort(hamm)`` (NumPy's default, an
+  unstable introsort: the order of ties is NumPy's implementation detail);
+  ``"stable"`` orders ties by database index. Codes are float32, as the toolbox's
+  are (``torch.sign`` of the float32 network outputs), so ``hamm`` is float32 too.
+  Class ids become one-hot rows first. Note ``gnd[0:topk]``: ``topk=-1`` drops the
+  last item.
   """
-  qB = np.asarray(query_codes, np.float64)
-  rB = np.asarray(db_codes, np.float64)
+  qB = np.asarray(query_codes, np.float32)
+  rB = np.asarray(db_codes, np.float32)
   queryL = np.asarray(query_labels)
   retrievalL = np.asarray(db_labels)
   if queryL.ndim == 1:

@@ -722,11 +722,34 @@ def test_ndcg_at_k_matches_reference(name, ties, gain, k):
 @pytest.mark.parametrize("name,topk", grid(
     itertools.product(("class", "multi"), (-1, 1, 10, 100, "n")),
     [("class", -1), ("multi", 10), ("multi", "n")]))
-def test_deephash_map_matches_stable_transcription(name, topk):
+def test_deephash_map_matches_toolbox_transcription(name, topk):
   c = case(name)
   topk = resolve_k(topk, c.d.shape[1])
-  want = ref.deephash_calc_top_map(*c.data, topk, argsort_kind="stable")
-  assert float(metrics.deephash_map(*c.data, topk)) == pytest.approx(want, abs=ATOL)
+  want = ref.deephash_calc_top_map(*c.data, topk)
+  assert float(metrics.deephash_map(*c.data, topk)) == pytest.approx(want, abs=1e-12)
+
+
+def make_toolbox_tied_data(num_bits, multilabel, seed=9, q=20, n=3000) -> Data:
+  """Uniform 4- or 8-bit codes: hundreds of items share each distance, inside every top k."""
+  rng = np.random.default_rng(seed)
+  query_codes, db_codes = _signs(rng, (q, num_bits)), _signs(rng, (n, num_bits))
+  if multilabel:
+    return Data(query_codes, db_codes, rng.random((q, 6)) < 0.2, rng.random((n, 6)) < 0.2)
+  return Data(query_codes, db_codes, rng.integers(0, 5, q).astype(np.int32),
+              rng.integers(0, 5, n).astype(np.int32))
+
+
+@pytest.mark.parametrize("num_bits,multilabel,topk", [
+    (4, False, 100), (8, False, 100), (8, True, -1), (8, False, 3000), (4, True, 5000)])
+def test_deephash_map_equals_toolbox_on_heavily_tied_codes(num_bits, multilabel, topk):
+  # AP@k depends on the order of the tied items inside the top k: the preset must order
+  # them as the toolbox's default np.argsort does, not by index (which differs here).
+  data = make_toolbox_tied_data(num_bits, multilabel)
+  want = ref.deephash_calc_top_map(*data, topk)
+  by_index = ref.deephash_calc_top_map(*data, topk, argsort_kind="stable")
+  assert abs(want - by_index) > 1e-4  # the data tells the two tie orders apart
+  assert metrics.deephash_map(*data, topk) == pytest.approx(want, abs=1e-12)
+  assert metrics.deephash_map(*data, topk, query_chunk=7) == pytest.approx(want, abs=1e-12)
 
 
 @pytest.mark.parametrize("multilabel,topk", [(False, -1), (False, 17), (True, 3)])

@@ -54,21 +54,40 @@ def _check_codes(codes, name: str, ranks) -> None:
                        f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}.")
 
 
-def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
-            weights=None, db_mask=None) -> tuple[Corpus, Setup]:
-  """Check codes, labels and options; pack the codes. Raises ValueError naming the argument."""
+def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
+                           db_ranks=(2, 3), min_queries: int = 1) -> tuple[int, int, int]:
+  """Check codes and labels of a retrieval call; return (num_bits, queries, items).
+
+  Empty inputs: a database needs at least one item (a ranking of nothing has no
+  AP or cut-off); ``min_queries=1`` for a mean over queries (undefined over
+  none), 0 where one value per query is returned (then empty).
+  """
   _check_codes(query_codes, "query_codes", 2)
-  _check_codes(db_codes, "db_codes", (2, 3))
+  _check_codes(db_codes, "db_codes", db_ranks)
   num_bits = int(np.shape(query_codes)[1])
   if np.shape(db_codes)[-1] != num_bits:
     raise ValueError(f"query_codes and db_codes must have the same code length; got "
                      f"{num_bits} (shape {tuple(np.shape(query_codes))}) and "
                      f"{np.shape(db_codes)[-1]} (shape {tuple(np.shape(db_codes))}).")
   q, n = int(np.shape(query_codes)[0]), int(np.shape(db_codes)[0])
-  if q < 1 or n < 1:
-    raise ValueError(f"query_codes and db_codes must each hold at least one code; got "
-                     f"{q} queries and {n} database items.")
+  if q < min_queries:
+    raise ValueError(f"query_codes must hold at least one query (a mean over no queries is "
+                     f"undefined); got shape {tuple(np.shape(query_codes))}.")
+  if n < 1:
+    raise ValueError(f"db_codes must hold at least one database item; got shape "
+                     f"{tuple(np.shape(db_codes))}.")
   _relevance.check_labels(query_labels, db_labels, q, n)
+  return num_bits, q, n
+
+
+def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
+            weights=None, db_mask=None, min_queries: int = 1) -> tuple[Corpus, Setup]:
+  """Check codes, labels and options; pack the codes. Raises ValueError naming the argument.
+
+  ``min_queries`` as in ``check_codes_and_labels``.
+  """
+  num_bits, q, n = check_codes_and_labels(query_codes, db_codes, query_labels, db_labels,
+                                          min_queries=min_queries)
   kind = _relevance.resolve(relevance, query_labels)
   mask = None
   w = None
