@@ -166,6 +166,42 @@ def test_hamming_topk_padding_rows_never_returned():
   assert np.asarray(got[1])[0, 0] == 44
 
 
+def complement_blocks(rng, n, num_bits=8):
+  """Three queries and n packed K-bit codes, whole blocks of them at distance K.
+
+  Rows before 700 are the complement of query 0 (all ones; six random rows among
+  them), rows from 700 on the complement of query 1 (all zeros): for each of the two,
+  whole super-blocks and sub-blocks have minimum distance K, so a padding sentinel
+  that does not exceed K ties with them. Query 2 is a random code.
+  """
+  full = np.uint32((1 << num_bits) - 1)
+  q = np.array([[0], [full], [0b1011]], np.uint32)
+  db = np.full((n, 1), full, np.uint32)
+  db[3:9] = rng.integers(0, full + 1, size=(6, 1), dtype=np.uint32)
+  db[700:] = 0
+  return q, db
+
+
+@pytest.mark.parametrize("k", [600, 1000])
+def test_hamming_topk_blocks_at_the_largest_distance(k, rng):
+  # 1000 rows: 4 super-blocks (the last partly filled), in one group. k = 600 needs
+  # rows of the super-blocks whose minimum is K; k = n needs every row.
+  q, db = complement_blocks(rng, 1000)
+  want = np_topk(np_popcount_dist(q, db), k)
+  assert_topk_equal(search.hamming_topk(q, db, k, num_bits=8, db_block=256), *want)
+
+
+def test_multi_code_topk_blocks_at_the_largest_distance(rng):
+  k = 600
+  q, flat = complement_blocks(rng, 2000)
+  db = flat.reshape(1000, 2, 1)
+  mask = np.ones((1000, 2), bool)
+  mask[::3, 1] = False
+  dist = np.where(mask[None], np_popcount_dist(q, flat).reshape(-1, 1000, 2), 10**6).min(-1)
+  want = np_topk(dist, k)
+  assert_topk_equal(search.multi_code_topk(q, db, mask, k, num_bits=8, db_block=256), *want)
+
+
 def test_hamming_topk_partial_sub_block_keeps_its_true_minimum():
   # Row 32 sits alone in the last, partly filled sub-block; the padding must not
   # lower that sub-block's minimum below its real one, or it would displace row 5.
