@@ -8,9 +8,12 @@ packages: ``jhash.data`` reads files only when a loader is called.
 
 from jhash import codes
 from jhash import index
+from jhash import losses
 from jhash import methods
 from jhash import metrics
+from jhash import models
 from jhash import search
+from jhash import training
 from jhash._api import HashingMethod
 from jhash._api import num_items
 from jhash._fit import encode

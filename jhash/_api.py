@@ -148,3 +148,19 @@ def map_in_chunks(fn: Callable[[Batch], Any], batch: Batch, chunk_size: int):
   stacked = jax.tree.map(padded, items)
   out = jax.lax.map(lambda b: fn({**rest, **b}), stacked)
   return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[:n], out)
+
+
+def network_inputs(batch: Batch, view: int | None) -> jax.Array:
+  """What a network reads from a batch: float32 images [n, H, W, C] or features [n, d].
+
+  ``view=None`` takes the only observed view when it holds images ([n, H, W] gets a
+  channel axis), else every observed view's features side by side.
+  """
+  views = batch["views"]
+  observed = [i for i, v in enumerate(views) if v is not None]
+  chosen = view if view is not None else (observed[0] if len(observed) == 1 else None)
+  if chosen is not None and -len(views) <= chosen < len(views) and views[chosen] is not None \
+      and np.ndim(views[chosen]) >= 3:
+    x = jnp.asarray(views[chosen], jnp.float32)
+    return x[..., None] if x.ndim == 3 else x
+  return view_features(batch, view)

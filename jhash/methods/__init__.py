@@ -21,6 +21,8 @@ from jhash.methods._itq import ITQState
 from jhash.methods._itq import itq
 from jhash.methods._lsh import LSHState
 from jhash.methods._lsh import lsh
+from jhash.methods._pairwise import PairwiseState
+from jhash.methods._pairwise import pairwise
 
 # name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {
@@ -31,4 +33,5 @@ REGISTRY = {
     "cvh": cvh,
     "scm": scm,
     "cmfh": cmfh,
+    "pairwise": pairwise,
 }

@@ -25,12 +25,12 @@ from jhash.methods._hbmp._affinity import shared_label_counts
 from jhash.methods._hbmp._affinity import unique_label_sets
 from jhash.methods._hbmp._hashfn import HashFnState
 from jhash.methods._hbmp._hashfn import HashFunctions
-from jhash.methods._hbmp._hashfn import bit_error
+from jhash.losses import bit_error
 from jhash.methods._hbmp._hashfn import fit_hash_functions
 from jhash.methods._hbmp._hashfn import hash_functions
-from jhash.methods._hbmp._hashfn import hinge_loss
+from jhash.losses import hinge_loss
 from jhash.methods._hbmp._hashfn import input_statistics
-from jhash.methods._hbmp._hashfn import instance_hinge
+from jhash.losses import instance_hinge
 from jhash.methods._hbmp._method import HBMPExtras
 from jhash.methods._hbmp._method import HBMPState
 from jhash.methods._hbmp._method import hbmp

@@ -43,6 +43,7 @@ from jax import lax
 
 from jhash import _checks
 from jhash import codes as codes_lib
+from jhash import losses
 from jhash import _api
 from jhash.methods._hbmp import _networks
 
@@ -69,58 +70,6 @@ class HashFunctions(NamedTuple):
   num_bits: int
   num_epochs: int
   kind: str
-
-
-# ----------------------------------------------------------------------------- losses
-
-
-def instance_hinge(scores: jax.Array, targets: jax.Array) -> jax.Array:
-  """Hinge bound of one instance's Hamming loss: ``sum_t max(0, 1 - u_t psi_t)``.
-
-  Args:
-    scores: float [b], ``psi(x)``.
-    targets: float [b] in {-1, +1}, ``u``.
-  Returns:
-    float32 [].
-  """
-  return jnp.sum(jnp.maximum(0.0, 1.0 - targets * scores))
-
-
-def _hinge_loss(scores: jax.Array, targets: jax.Array) -> jax.Array:
-  return jnp.mean(jax.vmap(instance_hinge)(scores, targets.astype(jnp.float32)))
-
-
-def _bit_error(scores: jax.Array, targets: jax.Array) -> jax.Array:
-  return jnp.mean((codes_lib.sign(scores) != targets.astype(jnp.int8)).astype(jnp.float32))
-
-
-def _check_scores_targets(scores, targets) -> None:
-  _checks.rank(scores, 2, "scores", "[n, b]")
-  _checks.rank(targets, 2, "targets", "codes [n, b] in {-1,+1}")
-  if np.shape(scores) != np.shape(targets):
-    raise ValueError(f"scores and targets must have the same shape [n, b]; got "
-                     f"{_checks._describe(scores)} and {_checks._describe(targets)}.")
-
-
-def hinge_loss(scores, targets) -> jax.Array:
-  """The hinge upper bound of the Hamming loss, averaged over instances (Eq. 12).
-
-      L = (1/n) sum_i sum_t max(0, 1 - u_it psi_t(x_i))  >=  (1/n) sum_i d_h(f(x_i), u_i)
-
-  Args:
-    scores: float [n, b], ``psi(x_i)``.
-    targets: [n, b] in {-1, +1} (int8 codes or floats), ``u_i``.
-  Returns:
-    float32 [].
-  """
-  _check_scores_targets(scores, targets)
-  return _hinge_loss(jnp.asarray(scores, jnp.float32), jnp.asarray(targets))
-
-
-def bit_error(scores, targets) -> jax.Array:
-  """Fraction of bits with ``sign(psi) != u`` (``sign(0) = +1``): float32 [] in [0, 1]."""
-  _check_scores_targets(scores, targets)
-  return _bit_error(jnp.asarray(scores, jnp.float32), jnp.asarray(targets))
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -244,7 +193,7 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
 
   def loss_and_scores(params, x, targets):
     scores = apply(params, x)
-    return _hinge_loss(scores, targets), scores
+    return losses.mean_hinge(scores, targets), scores
 
   def minibatch(state, x, targets):
     (loss, scores), grads = jax.value_and_grad(loss_and_scores, has_aux=True)(
@@ -252,7 +201,7 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     new = HashFnState(optax.apply_updates(state.params, updates), opt_state, state.mean,
                       state.scale, state.step + 1)
-    return new, (loss, _bit_error(scores, targets))
+    return new, (loss, losses.mean_bit_error(scores, targets))
 
   def epoch(state, inputs, targets, key):
     n = inputs.shape[0]

@@ -1,0 +1,17 @@
+"""Pairwise hashing losses and their pair weights: pure, jittable functions.
+
+Each loss is a function of a minibatch's continuous outputs (and of the other side
+of its pairs: the minibatch itself, a memory of the training set, or target codes),
+with its paper's hyperparameters as defaults and the paper named in its docstring.
+A new pairwise method is one such function handed to ``jhash.methods.pairwise``.
+"""
+
+from jhash.losses._hinge import bit_error
+from jhash.losses._hinge import hinge_loss
+from jhash.losses._hinge import instance_hinge
+from jhash.losses._hinge import mean_bit_error
+from jhash.losses._hinge import mean_hinge
+from jhash.losses._likelihood import pairwise_likelihood
+from jhash.losses._pairs import balanced_pair_weights
+from jhash.losses._pairs import label_similarity
+from jhash.losses._pairs import off_diagonal

@@ -1,0 +1,163 @@
+"""A deep supervised hashing method made from any pairwise loss, on the shared train step.
+
+``pairwise(num_bits, loss)`` trains a network (a ``jhash.models`` backbone chosen by the
+input: an MLP for features, the small CNN for 28 x 28 and 56 x 56 images, ResNet-18 for
+larger ones, or one the caller passes) on minibatches: each step reads the minibatch's
+outputs ``u`` [b, K], the pair similarities ``s`` (share a label), the pair weights
+(``balanced_pair_weights`` over the distinct pairs), and minimises ``loss(u, u, s, w)``
+with optax. The code of an item is the sign of its output, ``+1`` where the output is
+exactly 0 (``jhash.codes.sign``).
+
+The default loss is DPSH's pairwise likelihood (``jhash.losses.pairwise_likelihood``).
+A researcher's new loss is one function of the same signature::
+
+    def my_loss(u, v, similarity, weights):
+      return jnp.sum(weights * (similarity - u @ v.T / u.shape[1]) ** 2) / jnp.sum(weights)
+
+    method = jhash.methods.pairwise(32, my_loss)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jhash import _api
+from jhash import _checks
+from jhash import codes as codes_lib
+from jhash import losses
+from jhash import models
+from jhash import training
+
+PairLoss = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+
+
+class PairwiseState(NamedTuple):
+  """The network's train state and the input standardisation."""
+  train: training.TrainState   # parameters, batch statistics, optimiser state, step
+  mean: jax.Array              # float32 [d] (features) or [] (images)
+  scale: jax.Array             # float32, as ``mean``
+
+
+def _item_shape(x) -> tuple[int, ...]:
+  return tuple(int(d) for d in np.shape(x)[1:])
+
+
+@functools.lru_cache(maxsize=32)
+def _default_backbone(item_shape: tuple[int, ...], num_bits: int) -> models.Model:
+  return models.backbone(item_shape, num_bits)
+
+
+def _check_loss(loss) -> PairLoss:
+  if not callable(loss):
+    raise ValueError(f"loss must be a function loss(u, v, similarity, weights) -> float "
+                     f"[]; got {_checks._describe(loss)}.")
+  return loss
+
+
+def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Model | None = None,
+             view: int | None = None, optimizer: optax.GradientTransformation | None = None,
+             learning_rate: float = 1e-3, batch_size: int = 64, num_epochs: int = 20,
+             encode_chunk: int = 1024, name: str = "pairwise") -> _api.HashingMethod:
+  """Deep supervised hashing with a pairwise loss over the pairs of each minibatch.
+
+  Args:
+    num_bits: K, the hash head's outputs.
+    loss: ``loss(u, v, similarity, weights) -> float32 []`` with ``u`` [b, K] the
+      minibatch's outputs, ``v`` [m, K] the other side of the pairs (here ``u``),
+      ``similarity`` float [b, m] in {0, 1} and ``weights`` float [b, m] (0 on the
+      diagonal). Default: ``jhash.losses.pairwise_likelihood``.
+    backbone: a ``jhash.models.Model`` whose head has ``num_bits`` outputs (default:
+      ``jhash.models.backbone`` of the input's shape).
+    view: the view the network reads (None: the only image view, or all features).
+    optimizer: an optax optimiser (default: Adam at ``learning_rate``).
+    learning_rate: Adam's step size when no optimizer is given.
+    batch_size: items per minibatch.
+    num_epochs: the default schedule, in epochs.
+    encode_chunk: items per chunk when encoding (bounds the activations' memory).
+    name: the method's name (in progress bars and results).
+  Returns:
+    A minibatch ``HashingMethod``; ``update`` reports ``loss`` and ``bit_balance`` (the
+    mean absolute mean of the minibatch's codes per bit; 0 when balanced).
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> y = (x[:, 0] > 0).astype(np.int32)
+    >>> method = jhash.methods.pairwise(4, batch_size=32, num_epochs=2)
+    >>> state, history = jhash.fit(method, jax.random.key(0), {"views": (x,), "labels": y},
+    ...                            progress=False)
+    >>> history["loss"].shape
+    (8,)
+  """
+  num_bits = _api.check_num_bits(num_bits)
+  loss = losses.pairwise_likelihood if loss is None else _check_loss(loss)
+  batch_size = _checks.positive_int(batch_size, "batch_size")
+  num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
+  encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
+  optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
+  read = lambda batch: _api.network_inputs(batch, view)
+
+  def network(x) -> models.Model:
+    return backbone if backbone is not None else _default_backbone(_item_shape(x), num_bits)
+
+  def init(key, batch):
+    x = read(batch)
+    mean, scale = training.input_statistics(x)
+    net = network(x)
+    return PairwiseState(training.create(net, optimizer, key, training.standardize(
+        x[:1], mean, scale)), mean, scale)
+
+  def loss_fn(outputs, context):
+    similarity, weights = context
+    u = outputs.logits
+    return loss(u, u, similarity, weights), {}
+
+  def update(state, batch, key):
+    del key
+    x = read(batch)
+    net = network(x)
+    similarity = losses.label_similarity(batch["labels"], batch["labels"])
+    weights = losses.balanced_pair_weights(similarity, losses.off_diagonal(x.shape[0]))
+    step = training.make_step(net, optimizer, loss_fn)
+    train, value, _, outputs = step(state.train, training.standardize(x, state.mean,
+                                                                       state.scale),
+                                    (similarity, weights))
+    balance = jnp.mean(jnp.abs(jnp.mean(codes_lib.sign(outputs.logits).astype(jnp.float32),
+                                        axis=0)))
+    return state._replace(train=train), {"loss": value, "bit_balance": balance}
+
+  def scores(state, batch):
+    def one_chunk(b):
+      x = read(b)
+      return training.predict(network(x), state.train,
+                              training.standardize(x, state.mean, state.scale)).logits
+    return _api.map_in_chunks(one_chunk, batch, encode_chunk)
+
+  def encode(state, batch):
+    return codes_lib.sign(scores(state, batch))
+
+  def check_batch(batch):
+    n = _checks.batch(batch)
+    if batch.get("labels") is None:
+      raise ValueError(f"{name} is supervised: the batch needs 'labels' (class ids [n] or "
+                       "multi-hot bool [n, C]).")
+    x = jax.eval_shape(read, batch)
+    net = network(x)
+    models.check_input(net, x, "views")
+    return n
+
+  return _api.HashingMethod(init, update, encode, 0, num_bits, name, check_batch,
+                            extras=Extras(scores), batch_size=batch_size,
+                            num_epochs=num_epochs)
+
+
+class Extras(NamedTuple):
+  """Further pure functions of ``pairwise``."""
+  scores: Callable[[PairwiseState, dict], jax.Array]   # float32 [n, K], the head's outputs

@@ -1,0 +1,27 @@
+"""Hashing networks: Flax modules used through pure ``init`` / ``apply`` functions.
+
+Every network maps a batch to ``HashOutputs(logits, features)``: the hash head's logits
+float32 [n, num_bits] (the codes are their sign) and the penultimate features [n, F].
+
+* ``_small``: ``MLP`` on feature vectors, ``SmallCNN`` on 28 x 28 / 56 x 56 images;
+* ``_resnet``: ``ResNet`` (``resnet18``, ``resnet50``; "cifar" or "imagenet" stem), laid
+  out as torchvision's;
+* ``_model``: ``Model(init, apply, input_shape, module)``, ``model(module)`` and
+  ``backbone(input_shape, num_bits)``, which picks the network from one item's shape;
+* ``_torchvision``: ``load_torchvision_resnet``, torchvision's ImageNet weights.
+"""
+
+from jhash.models._model import Model
+from jhash.models._model import backbone
+from jhash.models._model import check_input
+from jhash.models._model import model
+from jhash.models._outputs import HashOutputs
+from jhash.models._resnet import BasicBlock
+from jhash.models._resnet import Bottleneck
+from jhash.models._resnet import ResNet
+from jhash.models._resnet import resnet18
+from jhash.models._resnet import resnet50
+from jhash.models._small import MLP
+from jhash.models._small import SmallCNN
+from jhash.models._small import strided_patches
+from jhash.models._torchvision import load_torchvision_resnet

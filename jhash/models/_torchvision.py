@@ -1,0 +1,171 @@
+"""torchvision's ResNet weights (ImageNet pretrained) into the Flax ``ResNet``'s variables.
+
+A torchvision state dict names its entries by module path and stores convolutions as
+OIHW; the Flax ResNet (``_resnet``) names its layers after torchvision's and stores HWIO:
+
+==================================  ===========================================
+torchvision                         Flax variables
+==================================  ===========================================
+conv1.weight [O, I, kh, kw]         params/conv1/kernel [kh, kw, I, O]
+bn1.weight, bn1.bias                params/bn1/scale, params/bn1/bias
+bn1.running_mean, bn1.running_var   batch_stats/bn1/mean, batch_stats/bn1/var
+layer2.0.conv1.weight               params/layer2_0/conv1/kernel
+layer2.0.downsample.0.weight        params/layer2_0/downsample_conv/kernel
+layer2.0.downsample.1.*             params|batch_stats/layer2_0/downsample_bn/*
+fc.weight, fc.bias                  ignored (the hash head stays as initialised)
+*.num_batches_tracked               ignored
+==================================  ===========================================
+
+``.safetensors`` files are read with the ``safetensors`` package (NumPy, no torch);
+``.pth`` / ``.pt`` files need torch. To convert once where torch is installed:
+``safetensors.torch.save_file(torchvision.models.resnet50(weights="DEFAULT").state_dict(),
+"resnet50.safetensors")``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+
+from jhash.models._resnet import ARCHS
+
+_BN_LEAVES = {"weight": ("params", "scale"), "bias": ("params", "bias"),
+              "running_mean": ("batch_stats", "mean"), "running_var": ("batch_stats", "var")}
+_HEAD = "projection"
+_SHOWN = 8  # names listed in an error
+
+
+def _bn_names(prefix: str) -> list[str]:
+  return [f"{prefix}.{leaf}" for leaf in _BN_LEAVES]
+
+
+def _torchvision_names(arch: str) -> list[str]:
+  """The backbone entries of torchvision's ``arch`` state dict (no fc, no counters)."""
+  net = ARCHS[arch](1)
+  convs = 2 if net.block_cls.expansion == 1 else 3
+  names = ["conv1.weight", *_bn_names("bn1")]
+  for stage, num_blocks in enumerate(net.stage_sizes, start=1):
+    for block in range(num_blocks):
+      prefix = f"layer{stage}.{block}"
+      for k in range(1, convs + 1):
+        names += [f"{prefix}.conv{k}.weight", *_bn_names(f"{prefix}.bn{k}")]
+      if block == 0 and (stage > 1 or net.block_cls.expansion > 1):
+        names += [f"{prefix}.downsample.0.weight", *_bn_names(f"{prefix}.downsample.1")]
+  return names
+
+
+def _flax_key(name: str) -> tuple[str, ...]:
+  """A torchvision entry's place in the Flax variables: (collection, *layers, leaf)."""
+  *layers, leaf = name.split(".")
+  if layers[0].startswith("layer"):
+    block, layer = f"{layers[0]}_{layers[1]}", layers[2]
+    if layer == "downsample":
+      layer = "downsample_conv" if layers[3] == "0" else "downsample_bn"
+    layers = [block, layer]
+  if "conv" in layers[-1]:
+    return ("params", *layers, "kernel")
+  collection, flax_leaf = _BN_LEAVES[leaf]
+  return (collection, *layers, flax_leaf)
+
+
+def _ignored(name: str) -> bool:
+  return name.startswith("fc.") or name.endswith("num_batches_tracked")
+
+
+def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
+  """A state dict from ``.safetensors`` (no torch needed) or ``.pth`` / ``.pt`` (torch)."""
+  path = pathlib.Path(path)
+  if path.suffix == ".safetensors":
+    try:
+      from safetensors.numpy import load_file
+    except ImportError:
+      raise ImportError("reading .safetensors weights needs the safetensors package "
+                        "(pip install safetensors).") from None
+    return dict(load_file(str(path)))
+  if path.suffix in (".pth", ".pt"):
+    return _read_torch(path)
+  raise ValueError(f"path must name a .safetensors, .pth or .pt file; got {str(path)!r}.")
+
+
+def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
+  try:
+    import torch
+  except ImportError:
+    raise ImportError(f"reading {path.name} needs torch (pip install torch); or convert it "
+                      "once to .safetensors, which needs only the safetensors package.") from None
+  state = torch.load(path, map_location="cpu", weights_only=True)
+  if not isinstance(state, dict):
+    raise ValueError(f"{path.name} must hold a state dict; got {type(state).__name__}.")
+  return {k: v.detach().float().numpy() for k, v in state.items()
+          if not k.endswith("num_batches_tracked")}
+
+
+def _listed(names: Any) -> str:
+  names = sorted(names)
+  more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+  return ", ".join(names[:_SHOWN]) + more
+
+
+def _check_names(state: dict, names: list[str], arch: str, path: Any) -> None:
+  missing = set(names) - set(state)
+  extra = {k for k in state if not _ignored(k)} - set(names)
+  if missing or extra:
+    raise ValueError(f"{path} is not a torchvision {arch} state dict: "
+                     f"missing keys [{_listed(missing)}]; unexpected keys [{_listed(extra)}].")
+
+
+def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
+  backbone = {k for k in flat if k[1] != _HEAD}
+  absent = set(wanted) - backbone
+  unfilled = backbone - set(wanted)
+  if absent or unfilled:
+    show = lambda keys: _listed("/".join(k) for k in keys)
+    raise ValueError(f"variables are not those of a Flax {arch}: it has no "
+                     f"[{show(absent)}] and {arch} weights would not fill [{show(unfilled)}].")
+
+
+def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarray:
+  """One entry in Flax layout (OIHW -> HWIO for convolutions), its shape checked."""
+  value = np.asarray(value, np.float32)
+  if value.ndim == 4:
+    value = np.transpose(value, (2, 3, 1, 0))
+  if value.shape != tuple(target.shape):
+    hint = (" (ImageNet weights have a 7 x 7 conv1: build the ResNet with "
+            "stem='imagenet')" if name == "conv1.weight" else "")
+    raise ValueError(f"{name} in {path} has shape {value.shape} in Flax layout; the model's "
+                     f"variable has shape {tuple(target.shape)}{hint}.")
+  return jnp.asarray(value)
+
+
+def load_torchvision_resnet(path: str | pathlib.Path, variables: dict,
+                            arch: str = "resnet18") -> dict:
+  """Fill a Flax ResNet's backbone with torchvision weights; keep its hash head.
+
+  Args:
+    path: a torchvision ``resnet18`` / ``resnet50`` state dict, ``.safetensors`` or
+      ``.pth`` / ``.pt`` (the latter needs torch).
+    variables: the ResNet's variables, {"params": ..., "batch_stats": ...}, e.g. from
+      ``backbone((224, 224, 3), num_bits, arch=arch).init(key, x)``.
+    arch: "resnet18" or "resnet50".
+  Returns:
+    New variables: every backbone variable from the file (float32), the hash head
+    ("projection") as it was.
+  Raises:
+    ValueError naming the missing or unexpected keys, or an entry whose shape differs.
+  """
+  if arch not in ARCHS:
+    raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
+  state = _read_state_dict(path)
+  names = _torchvision_names(arch)
+  _check_names(state, names, arch, path)
+  flat = traverse_util.flatten_dict(variables)
+  wanted = {_flax_key(name): name for name in names}
+  _check_covers(flat, wanted, arch)
+  new = dict(flat)
+  for key, name in wanted.items():
+    new[key] = _to_flax(name, state[name], flat[key], path)
+  return traverse_util.unflatten_dict(new)

@@ -1,0 +1,120 @@
+"""One train step for every deep method: loss, gradients, optax update, batch statistics.
+
+A deep method supplies its loss; this module supplies the rest, as the Flax ImageNet
+example's ``train_step`` does:
+
+* ``TrainState``: a network's variables (parameters and, for BatchNorm networks, batch
+  statistics) and the optimiser's state, a NamedTuple of pytrees of arrays;
+* ``create(model, optimizer, key, x)``: the initial ``TrainState``;
+* ``make_step(model, optimizer, loss_fn)``: a pure function ``step(state, x, context)
+  -> (state, loss, aux, outputs)`` that computes ``loss_fn(outputs, context)`` on the
+  network's training-mode outputs, its gradient with respect to the parameters, the
+  optax update and the new batch statistics.
+
+``context`` is any pytree the loss reads (labels, pair similarities, a memory bank,
+target codes); ``outputs`` (``jhash.models.HashOutputs``, from the parameters before
+the update) let a method refresh a memory of the training set after the step.
+
+Data parallelism needs nothing here: the runner (``jhash.fit(..., mesh=...)``) splits a
+minibatch over the ``"data"`` axis of a mesh and replicates the state, and XLA
+partitions the step, reducing the gradients (and BatchNorm's batch moments) over the
+devices. A step on 8 devices equals the step on one, up to float rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jhash import models as models_lib
+
+
+class TrainState(NamedTuple):
+  """A network's variables and its optimiser's state."""
+  params: Any          # pytree of float32 arrays: the network's parameters
+  batch_stats: Any     # pytree of float32 arrays: BatchNorm's running moments ({} if none)
+  opt_state: Any       # pytree of arrays: the optax state (e.g. Adam's moments)
+  step: jax.Array      # int32 []: optimiser steps taken
+
+
+def variables(state: TrainState) -> dict:
+  """The Flax variables of a ``TrainState``: ``{"params", ("batch_stats")}``."""
+  out = {"params": state.params}
+  if state.batch_stats:
+    out["batch_stats"] = state.batch_stats
+  return out
+
+
+def create(model: models_lib.Model, optimizer: optax.GradientTransformation,
+           key: jax.Array, x: jax.Array) -> TrainState:
+  """Initialise a network's variables on the sample ``x`` [n, ...] and its optimiser."""
+  init_vars = model.init(key, x)
+  params = init_vars["params"]
+  return TrainState(params, init_vars.get("batch_stats", {}), optimizer.init(params),
+                    jnp.zeros((), jnp.int32))
+
+
+def make_step(model: models_lib.Model, optimizer: optax.GradientTransformation,
+              loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]]):
+  """The train step of a network under a loss.
+
+  Args:
+    model: a ``jhash.models.Model``.
+    optimizer: an optax ``GradientTransformation``.
+    loss_fn: ``loss_fn(outputs, context) -> (loss float32 [], aux dict)``, where
+      ``outputs`` is the network's ``HashOutputs`` in training mode on the minibatch.
+  Returns:
+    ``step(state, x, context) -> (state, loss, aux, outputs)``: pure, un-jitted (the
+    caller's jitted update contains it).
+  """
+  def objective(params, batch_stats, x, context):
+    outputs, new_vars = model.apply(
+        variables(TrainState(params, batch_stats, None, None)), x, train=True)
+    loss, aux = loss_fn(outputs, context)
+    return loss, (aux, outputs, new_vars.get("batch_stats", {}))
+
+  grad_fn = jax.value_and_grad(objective, has_aux=True)
+
+  def step(state: TrainState, x: jax.Array, context: Any):
+    (loss, (aux, outputs, batch_stats)), grads = grad_fn(state.params, state.batch_stats,
+                                                          x, context)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    return TrainState(params, batch_stats, opt_state, state.step + 1), loss, aux, outputs
+
+  return step
+
+
+def input_statistics(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Mean and scale that standardise training inputs: ``(x - mean) * scale``.
+
+  Features [n, d]: per column, ``scale = 1 / max(std, 0.01 rms(std))`` (a column
+  constant in training, such as a border pixel, is centred, not blown up). Images
+  [n, H, W, C]: one mean and scale over all pixels.
+
+  Returns:
+    (mean, scale): float32 [d] each, or [] each for images.
+  """
+  x = jnp.asarray(x, jnp.float32)
+  if x.ndim == 2:
+    mean, std = jnp.mean(x, axis=0), jnp.std(x, axis=0)
+    floor = 0.01 * jnp.sqrt(jnp.mean(std * std)) + 1e-12
+    return mean, 1.0 / jnp.maximum(std, floor)
+  mean, std = jnp.mean(x), jnp.std(x)
+  return mean, 1.0 / jnp.maximum(std, 1e-12)
+
+
+def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
+  """``(x - mean) * scale`` with ``mean`` and ``scale`` broadcast over leading axes."""
+  lead = (1,) * (x.ndim - mean.ndim)
+  return (x.astype(jnp.float32) - mean.reshape(lead + mean.shape)) * scale.reshape(
+      lead + scale.shape)
+
+
+def predict(model: models_lib.Model, state: TrainState, x: jax.Array):
+  """The network's evaluation-mode outputs (``HashOutputs``) on ``x`` [n, ...]."""
+  outputs, _ = model.apply(variables(state), x, train=False)
+  return outputs
