@@ -54,14 +54,32 @@ def _pack_one(bits: jax.Array) -> jax.Array:
   return jnp.sum(padded.reshape(w, WORD_BITS) << shifts[None, :], axis=-1, dtype=jnp.uint32)
 
 
+def check_signs(codes, name: str = "codes") -> None:
+  """Raise unless a concrete ``codes`` holds only -1 and +1 (traced values pass unchecked)."""
+  if not _checks.is_concrete(codes):
+    return
+  a = np.asarray(codes)
+  bad = (a != 1) & (a != -1)
+  if bad.any():
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise ValueError(f"{name} must hold only -1 and +1; found {int(bad.sum())} other entries "
+                     f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
+                     f"{_checks._describe(a)}.")
+
+
 def pack_bits(codes: jax.Array) -> jax.Array:
-  """Pack codes in {-1,+1} (or {0,1} / bool) into uint32 words.
+  """Pack codes in {-1,+1} into uint32 words (+1 is a set bit, -1 a clear bit).
+
+  Concrete codes holding anything else (0, 0.3, NaN, bools) raise a ValueError,
+  as the metrics do; inside jit the values are not checked and ``x > 0`` is a set
+  bit.
 
   Args:
-    codes: [..., K] array; +1 (or 1 / True) is a set bit, -1 (or 0 / False) a clear bit.
+    codes: [..., K] array in {-1,+1}, integer or floating.
   Returns:
     uint32 array [..., ceil(K / 32)] in the layout of this module's docstring.
   """
+  check_signs(codes)
   codes = jnp.asarray(codes)
   if codes.ndim < 1 or codes.shape[-1] < 1:
     raise ValueError(f"codes must have a last axis of num_bits >= 1; got shape {codes.shape}.")
@@ -108,6 +126,33 @@ def check_packed(packed, name: str, num_words_expected: int | None = None) -> No
                      f"got shape {tuple(packed.shape)}.")
 
 
+def padding_mask(num_bits: int) -> np.ndarray:
+  """uint32 [W]: the bits of each word that lie past bit ``num_bits - 1``."""
+  w = num_words(num_bits)
+  mask = np.zeros((w,), np.uint32)
+  used = num_bits - WORD_BITS * (w - 1)
+  if used < WORD_BITS:
+    mask[-1] = np.uint32(0xFFFFFFFF) ^ np.uint32((1 << used) - 1)
+  return mask
+
+
+def check_padding(packed, num_bits: int, name: str) -> None:
+  """Raise when a concrete packed array [..., W] sets bits past ``num_bits``.
+
+  Such bits count in XOR + population count, so distances would come out wrong
+  (12-bit codes at distance 20). Traced values (inside jit) pass unchecked.
+  """
+  if num_bits % WORD_BITS == 0 or not _checks.is_concrete(packed):
+    return
+  a = np.asarray(packed).reshape(-1, num_words(num_bits))
+  bad = (a & padding_mask(num_bits)[None, :]) != 0
+  if bad.any():
+    row = int(np.argwhere(bad.any(axis=1))[0, 0])
+    raise ValueError(f"{name} sets bits past num_bits={num_bits} in {int(bad.any(axis=1).sum())} "
+                     f"codes (first: code {row}, words {a[row].tolist()}); packed codes must have "
+                     "zero padding bits, as jhash.codes.pack_bits makes them.")
+
+
 def to_bytes(packed) -> np.ndarray:
   """Packed uint32 words [n, W] as uint8 bytes [n, 4 W] in FAISS's bit order.
 
@@ -115,7 +160,7 @@ def to_bytes(packed) -> np.ndarray:
   words stored little-endian this is exactly ``pack_bits``'s layout.
   """
   a = np.ascontiguousarray(np.asarray(packed, dtype=np.uint32).astype("<u4"))
-  return a.view(np.uint8).reshape(a.shape[0], -1)
+  return a.view(np.uint8).reshape(a.shape[0], 4 * a.shape[1])
 
 
 def from_bytes(data) -> np.ndarray:

@@ -339,6 +339,10 @@ def test_bad_input_errors_name_the_argument():
        r"max_results"),
       (lambda: index_lib.radius_search(index, q, -1), r"radius must be >= 0"),
       (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
+      (lambda: index_lib.to_faiss_flat(np.full((2, 1), 1 << 12, np.uint32), 12),
+       r"packed sets bits past num_bits=12"),
+      (lambda: index_lib.faiss_range_search(None, np.full((2, 1), 1 << 13, np.uint32), 12, 1),
+       r"query_packed sets bits past num_bits=12"),
   ]
   for call, message in cases:
     with pytest.raises(ValueError, match=message):

@@ -82,7 +82,6 @@ def test_pack_unpack_round_trip(num_bits, rng):
   unpack = jax.jit(codes.unpack_bits, static_argnums=(1, 2))
   packed = np.asarray(pack(signs))
   np.testing.assert_array_equal(packed, np_pack(bits))  # the documented layout, padding zero
-  np.testing.assert_array_equal(np.asarray(pack(bits)), packed)
   np.testing.assert_array_equal(unpack(packed, num_bits, True), signs)
   np.testing.assert_array_equal(unpack(packed, num_bits, False), bits)
 
@@ -348,6 +347,30 @@ def test_bad_inputs(rng):
     search.sharded_hamming_topk(q, db, 11)
   with pytest.raises(ValueError, match="mesh must be a 1-D"):
     search.sharded_hamming_topk(q, db, 3, mesh="db")
+
+
+def test_padding_bits_set_are_refused(rng):
+  # 12-bit codes with bit 12 set in one database code: XOR + popcount would count it
+  # (hamming_distance of two such codes could reach 20 > 12).
+  signs = rng.choice(np.array([-1, 1], np.int8), size=(6, 12))
+  q, db = np.asarray(codes.pack_bits(signs[:2])), np.asarray(codes.pack_bits(signs))
+  bad = db.copy()
+  bad[4, 0] |= np.uint32(0xFF000)
+  mask = np.ones((3, 2), bool)
+  match = r"db_packed sets bits past num_bits=12 .*code 4"
+  with pytest.raises(ValueError, match=match):
+    search.hamming_distance(q, bad, num_bits=12)
+  with pytest.raises(ValueError, match=match):
+    search.hamming_topk(q, bad, 2, num_bits=12)
+  with pytest.raises(ValueError, match=match):
+    search.sharded_hamming_topk(q, bad, 2, num_bits=12)
+  with pytest.raises(ValueError, match=match):
+    search.multi_code_topk(q, bad.reshape(3, 2, 1), mask, 2, num_bits=12)
+  with pytest.raises(ValueError, match=r"query_packed sets bits past num_bits=12 .*code 1"):
+    search.hamming_topk(bad[3:5], db, 2, num_bits=12)
+  # Without num_bits every one of the 32 bits counts, as documented.
+  np.testing.assert_array_equal(search.hamming_distance(q, bad)[:, 4],
+                                np_popcount_dist(q, bad)[:, 4])
 
 
 def test_bad_multi_code_and_weighted_inputs(rng):

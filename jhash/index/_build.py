@@ -97,28 +97,6 @@ def check_num_bits(num_bits: Any) -> int:
   return num_bits
 
 
-def padding_mask(num_bits: int) -> np.ndarray:
-  """uint32 [W]: the bits of each word that lie past bit ``num_bits - 1``."""
-  w = codes_lib.num_words(num_bits)
-  mask = np.zeros((w,), np.uint32)
-  used = num_bits - 32 * (w - 1)
-  if used < 32:
-    mask[-1] = np.uint32(0xFFFFFFFF) ^ np.uint32((1 << used) - 1)
-  return mask
-
-
-def check_padding_zero(packed: Any, num_bits: int, name: str) -> None:
-  """Raise when a concrete packed array sets bits past ``num_bits``."""
-  if not _checks.is_concrete(packed):
-    return
-  a = np.asarray(packed).reshape(-1, codes_lib.num_words(num_bits))
-  bad = (a & padding_mask(num_bits)[None, :]) != 0
-  if bad.any():
-    row = int(np.argwhere(bad.any(axis=1))[0, 0])
-    raise ValueError(f"{name} sets bits past num_bits={num_bits} (first in code {row}); packed "
-                     "codes must have zero padding bits, as jhash.codes.pack_bits makes them.")
-
-
 def _to_packed(codes_or_packed: Any, num_bits: int, name: str) -> np.ndarray:
   """Codes [..., K] in {-1,+1} or packed uint32 [..., W] -> packed uint32 [..., W] (NumPy)."""
   a = np.asarray(codes_or_packed)
@@ -127,7 +105,7 @@ def _to_packed(codes_or_packed: Any, num_bits: int, name: str) -> np.ndarray:
     if a.shape[-1] != w:
       raise ValueError(f"{name} holds packed codes (uint32) and must have {w} words per code "
                        f"for num_bits={num_bits}; got shape {a.shape}.")
-    check_padding_zero(a, num_bits, name)
+    codes_lib.check_padding(a, num_bits, name)
     return np.ascontiguousarray(a)
   if a.shape[-1] != num_bits:
     raise ValueError(f"{name} must have {num_bits} columns (num_bits) of -1/+1 entries, or "

@@ -36,6 +36,7 @@ def _import_faiss():
 def _faiss_bytes(packed: Any, num_bits: int, name: str) -> np.ndarray:
   """Packed uint32 [n, W] -> uint8 [n, ceil(K / 8)] in FAISS's layout."""
   codes_lib.check_packed(packed, name, codes_lib.num_words(num_bits))
+  codes_lib.check_padding(packed, num_bits, name)
   return np.ascontiguousarray(codes_lib.to_bytes(packed)[:, :-(-num_bits // 8)])
 
 

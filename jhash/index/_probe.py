@@ -98,7 +98,7 @@ def check_queries(index: _build.BucketIndex, query_packed, name: str = "query_pa
     raise ValueError(
         f"{name} must have {index.keys.shape[1]} words per code, as the index (num_bits={k}); "
         f"got shape {tuple(query_packed.shape)}.")
-  _build.check_padding_zero(query_packed, k, name)
+  codes_lib.check_padding(query_packed, k, name)
 
 
 def lookup(index: _build.BucketIndex, query_packed: jax.Array):

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jhash import _checks
 from jhash import codes as codes_lib
 
 
@@ -70,7 +71,24 @@ def pairwise_hamming(query_packed: jax.Array, db_packed: jax.Array, num_bits: in
   raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
 
 
-def check_pair(query_packed, db_packed) -> None:
+def check_num_bits(num_bits, words: int) -> int | None:
+  """``num_bits`` (or None) as an int that fits ``words`` words per code."""
+  if num_bits is None:
+    return None
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  if codes_lib.num_words(num_bits) != words:
+    raise ValueError(f"num_bits={num_bits} needs {codes_lib.num_words(num_bits)} words per code, "
+                     f"but the packed codes have {words}.")
+  return num_bits
+
+
+def check_pair(query_packed, db_packed, num_bits=None) -> int | None:
+  """Packed query [q, W] and database [n, W] codes; returns the checked ``num_bits``.
+
+  With ``num_bits`` given, concrete codes must have zero padding bits (past bit
+  ``num_bits - 1``), as ``pack_bits`` makes them: set padding bits would count in
+  every distance.
+  """
   codes_lib.check_packed(query_packed, "query_packed")
   codes_lib.check_packed(db_packed, "db_packed")
   if query_packed.shape[1] != db_packed.shape[1]:
@@ -78,6 +96,11 @@ def check_pair(query_packed, db_packed) -> None:
         "query_packed and db_packed must have the same number of words per code; got "
         f"{query_packed.shape[1]} (shape {tuple(query_packed.shape)}) and "
         f"{db_packed.shape[1]} (shape {tuple(db_packed.shape)}).")
+  num_bits = check_num_bits(num_bits, db_packed.shape[1])
+  if num_bits is not None:
+    codes_lib.check_padding(query_packed, num_bits, "query_packed")
+    codes_lib.check_padding(db_packed, num_bits, "db_packed")
+  return num_bits
 
 
 def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None,
@@ -89,12 +112,14 @@ def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: in
   Args:
     query_packed: uint32 [q, W] from ``jhash.codes.pack_bits``.
     db_packed: uint32 [n, W].
-    num_bits: code length K (only the ``matmul`` form needs it).
+    num_bits: code length K. When given, bits past it must be zero in concrete
+      codes (checked; they would count in the distance). None: K = 32 W, every bit
+      counts.
     method: "auto" (by backend), "xor" or "matmul".
   Returns:
     int32 [q, n].
   """
-  check_pair(query_packed, db_packed)
+  num_bits = check_pair(query_packed, db_packed, num_bits)
   return pairwise_hamming(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
 
 

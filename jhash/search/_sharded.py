@@ -98,9 +98,8 @@ def sharded_hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, 
   Returns:
     distances int32 [q, k] and global indices int32 [q, k].
   """
-  _distance.check_pair(query_packed, db_packed)
+  num_bits = _distance.check_pair(query_packed, db_packed, num_bits)
   k = _topk.check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
-  num_bits = _topk.check_num_bits(num_bits, db_packed.shape[1])
   method = _topk.check_method(method)
   if mesh is None:
     mesh = default_mesh()

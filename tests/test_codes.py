@@ -1,0 +1,50 @@
+"""jhash.codes: the sign rule, packing, and the checks on codes and padding bits."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jhash import codes
+
+
+@pytest.mark.parametrize("bad", [0, 0.3, np.nan, 2], ids=["zero", "fraction", "nan", "two"])
+def test_pack_bits_rejects_values_other_than_plus_minus_one(bad):
+  # 0 and NaN used to become clear bits, 0.3 a set bit, while the metrics reject them.
+  signs = np.ones((3, 12), np.float32)
+  signs[1, 5] = bad
+  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1.*index \(1, 5\)"):
+    codes.pack_bits(signs)
+  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1"):
+    codes.pack_bits(jnp.asarray(signs))
+
+
+def test_pack_bits_rejects_bools_and_zero_one_bits():
+  bits = np.zeros((2, 5), bool)
+  bits[0, 1] = True
+  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1"):
+    codes.pack_bits(bits)
+  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1"):
+    codes.pack_bits(bits.astype(np.uint8))
+
+
+def test_pack_bits_stays_jittable():
+  # Inside jit the values are traced, so they are not checked; the packing is the same.
+  signs = np.where(np.random.default_rng(0).random((4, 40)) < 0.5, -1, 1).astype(np.int8)
+  np.testing.assert_array_equal(jax.jit(codes.pack_bits)(signs), codes.pack_bits(signs))
+  assert codes.pack_bits(np.ones((0, 7), np.int8)).shape == (0, 1)
+
+
+def test_check_padding_names_the_argument_and_the_code():
+  packed = np.array(codes.pack_bits(np.ones((3, 12), np.int8)))
+  codes.check_padding(packed, 12, "db_packed")  # pack_bits leaves the padding zero
+  codes.check_padding(packed | np.uint32(1 << 20), 32, "db_packed")  # no padding at 32 bits
+  packed[2, 0] |= np.uint32(1 << 12)
+  with pytest.raises(ValueError, match=r"db_packed sets bits past num_bits=12 .*code 2"):
+    codes.check_padding(packed, 12, "db_packed")
+  np.testing.assert_array_equal(codes.padding_mask(12), [0xFFFFF000])
+  np.testing.assert_array_equal(codes.padding_mask(64), [0, 0])
+
+
+def test_to_bytes_of_no_codes():
+  assert codes.to_bytes(np.zeros((0, 2), np.uint32)).shape == (0, 8)
