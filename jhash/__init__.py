@@ -15,6 +15,7 @@ from jhash import models
 from jhash import search
 from jhash import training
 from jhash._api import HashingMethod
+from jhash._api import Phase
 from jhash._api import num_items
 from jhash._fit import encode
 from jhash._fit import encode_multi
@@ -22,5 +23,6 @@ from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init
 from jhash._fit import minibatches
+from jhash._fit import schedule
 
 __version__ = "0.1.0"

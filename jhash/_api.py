@@ -24,7 +24,8 @@ objective, say); ``batch_size``, the minibatch size of a minibatch method (None:
 every step sees the whole set); ``num_epochs``, the default schedule of a
 minibatch method in epochs (it then replaces ``num_steps``); ``encode_multi(state,
 batch) -> (codes int8 [n, m, K], mask bool [n, m])`` for methods that give an item
-several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``.
+several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``;
+``phases``, the stages of a schedule of several (``Phase``), run in order.
 
 A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
 [n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
@@ -48,6 +49,22 @@ Batch = dict
 State = Any
 
 
+class Phase(NamedTuple):
+  """One stage of a method's schedule: its own step function, batch size and length.
+
+  A method of several phases (HBMP: the pursuit over the whole set, then hash
+  functions on minibatches; MCH: the base model, then the crop agent) lists them in
+  ``HashingMethod.phases``; ``jhash.fit`` runs them in order on one state. A
+  full-batch phase (``batch_size=None``) runs ``num_steps`` steps; a minibatch phase
+  runs ``num_epochs`` epochs (or ``num_steps`` when given).
+  """
+  name: str
+  update: Callable[[State, Batch, jax.Array], tuple[State, dict]]
+  batch_size: int | None = None
+  num_steps: int | None = None
+  num_epochs: int | None = None
+
+
 class HashingMethod(NamedTuple):
   """Pure functions of one hashing method (see module docstring)."""
   init: Callable[[jax.Array, Batch], State]
@@ -61,6 +78,28 @@ class HashingMethod(NamedTuple):
   batch_size: int | None = None       # minibatch size; None: the whole set each step
   num_epochs: int | None = None       # default schedule of a minibatch method
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
+  phases: tuple[Phase, ...] | None = None   # several stages; ``update`` is the first's
+
+
+def phases(method: HashingMethod) -> tuple[Phase, ...]:
+  """The phases of a method's schedule (one, built from its fields, for most methods)."""
+  if method.phases:
+    return tuple(method.phases)
+  return (Phase(method.name, method.update, method.batch_size,
+                method.num_steps if method.num_epochs is None else None, method.num_epochs),)
+
+
+def phase_length(phase: Phase, num_items: int | None) -> int:
+  """Steps in a phase for a training set of ``num_items`` (None: unknown)."""
+  if phase.num_steps is not None or phase.batch_size is None:
+    return int(phase.num_steps if phase.num_steps is not None else phase.num_epochs or 0)
+  if num_items is None:
+    raise ValueError(f"the length of phase {phase.name!r} is in epochs: give num_items "
+                     "(the training set's size) or num_steps.")
+  if phase.batch_size > num_items:
+    raise ValueError(f"batch_size ({phase.batch_size}) must be at most the number of "
+                     f"training items ({num_items}).")
+  return int(phase.num_epochs) * (num_items // phase.batch_size)
 
 
 def view_features(batch: Batch, view: int | None) -> jax.Array:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -42,10 +42,14 @@ def sample_key(key: jax.Array) -> jax.Array:
   return jax.random.fold_in(key, _SAMPLE_FOLD)
 
 
-def epoch_permutation(key: jax.Array, epoch, num_items: int) -> jax.Array:
-  """int32 [num_items]: the order of the training items in ``epoch`` (0-based)."""
-  return jax.random.permutation(jax.random.fold_in(sample_key(key), epoch),
-                                num_items).astype(jnp.int32)
+def epoch_permutation(key: jax.Array, epoch, num_items: int, phase: int = 0) -> jax.Array:
+  """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of a
+  minibatch phase: ``permutation(fold_in(sample_key(key), epoch))``, with the phase's
+  index folded in again for the phases after the first."""
+  epoch_key = jax.random.fold_in(sample_key(key), epoch)
+  if phase:
+    epoch_key = jax.random.fold_in(epoch_key, phase)
+  return jax.random.permutation(epoch_key, num_items).astype(jnp.int32)
 
 
 def steps_per_epoch(num_items: int, batch_size: int) -> int:
@@ -57,7 +61,7 @@ def steps_per_epoch(num_items: int, batch_size: int) -> int:
 
 
 def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
-                start_step: int = 0):
+                start_step: int = 0, phase: int = 0):
   """Yield the minibatches ``jhash.fit`` draws on the device, in order, on the host.
 
   The same sequence as an in-memory ``fit`` of a method with this ``batch_size``:
@@ -71,7 +75,7 @@ def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
   for step in range(start_step, start_step + num_steps):
     if step // per_epoch != epoch:
       epoch = step // per_epoch
-      perm = np.asarray(epoch_permutation(key, epoch, n))
+      perm = np.asarray(epoch_permutation(key, epoch, n, phase))
     at = (step % per_epoch) * batch_size
     yield _api.take(host, perm[at:at + batch_size])
 
@@ -105,22 +109,48 @@ def _check_mesh(mesh, batch_size: int | None) -> None:
                      f"'{DATA_AXIS}' axis ({size} devices) to split minibatches evenly.")
 
 
-def _schedule(method, n: int | None, num_steps, num_epochs) -> int:
-  """Total steps of the run: ``num_steps``, or ``num_epochs`` epochs, or the default."""
+class _Span(NamedTuple):
+  """A phase's place in the run: global steps ``start .. stop - 1``."""
+  index: int
+  phase: _api.Phase
+  start: int
+  stop: int
+
+
+def schedule(method: _api.HashingMethod, num_items: int | None = None, *,
+             num_steps: int | None = None, num_epochs: int | None = None) -> int:
+  """The number of steps ``jhash.fit`` runs by default (or with these overrides)."""
+  return _spans(method, num_items, num_steps, num_epochs)[-1].stop
+
+
+def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
+  """Each phase's global step range. ``num_epochs`` replaces the length of a method of
+  one phase; ``num_steps`` is the run's total (the last phase cut or extended)."""
   if num_steps is not None and num_epochs is not None:
     raise ValueError("give num_steps or num_epochs, not both.")
+  phases = _api.phases(method)
+  if num_epochs is not None:
+    num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
+    if len(phases) > 1:
+      raise ValueError(f"{method.name} trains in {len(phases)} phases "
+                       f"({', '.join(p.name for p in phases)}): give num_steps, the total.")
+    phases = (phases[0]._replace(num_epochs=num_epochs, num_steps=None),)
+  if num_steps is not None and len(phases) == 1:
+    return [_Span(0, phases[0], 0, _checks.nonneg_int(num_steps, "num_steps"))]
+  lengths = [_api.phase_length(p, n) for p in phases]
   if num_steps is not None:
-    return _checks.nonneg_int(num_steps, "num_steps")
-  epochs = num_epochs if num_epochs is not None else method.num_epochs
-  if epochs is None:
-    return method.num_steps
-  epochs = _checks.nonneg_int(epochs, "num_epochs")
-  if method.batch_size is None:
-    return epochs
-  if n is None:
-    raise ValueError("num_epochs needs the training set's size: pass num_items= with an "
-                     "iterable of minibatches, or give num_steps.")
-  return epochs * steps_per_epoch(n, method.batch_size)
+    total = _checks.nonneg_int(num_steps, "num_steps")
+    lengths[-1] += total - sum(lengths)
+    for i in range(len(lengths) - 1, 0, -1):   # cut from the end
+      if lengths[i] < 0:
+        lengths[i - 1] += lengths[i]
+        lengths[i] = 0
+    lengths[0] = max(lengths[0], 0)
+  spans, at = [], 0
+  for i, (phase, length) in enumerate(zip(phases, lengths)):
+    spans.append(_Span(i, phase, at, at + length))
+    at += length
+  return spans
 
 
 # ----------------------------------------------------------------------------- compiled
@@ -156,9 +186,11 @@ def _split(mesh):
 
 
 @functools.lru_cache(maxsize=64)
-def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: bool, mesh):
-  """A jitted loop of up to ``length`` steps: ``(state, data, key, start, count) ->
-  (state, metrics [length, ...])``; entries past ``count`` of the metrics are zeros."""
+def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: bool, mesh,
+              phase: int):
+  """A jitted loop of up to ``length`` steps of one phase: ``(state, data, key, start,
+  count, offset) -> (state, metrics [length, ...])``; ``start`` counts within the phase,
+  ``offset`` is the phase's first global step; metrics past ``count`` are zeros."""
   split = _split(mesh)
 
   def minibatch(data, perm, step, per_epoch):
@@ -171,11 +203,11 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
       mb = jax.tree.map(lambda x: lax.with_sharding_constraint(x, split), mb)
     return mb
 
-  def loop(state, data, key, start, count):
+  def loop(state, data, key, start, count, offset):
     n = _api.batch_size_of(data)
     per_epoch = 1 if batch_size is None else n // batch_size
     perm = (jnp.zeros((0,), jnp.int32) if batch_size is None
-            else epoch_permutation(key, start // per_epoch, n))
+            else epoch_permutation(key, start // per_epoch, n, phase))
     probe = minibatch(data, perm, start, per_epoch)
     shapes = jax.eval_shape(update, state, probe, key)[1]
     buffers = jax.tree.map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), shapes)
@@ -185,10 +217,11 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
       step = start + i
       if batch_size is not None:
         new_epoch = (step % per_epoch == 0) & (i > 0)
-        perm = lax.cond(new_epoch, lambda: epoch_permutation(key, step // per_epoch, n),
+        perm = lax.cond(new_epoch,
+                        lambda: epoch_permutation(key, step // per_epoch, n, phase),
                         lambda: perm)
       state, metrics = update(state, minibatch(data, perm, step, per_epoch),
-                              jax.random.fold_in(key, step + 1))
+                              jax.random.fold_in(key, offset + step + 1))
       buffers = jax.tree.map(lambda b, v: b.at[i].set(v), buffers, metrics)
       return state, perm, buffers
 
@@ -237,37 +270,38 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
         progress: bool = True, donate: bool = True, log_every: int | None = None,
         on_step: Callable | None = None, num_items: int | None = None,
         mesh: Mesh | None = None):
-  """Run a method's schedule.
+  """Run a method's schedule (all its phases, in order).
 
   Args:
     method: a ``HashingMethod``.
     key: PRNG key (``jax.random.key(seed)``); see the module docstring for the schedule.
     data: the training batch ``{"views": (...), "labels": ...}`` (checked at the door;
-      a minibatch method draws its minibatches from it on the device), or, for a
-      minibatch method, an iterable of minibatches (each a batch with ``"index"``,
-      int32 [b], its items' positions in the training set), e.g. a prefetching loader.
-      An iterable is read from the start: to resume, pass it positioned at
-      ``start_step``.
-    num_steps: the run's length in steps (default: ``num_epochs`` or the method's).
-    num_epochs: the run's length in epochs (minibatch methods; for full-batch methods an
-      epoch is a step).
+      minibatch phases draw their minibatches from it on the device), or, for a method
+      trained on minibatches only, an iterable of minibatches (each a batch with
+      ``"index"``, int32 [b], its items' positions in the training set), e.g. a
+      prefetching loader. An iterable is read from its start: to resume, pass it
+      positioned at ``start_step``.
+    num_steps: the run's total length in steps (the last phase cut or extended; default:
+      every phase's own length).
+    num_epochs: the length in epochs of a method of one phase (for full-batch methods
+      an epoch is a step).
     state: resume from this state (default: ``init``); the caller's arrays stay valid.
-    start_step: the step the given ``state`` is at (for resuming).
+    start_step: the (global) step the given ``state`` is at, for resuming.
     progress: a progress bar (shown only when standard error is a terminal).
     donate: donate the state between steps (buffers reused in place).
     log_every: steps per host round trip: metrics are fetched and ``on_step`` called
-      every ``log_every`` steps and at the end (default: 1 for full-batch methods, an
-      epoch up to 100 steps for minibatch methods).
+      every ``log_every`` steps, at the end of each phase and at the end (default: 1
+      for full-batch phases, an epoch up to 100 steps for minibatch ones).
     on_step: ``on_step(step, state, metrics)`` after each round trip; ``step`` counts
       completed steps, ``metrics`` maps names to NumPy arrays with one entry per step
       since the previous call.
-    num_items: the training set's size, needed with an iterable ``data`` (``init`` sees
-      the first minibatch and this number).
+    num_items: the training set's size, needed with an iterable ``data`` when a phase's
+      length is in epochs (``init`` sees the first minibatch and this number).
     mesh: a ``jax.sharding.Mesh`` with a ``"data"`` axis: minibatches are split over its
       devices, the state replicated.
   Returns:
-    (state, history): the final state and a dict of metric name -> NumPy array
-    [num_steps - start_step] (one entry per step run).
+    (state, history): the final state and a dict of metric name -> NumPy array, one
+    entry per step run of the phases that report it.
 
   Example:
     >>> import jax, numpy as np, jhash
@@ -279,120 +313,143 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   """
   _check_key(key)
   start = _checks.nonneg_int(start_step, "start_step")
-  _check_mesh(mesh, method.batch_size)
+  for phase in _api.phases(method):
+    _check_mesh(mesh, phase.batch_size)
   if isinstance(data, Mapping):
-    n = _check_training_batch(method, data)
     if num_items is not None:
       raise ValueError("num_items is only for an iterable of minibatches; an in-memory "
                        "batch gives its own size.")
-    total = _schedule(method, n, num_steps, num_epochs)
-    if method.batch_size is not None:
-      steps_per_epoch(n, method.batch_size)
+    n = _check_training_batch(method, data)
+    for phase in _api.phases(method):
+      if phase.batch_size is not None:
+        steps_per_epoch(n, phase.batch_size)
+    spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_in_memory
   else:
     if not isinstance(data, Iterable):
       raise ValueError(f"data must be a batch dict or an iterable of minibatch dicts; got "
                        f"{_checks._describe(data)}.")
-    if method.batch_size is None:
-      raise ValueError(f"{method.name} trains on the whole set at every step: pass the "
-                       "training batch, not an iterable of minibatches.")
-    if num_items is not None:
-      num_items = _checks.positive_int(num_items, "num_items")
-    if num_steps is None and num_epochs is None and method.num_epochs is not None \
-        and num_items is None:
-      raise ValueError("with an iterable of minibatches, give num_steps, or num_items so "
-                       "that epochs can be counted.")
-    total = _schedule(method, num_items, num_steps, num_epochs)
+    if any(p.batch_size is None for p in _api.phases(method)):
+      raise ValueError(f"{method.name} trains on the whole set at every step of a phase: "
+                       "pass the training batch, not an iterable of minibatches.")
+    n = None if num_items is None else _checks.positive_int(num_items, "num_items")
+    spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_stream
-  if log_every is None:
-    log_every = 1 if method.batch_size is None else min(
-        100, max(1, (n if runner is _fit_in_memory else num_items or 100) // method.batch_size))
-  log_every = _checks.positive_int(log_every, "log_every")
-  return runner(method, key, data, total, start, state, progress, donate, log_every,
-                on_step, num_items, mesh)
+  if log_every is not None:
+    log_every = _checks.positive_int(log_every, "log_every")
+  run = _Run(method, key, spans, log_every, on_step, donate, mesh, n,
+             _progress_bar(method, start, spans[-1].stop, progress))
+  try:
+    state = runner(run, data, start, state)
+  finally:
+    if run.bar is not None:
+      run.bar.close()
+  return state, _stack(run.history)
 
 
-def _fit_in_memory(method, key, batch, total, start, state, progress, donate, log_every,
-                   on_step, num_items, mesh):
-  del num_items
-  batch = {k: v for k, v in batch.items()}
-  if mesh is not None:
-    batch = jax.device_put(batch, _replicated(mesh))
+class _Run:
+  """What one ``fit`` call carries from phase to phase."""
+
+  def __init__(self, method, key, spans, log_every, on_step, donate, mesh, n, bar):
+    self.method, self.key, self.spans = method, key, spans
+    self.log_every, self.on_step, self.donate, self.mesh = log_every, on_step, donate, mesh
+    self.n, self.bar = n, bar
+    self.history: dict[str, list] = {}
+
+  def every(self, phase: _api.Phase) -> int:
+    if self.log_every is not None:
+      return self.log_every
+    if phase.batch_size is None:
+      return 1
+    return min(100, max(1, (self.n or 100) // phase.batch_size))
+
+  def record(self, metrics, step, state, count) -> None:
+    _record(self.history, metrics, self.on_step, step, state, self.bar, count)
+
+
+def _start_state(run, state, make):
   if state is None:
-    state = _jit_init(method.init, None)(jax.random.fold_in(key, 0), batch)
-  elif donate:
+    state = make()
+  elif run.donate:
     state = _copy_state(state)
-  if mesh is not None:
-    state = jax.device_put(state, _replicated(mesh))
-  history: dict[str, list] = {}
-  bar = _progress_bar(method, start, total, progress)
-  step = start
-  if log_every == 1 and method.batch_size is None and mesh is None:
-    run = _jit_step(method.update, donate, None)
-  else:
-    run = _jit_loop(method.update, method.batch_size, log_every, donate, mesh)
-  while step < total:
-    count = min(log_every, total - step)
-    if log_every == 1 and method.batch_size is None and mesh is None:
-      state, metrics = run(state, batch, jax.random.fold_in(key, step + 1))
-      metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
+  if run.mesh is not None:
+    state = jax.device_put(state, _replicated(run.mesh))
+  return state
+
+
+def _fit_in_memory(run, batch, start, state):
+  batch = dict(batch)
+  if run.mesh is not None:
+    batch = jax.device_put(batch, _replicated(run.mesh))
+  state = _start_state(run, state, lambda: _jit_init(run.method.init, None)(
+      jax.random.fold_in(run.key, 0), batch))
+  for span in run.spans:
+    step = max(start, span.start)
+    every = run.every(span.phase)
+    direct = every == 1 and span.phase.batch_size is None and run.mesh is None
+    if direct:
+      fn = _jit_step(span.phase.update, run.donate, None)
     else:
-      state, buffers = run(state, batch, key, jnp.int32(step), jnp.int32(count))
-      metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
-    step += count
-    _record(history, metrics, on_step, step, state, bar, count)
-  if bar is not None:
-    bar.close()
-  return state, _stack(history)
+      fn = _jit_loop(span.phase.update, span.phase.batch_size, every, run.donate, run.mesh,
+                     span.index)
+    while step < span.stop:
+      count = min(every, span.stop - step)
+      if direct:
+        state, metrics = fn(state, batch, jax.random.fold_in(run.key, step + 1))
+        metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
+      else:
+        state, buffers = fn(state, batch, run.key, jnp.int32(step - span.start),
+                            jnp.int32(count), jnp.int32(span.start))
+        metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
+      step += count
+      run.record(metrics, step, state, count)
+  return state
 
 
-def _fit_stream(method, key, stream, total, start, state, progress, donate, log_every,
-                on_step, num_items, mesh):
+def _fit_stream(run, stream, start, state):
   it = iter(stream)
   first = next(it, None)
-  if first is None and total > start:
+  if first is None and run.spans[-1].stop > start:
     raise ValueError("data: the iterable of minibatches is empty.")
   if first is not None:
     _checks.batch(first, "minibatch")
     _check_index(first)
     it = itertools.chain([first], it)
-  if state is None:
+
+  def make():
     if first is None:
       raise ValueError("data: the iterable is empty and no state was given.")
     sample = {k: v for k, v in first.items() if k != "index"}
-    state = init(method, key, sample, num_items=num_items)
-  elif donate:
-    state = _copy_state(state)
-  if mesh is not None:
-    state = jax.device_put(state, _replicated(mesh))
-  run = _jit_step(method.update, donate, num_items)
-  history: dict[str, list] = {}
-  pending: list = []
-  bar = _progress_bar(method, start, total, progress)
+    return init(run.method, run.key, sample, num_items=run.n)
+
+  state = _start_state(run, state, make)
   step = start
-  while step < total:
-    minibatch = next(it, None)
-    if minibatch is None:
-      raise ValueError(f"data: the iterable of minibatches ended after {step - start} "
-                       f"minibatches; the schedule needs {total - start}.")
-    _checks.batch(minibatch, "minibatch")
-    _check_index(minibatch)
-    if np.shape(minibatch["index"])[0] != method.batch_size:
-      raise ValueError(f"minibatch must hold batch_size = {method.batch_size} items; got "
-                       f"{np.shape(minibatch['index'])[0]}.")
-    minibatch = dict(minibatch)
-    if mesh is not None:
-      minibatch = jax.device_put(minibatch, _split(mesh))
-    state, metrics = run(state, minibatch, jax.random.fold_in(key, step + 1))
-    pending.append(metrics)
-    step += 1
-    if len(pending) == log_every or step == total:
-      stacked = jax.tree.map(lambda *v: np.stack([np.asarray(x) for x in v]), *pending)
-      _record(history, stacked, on_step, step, state, bar, len(pending))
-      pending = []
-  if bar is not None:
-    bar.close()
-  return state, _stack(history)
+  for span in run.spans:
+    step = max(step, span.start)
+    fn = _jit_step(span.phase.update, run.donate, run.n)
+    every = run.every(span.phase)
+    pending: list = []
+    while step < span.stop:
+      minibatch = next(it, None)
+      if minibatch is None:
+        raise ValueError(f"data: the iterable of minibatches ended after {step - start} "
+                         f"minibatches; the schedule needs {run.spans[-1].stop - start}.")
+      _checks.batch(minibatch, "minibatch")
+      _check_index(minibatch)
+      if np.shape(minibatch["index"])[0] != span.phase.batch_size:
+        raise ValueError(f"minibatch must hold batch_size = {span.phase.batch_size} items "
+                         f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}.")
+      minibatch = dict(minibatch)
+      if run.mesh is not None:
+        minibatch = jax.device_put(minibatch, _split(run.mesh))
+      state, metrics = fn(state, minibatch, jax.random.fold_in(run.key, step + 1))
+      pending.append(metrics)
+      step += 1
+      if len(pending) == every or step == span.stop:
+        stacked = jax.tree.map(lambda *v: np.stack([np.asarray(x) for x in v]), *pending)
+        run.record(stacked, step, state, len(pending))
+        pending = []
+  return state
 
 
 def _check_index(minibatch) -> None:

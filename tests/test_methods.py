@@ -11,9 +11,10 @@ from jhash import methods
 
 # Small hyperparameters per method for the conformance suite.
 SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4},
-         "hbmp": {"num_items": 4}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3}}
+         "hbmp": {"num_items": 4}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3},
+         "pairwise": {"batch_size": 32, "num_epochs": 1}}
 # Methods whose codes depend on the key (the others are closed forms).
-RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh"}
+RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise"}
 
 
 def _batch(rng, n=120, dims=(12, 9)):
@@ -48,6 +49,17 @@ def test_conformance(name, rng):
   codes = jhash.encode(method, state, batch)
   assert codes.dtype == jnp.int8 and codes.shape == (120, 8)
   assert set(np.unique(np.asarray(codes))) <= {-1, 1}
+  # every method gives its codes as multi-code items too (m = 1 for single-code ones).
+  multi, mask = jhash.encode_multi(method, state, batch)
+  assert multi.dtype == jnp.int8 and multi.ndim == 3 and multi.shape[0] == 120
+  assert mask.dtype == jnp.bool_ and mask.shape == multi.shape[:2] and np.all(mask[:, 0])
+  if multi.shape[1] == 1:
+    np.testing.assert_array_equal(multi[:, 0], codes)
+  # chunked encoding equals one pass; an empty batch gives empty codes.
+  np.testing.assert_array_equal(jhash.encode(method, state, batch, chunk_size=50), codes)
+  empty = {"views": tuple(v[:0] for v in batch["views"]), "labels": batch["labels"][:0]}
+  assert jhash.encode(method, state, empty).shape == (0, 8)
+  assert jhash.encode_multi(method, state, empty)[0].shape[0] == 0
   # the same key gives the same codes; another key other codes (randomised methods).
   state2, _ = jhash.fit(method, key, batch, progress=False)
   np.testing.assert_array_equal(codes, jhash.encode(method, state2, batch))

@@ -208,3 +208,49 @@ def test_train_step_on_8_host_devices_equals_one_device(tmp_path):
                        timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "SHARDED OK" in out.stdout
+
+
+def _two_phase(batch_size: int) -> jhash.HashingMethod:
+  """Phase 0: three full-batch steps counting themselves; phase 1: minibatch visits."""
+  def init(key, batch):
+    del key
+    return _Visits(jnp.zeros((jhash.num_items(batch) + 1,), jnp.int32))
+
+  def whole(state, batch, key):
+    del batch, key
+    return _Visits(state.counts.at[-1].add(1)), {"whole_steps": state.counts[-1] + 1}
+
+  def mini(state, batch, key):
+    del key
+    return _Visits(state.counts.at[batch["index"]].add(1)), {"index": batch["index"]}
+
+  phases = (jhash.Phase("whole", whole, None, num_steps=3),
+            jhash.Phase("mini", mini, batch_size, num_epochs=2))
+  encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
+  return jhash.HashingMethod(init, whole, encode, 0, 1, "two_phase", phases=phases)
+
+
+def test_phases_run_in_order_with_their_own_batches(rng):
+  batch = _batch(rng, n=40)
+  method = _two_phase(batch_size=10)                     # 4 minibatches an epoch
+  key = jax.random.key(5)
+  assert jhash.schedule(method, 40) == 3 + 8
+  state, history = jhash.fit(method, key, batch, progress=False, log_every=3)
+  np.testing.assert_array_equal(history["whole_steps"], [1, 2, 3])
+  assert history["index"].shape == (8, 10)
+  for e in range(2):
+    perm = np.asarray(jhash.epoch_permutation(key, e, 40, phase=1))
+    np.testing.assert_array_equal(history["index"][4 * e:4 * e + 4].reshape(-1), perm)
+  np.testing.assert_array_equal(np.asarray(state.counts), [2] * 40 + [3])
+  # Resumed across the phase boundary: identical.
+  part, h1 = jhash.fit(method, key, batch, 2, progress=False)
+  rest, h2 = jhash.fit(method, key, batch, state=part, start_step=2, progress=False)
+  np.testing.assert_array_equal(rest.counts, state.counts)
+  np.testing.assert_array_equal(np.concatenate([h1["whole_steps"], h2["whole_steps"]]),
+                                [1, 2, 3])
+  np.testing.assert_array_equal(h2["index"], history["index"])
+  # num_steps is the run's total: the last phase is cut.
+  _, cut = jhash.fit(method, key, batch, 5, progress=False)
+  assert cut["index"].shape == (2, 10)
+  with pytest.raises(ValueError, match="num_steps, the total"):
+    jhash.fit(method, key, batch, num_epochs=1, progress=False)
