@@ -304,6 +304,21 @@ def test_faiss_missing_says_how_to_install(monkeypatch):
     index_lib.to_faiss_flat(np.zeros((2, 1), np.uint32), 8)
 
 
+def test_no_queries_give_empty_results():
+  codes = np.where(np.random.default_rng(0).random((30, 12)) < 0.5, -1, 1).astype(np.int8)
+  index = index_lib.build_index(codes, num_bits=12)
+  q0 = np.zeros((0, 1), np.uint32)
+  start, count = index_lib.lookup(index, q0)
+  assert start.shape == count.shape == (0,)
+  res = index_lib.bucket_search(index, q0, num_wanted=3, max_radius=2, max_results=4)
+  assert res.item_ids.shape == res.radii.shape == (0, 4) and res.num_found.shape == (0,)
+  assert index_lib.radius_search(index, q0, 1).num_found.shape == (0,)
+  flat = index_lib.to_faiss_flat(pack(codes), 12)
+  lims, _, ids = index_lib.faiss_range_search(flat, q0, 12, 1)
+  assert lims.tolist() == [0] and ids.shape == (0,)
+  assert index_lib.to_faiss_flat(np.zeros((0, 1), np.uint32), 12).ntotal == 0
+
+
 # Bad input ------------------------------------------------------------------------------
 
 
@@ -316,6 +331,7 @@ def test_bad_input_errors_name_the_argument():
       (lambda: index_lib.build_index(np.ones((4, 65)), num_bits=65), r"num_bits.*<= 64"),
       (lambda: index_lib.build_index(np.zeros((4, 16)), num_bits=16), r"codes_or_packed.*-1"),
       (lambda: index_lib.build_index(codes, num_bits=12), r"codes_or_packed.*12 columns"),
+      (lambda: index_lib.build_index(codes[:0], num_bits=16), r"codes_or_packed must hold at "),
       (lambda: index_lib.build_index(np.zeros((4, 2), np.uint32), num_bits=16),
        r"codes_or_packed.*1 words"),
       (lambda: index_lib.build_index(np.full((4, 1), 1 << 20, np.uint32), num_bits=16),

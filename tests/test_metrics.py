@@ -819,6 +819,34 @@ def test_no_relevant_rules_when_no_query_has_a_relevant_item():
   assert math.isnan(float(np.asarray(metrics.recall_at_k(*data, [5], no_relevant="skip"))[0]))
 
 
+def test_empty_inputs_give_empty_results_or_name_the_argument():
+  # Per-query results are empty for no queries; a mean over queries needs one query, and
+  # every code-level metric a database item.
+  qc, dc, ql, dl = make_class_data(q=6, n=40)
+  ap, defined = metrics.average_precisions(qc[:0], dc, ql[:0], dl, top_k=5)
+  assert ap.shape == defined.shape == (0,)
+  dists, rel = jnp.zeros((0, 5), jnp.int32), jnp.zeros((0, 5), bool)
+  assert low_ap(dists, rel, top_k=2, max_distance=8)[0].shape == (0,)
+  assert low_ndcg(dists, rel.astype(jnp.int32), k=2, max_distance=8)[0].shape == (0,)
+  assert metrics.hits_at_k(dists, rel, (1, 2)).shape == (0, 2)
+  means = [
+      lambda *a: metrics.mean_average_precision(*a),
+      lambda *a: metrics.precision_at_k(*a, 1),
+      lambda *a: metrics.recall_at_k(*a, 1),
+      lambda *a: metrics.ndcg_at_k(*a, 1),
+      lambda *a: metrics.pr_curve_by_radius(*a),
+      lambda *a: metrics.f1_bucket_curve(*a),
+      lambda *a: metrics.deephash_map(*a, 10),
+  ]
+  for mean in means:
+    with pytest.raises(ValueError, match=r"query_codes must hold at least one query.*\(0, 8\)"):
+      mean(qc[:0], dc, ql[:0], dl)
+    with pytest.raises(ValueError, match=r"db_codes must hold at least one database item"):
+      mean(qc, dc[:0], ql, dl[:0])
+  with pytest.raises(ValueError, match=r"db_codes must hold at least one database item"):
+    metrics.average_precisions(qc, dc[:0], ql, dl[:0])
+
+
 # ------------------------------------------------------------------------------------------
 # Bad input
 

@@ -307,6 +307,8 @@ SHARDED_SCRIPT = textwrap.dedent("""
     ref = np.bitwise_count(q[:, None, :] ^ db[None]).sum(-1)
     order = np.stack([np.lexsort((np.arange(n), r))[:k] for r in ref])
     np.testing.assert_array_equal(np.asarray(got[1]), order)
+    d0, i0 = search.sharded_hamming_topk(q[:0], db, 5, db_block=256)  # no queries: empty
+    assert d0.shape == i0.shape == (0, 5), (d0.shape, i0.shape)
     print("sharded ok")
 """)
 
@@ -371,6 +373,31 @@ def test_padding_bits_set_are_refused(rng):
   # Without num_bits every one of the 32 bits counts, as documented.
   np.testing.assert_array_equal(search.hamming_distance(q, bad)[:, 4],
                                 np_popcount_dist(q, bad)[:, 4])
+
+
+def test_no_queries_give_empty_results(rng):
+  db = _small(rng, n=40)
+  q0 = np.zeros((0, 1), np.uint32)
+  signs = rng.choice(np.array([-1, 1], np.int8), size=(40, 6))
+  mask = np.ones((20, 2), bool)
+  results = [
+      search.hamming_topk(q0, db, 5, num_bits=32),
+      search.multi_code_topk(q0, db.reshape(20, 2, 1), mask, 5),
+      search.weighted_hamming_topk(signs[:0], signs, np.ones(6), 5),
+      jax.jit(lambda q, d: search.hamming_topk_unchecked(q, d, 5))(q0, db),
+  ]
+  for d, i in results:
+    assert d.shape == (0, 5) and i.shape == (0, 5) and i.dtype == np.int32
+  assert results[0][0].dtype == np.int32 and results[2][0].dtype == np.float32
+  assert search.hamming_distance(q0, db).shape == (0, 40)
+  assert search.weighted_hamming_distance(signs[:0], signs, np.ones(6)).shape == (0, 40)
+  # No database items: distances [q, 0]; a top-k cannot be met and names k.
+  db0 = np.zeros((0, 2, 1), np.uint32)
+  assert search.multi_code_hamming(db[:3], db0, np.ones((0, 2), bool)).shape == (3, 0)
+  with pytest.raises(ValueError, match=r"k must be at most the database size \(db_packed has 0"):
+    search.hamming_topk(db[:3], db[:0], 1)
+  with pytest.raises(ValueError, match=r"k must be at most the database size \(db_codes has 0"):
+    search.weighted_hamming_topk(signs, signs[:0], np.ones(6), 1)
 
 
 def test_bad_multi_code_and_weighted_inputs(rng):

@@ -4,6 +4,12 @@ Code-level functions take {-1,+1} codes and labels and chunk over queries; the
 chunk-level kernels (``average_precision``, ``ndcg``, ``hits_at_k``) take a
 distance matrix and are jittable. Conventions (ties, normalisers, queries with
 no relevant item, empty balls) are arguments, documented in each module.
+
+Empty inputs: per-query results (``average_precisions`` and the chunk kernels)
+are empty for no queries; a mean over queries (mAP, precision/recall@k, NDCG@k,
+the radius curves, ``deephash_map``) needs at least one query, and every
+code-level metric at least one database item, else a ValueError names the
+empty argument.
 """
 
 from jhash.metrics._ap import average_precision

@@ -156,10 +156,11 @@ def average_precisions(query_codes, db_codes, query_labels, db_labels, *, top_k=
   """Per-query AP of codes against a database (see ``mean_average_precision``).
 
   Returns:
-    (ap float32 [q], defined bool [q]).
+    (ap float32 [q], defined bool [q]); empty for no queries (q = 0).
   """
   corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance=relevance, weights=weights, db_mask=db_mask)
+                                  relevance=relevance, weights=weights, db_mask=db_mask,
+                                  min_queries=0)
   _check_options(top_k, ties, normalizer, setup.num_items)
   if setup.relevance == "graded":
     setup = setup._replace(relevance="share_label")
@@ -195,4 +196,5 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
                                    top_k=top_k, ties=ties, relevance=relevance,
                                    normalizer=normalizer, weights=weights, db_mask=db_mask,
                                    query_chunk=query_chunk)
+  _inputs.require_queries(query_codes)
   return float(_inputs.mean_defined(ap, defined, no_relevant))

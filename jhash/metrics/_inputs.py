@@ -54,6 +54,13 @@ def _check_codes(codes, name: str, ranks) -> None:
                        f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}.")
 
 
+def require_queries(query_codes) -> None:
+  """A mean over queries needs one: raise for [0, K] ``query_codes``."""
+  if np.shape(query_codes)[0] < 1:
+    raise ValueError(f"query_codes must hold at least one query (a mean over no queries is "
+                     f"undefined); got shape {tuple(np.shape(query_codes))}.")
+
+
 def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
                            db_ranks=(2, 3), min_queries: int = 1) -> tuple[int, int, int]:
   """Check codes and labels of a retrieval call; return (num_bits, queries, items).
@@ -71,8 +78,7 @@ def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
                      f"{np.shape(db_codes)[-1]} (shape {tuple(np.shape(db_codes))}).")
   q, n = int(np.shape(query_codes)[0]), int(np.shape(db_codes)[0])
   if q < min_queries:
-    raise ValueError(f"query_codes must hold at least one query (a mean over no queries is "
-                     f"undefined); got shape {tuple(np.shape(query_codes))}.")
+    require_queries(query_codes)
   if n < 1:
     raise ValueError(f"db_codes must hold at least one database item; got shape "
                      f"{tuple(np.shape(db_codes))}.")

@@ -1,4 +1,8 @@
-"""Hamming ranking: distances, exact top-k, weighted and multi-code ranking, sharded search."""
+"""Hamming ranking: distances, exact top-k, weighted and multi-code ranking, sharded search.
+
+Empty inputs: no queries give empty results (distances [0, n], top-k [0, k]); a
+top-k needs ``1 <= k <= n``, so an empty database is refused, naming ``k``.
+"""
 
 from jhash.search._distance import hamming_distance
 from jhash.search._distance import hamming_one

@@ -115,8 +115,14 @@ def pad_rows(a: jax.Array, rows: int) -> jax.Array:
 
 
 def _chunked(fn: Callable, queries: jax.Array, chunk: int):
-  """``fn`` over query chunks of at most ``chunk`` rows with ``lax.map``; results concatenated."""
+  """``fn`` over query chunks of at most ``chunk`` rows with ``lax.map``; results concatenated.
+
+  No queries give empty results ([0, ...], of ``fn``'s output shapes and dtypes).
+  """
   q = queries.shape[0]
+  if q == 0:
+    out = jax.eval_shape(fn, jax.ShapeDtypeStruct((1, *queries.shape[1:]), queries.dtype))
+    return jax.tree.map(lambda a: jnp.zeros((0, *a.shape[1:]), a.dtype), out)
   num = -(-q // min(chunk, q))
   chunk = -(-q // num)  # equal chunks: the least padding
   padded = pad_rows(queries, num * chunk)

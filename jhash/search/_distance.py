@@ -161,4 +161,4 @@ def multi_code_hamming(query_packed: jax.Array, db_packed: jax.Array,
   n, m, w = db_packed.shape
   flat = pairwise_hamming(query_packed, db_packed.reshape(n * m, w), num_bits, method)
   flat = jnp.where(db_mask.reshape(1, n * m), flat, jnp.iinfo(jnp.int32).max)
-  return jnp.min(flat.reshape(-1, n, m), axis=-1)
+  return jnp.min(flat.reshape(query_packed.shape[0], n, m), axis=-1)
