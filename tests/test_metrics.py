@@ -819,6 +819,29 @@ def test_no_relevant_rules_when_no_query_has_a_relevant_item():
   assert math.isnan(float(np.asarray(metrics.recall_at_k(*data, [5], no_relevant="skip"))[0]))
 
 
+def test_cutoff_past_the_database_is_an_error():
+  # One rule for every cut-off: an int in [1, n]. top_k=1000 on 40 items used to mean the
+  # whole ranking in mAP while precision_at_k refused k > n.
+  data = make_class_data(q=6, n=40)
+  want = r"in \[1, 40\] \(the database holds 40 items\); got 1000"
+  with pytest.raises(ValueError, match=r"top_k must be None \(the whole ranking\) or an int " + want):
+    metrics.mean_average_precision(*data, top_k=1000)
+  with pytest.raises(ValueError, match=r"top_k must be None .*" + want):
+    metrics.average_precisions(*data, top_k=1000, ties="index")
+  with pytest.raises(ValueError, match=r"ks must be an int " + want):
+    metrics.precision_at_k(*data, [5, 1000])
+  with pytest.raises(ValueError, match=r"k must be an int " + want):
+    metrics.ndcg_at_k(*data, 1000)
+  dists, rel = jnp.zeros((2, 5), jnp.int32), jnp.ones((2, 5), bool)
+  with pytest.raises(ValueError, match=r"top_k must be None .*\[1, 5\].*got 6"):
+    metrics.average_precision(dists, rel, top_k=6)
+  # k = n is the whole ranking, for both.
+  assert metrics.mean_average_precision(*data, top_k=40) == pytest.approx(
+      metrics.mean_average_precision(*data), abs=ATOL)
+  np.testing.assert_allclose(metrics.precision_at_k(*data, 40), [np.mean(
+      data.query_labels[:, None] == data.db_labels[None, :])], atol=ATOL)
+
+
 def test_empty_inputs_give_empty_results_or_name_the_argument():
   # Per-query results are empty for no queries; a mean over queries needs one query, and
   # every code-level metric a database item.

@@ -9,7 +9,10 @@ Empty inputs: per-query results (``average_precisions`` and the chunk kernels)
 are empty for no queries; a mean over queries (mAP, precision/recall@k, NDCG@k,
 the radius curves, ``deephash_map``) needs at least one query, and every
 code-level metric at least one database item, else a ValueError names the
-empty argument.
+empty argument. Cut-offs (``top_k``, ``k``, ``ks``) are ints in [1, n], n the
+database size: a larger one is an error naming the cut-off, the database size
+and the value, never silently the whole ranking (``deephash_map`` alone keeps
+its toolbox's slice semantics).
 """
 
 from jhash.metrics._ap import average_precision

@@ -93,9 +93,7 @@ def _index_sum(distances, relevant, k: int, max_distance: int | None):
 def _check_options(top_k, ties, normalizer, n):
   _inputs.check_choice(ties, "ties", TIES)
   _inputs.check_choice(normalizer, "normalizer", NORMALIZERS)
-  if top_k is not None:
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-      raise ValueError(f"top_k must be None (whole ranking) or an int >= 1; got {top_k!r}.")
+  top_k = _inputs.check_cutoff(top_k, "top_k", n, allow_none=True)
   if ties == "aware" and normalizer == "retrieved" and top_k is not None and top_k < n:
     raise ValueError("normalizer='retrieved' with ties='aware' and a top_k is not defined: "
                      "the number of relevant items retrieved varies with the order of ties. "
@@ -110,7 +108,8 @@ def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int 
   Args:
     distances: int32 [q, n] (Hamming, in [0, max_distance]) or float32 [q, n].
     relevance: bool [q, n] (non-zero integers count as relevant).
-    top_k: cut-off k, or None for the whole ranking (k >= n is the whole ranking).
+    top_k: cut-off k in [1, n], or None for the whole ranking (a k past the end is
+      an error, as in ``precision_at_k``).
     ties: "aware" or "index" (module docstring).
     normalizer: "relevant", "min" or "retrieved".
     max_distance: D for integer distances: tie groups are counted in O(n) with no
@@ -122,7 +121,7 @@ def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int 
   _inputs.check_chunk(distances, relevance, "relevance")
   q, n = distances.shape
   _check_options(top_k, ties, normalizer, n)
-  k = n if top_k is None else min(int(top_k), n)
+  k = n if top_k is None else int(top_k)
   relevant = relevance.astype(bool)
   total = jnp.sum(relevant, axis=1).astype(jnp.float32)
   if ties == "aware":
@@ -179,7 +178,9 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
     db_codes: [n, K] in {-1,+1}, or [n, m, K] for items with several codes (with
       ``db_mask``): an item's distance is the minimum over its valid codes.
     query_labels, db_labels: class ids int [q] / [n], or multi-hot bool [q, C] / [n, C].
-    top_k: AP over the first k items (None: the whole database).
+    top_k: AP over the first k items, an int in [1, n] with n the database size
+      (None: the whole database). A larger k is an error naming top_k, as for
+      ``precision_at_k``'s ks: one rule for every cut-off.
     ties: "aware" (expected AP over orders of tied items; the default) or "index"
       (ties ordered by smaller database index).
     relevance: "auto", "same_class" or "share_label".

@@ -86,6 +86,21 @@ def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
   return num_bits, q, n
 
 
+def check_cutoff(value, name: str, n: int, allow_none: bool = False) -> int | None:
+  """A rank cut-off: an int in [1, n] (n the database size), or None when allowed.
+
+  One rule for every cut-off (``top_k``, ``k``, ``ks``): a cut-off past the end of
+  the ranking is an error, never silently the whole ranking.
+  """
+  if value is None and allow_none:
+    return None
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= n:
+    whole = "None (the whole ranking) or " if allow_none else ""
+    raise ValueError(f"{name} must be {whole}an int in [1, {n}] (the database holds {n} "
+                     f"items); got {value!r}.")
+  return int(value)
+
+
 def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
             weights=None, db_mask=None, min_queries: int = 1) -> tuple[Corpus, Setup]:
   """Check codes, labels and options; pack the codes. Raises ValueError naming the argument.

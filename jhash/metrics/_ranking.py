@@ -21,12 +21,18 @@ from jhash.metrics import _inputs
 GAINS = ("exp", "linear")
 
 
-def _check_ks(ks, n: int) -> tuple[int, ...]:
-  ks = (ks,) if isinstance(ks, (int, np.integer)) else tuple(ks)
-  if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n
-                   for k in ks):
-    raise ValueError(f"ks must be ints in [1, {n}] (the database size); got {ks!r}.")
-  return tuple(int(k) for k in ks)
+def _check_ks(ks, n: int, name: str = "ks") -> tuple[int, ...]:
+  """Cut-offs as a tuple of ints in [1, n] (``_inputs.check_cutoff``'s rule)."""
+  if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
+    return (_inputs.check_cutoff(ks, name, n),)
+  try:
+    values = tuple(ks)
+  except TypeError:
+    values = ()
+  if not values:
+    raise ValueError(f"{name} must be an int or a non-empty sequence of ints in [1, {n}] (the "
+                     f"database holds {n} items); got {ks!r}.")
+  return tuple(_inputs.check_cutoff(k, name, n) for k in values)
 
 
 def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
@@ -74,7 +80,7 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   q, n = distances.shape
-  (k,) = _check_ks(k, n)
+  (k,) = _check_ks(k, n, "k")
   gains = _gain(grades, gain)
   disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
   ideal = jnp.sum(lax.top_k(gains, k)[0] * disc[None, :], axis=-1)
@@ -163,7 +169,7 @@ def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k, *, ties="aware"
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
-  (k,) = _check_ks(k, setup.num_items)
+  (k,) = _check_ks(k, setup.num_items, "k")
   chunk = _inputs.chunk_size(setup, query_chunk)
   values, defined = _per_query_ndcg(corpus, setup, chunk, (k, ties, gain))
   return float(_inputs.mean_defined(values, defined, no_relevant))
