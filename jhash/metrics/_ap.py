@@ -9,8 +9,13 @@ For one query, with database items ranked by ascending distance and
   sort), one fixed ranking.
 * ``ties="aware"``: the expected AP over every order of the tied items (He,
   Cakir, Bargal, Sclaroff, "Hashing as Tie-Aware Learning to Rank", CVPR 2018),
-  computed in closed form from per-distance counts, with no sort (see
-  ``_groups`` and the derivation in the module docstring of ``tie_aware_hits``).
+  computed in closed form from each tie group's size and relevant count (the
+  derivation is in ``_tie_aware_sum``). Whether that needs a sort depends on the
+  distances (``_groups``): integer Hamming distances with a known bound K (plain
+  and multi-code codes; ``max_distance`` in the chunk kernel) are grouped by
+  counting each value 0..K, with no sort, O(n) per query; real-valued distances
+  (weighted Hamming) and integer ones without a bound are grouped by sorting
+  each query's row, O(n log n).
 * ``normalizer`` Z: ``"relevant"`` (R, relevant items in the whole database),
   ``"min"`` (min(R, k)) or ``"retrieved"`` (relevant items in the top k; a
   random quantity under ties, so only with ``ties="index"`` when k < n).
@@ -182,7 +187,9 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
       (None: the whole database). A larger k is an error naming top_k, as for
       ``precision_at_k``'s ks: one rule for every cut-off.
     ties: "aware" (expected AP over orders of tied items; the default) or "index"
-      (ties ordered by smaller database index).
+      (ties ordered by smaller database index). Tie-aware AP counts the tie
+      groups of Hamming distances without a sort; with ``weights`` it sorts
+      each query's distances (module docstring).
     relevance: "auto", "same_class" or "share_label".
     normalizer: "relevant", "min" or "retrieved" (module docstring).
     no_relevant: "zero" or "skip" for queries whose normaliser is 0.
