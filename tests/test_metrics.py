@@ -8,6 +8,7 @@ ties (8- and 16-bit codes), for every convention.
 
 from __future__ import annotations
 
+import doctest
 import functools
 import itertools
 import math
@@ -758,6 +759,14 @@ def test_deephash_map_matches_plain_argsort_on_tie_free_data(multilabel, topk):
   data = make_tie_free_data(multilabel)
   want = ref.deephash_calc_top_map(*data, topk)
   assert float(metrics.deephash_map(*data, topk)) == pytest.approx(want, abs=ATOL)
+
+
+def test_docstring_example_of_mean_average_precision_runs():
+  # The example in the docstring, run by doctest so that it cannot rot.
+  runner = doctest.DocTestRunner()
+  for test in doctest.DocTestFinder().find(metrics.mean_average_precision, "mean_average_precision", globs={}):
+    runner.run(test)
+  assert runner.tries > 0 and runner.failures == 0, "see the doctest report above"
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Hamming distances and exact top-k search against slow NumPy references."""
 
+import doctest
 import os
 import pathlib
 import subprocess
@@ -237,6 +238,14 @@ def test_hamming_topk_unchecked_composes_in_jit(rng):
   want_d, want_i = np_topk(np_popcount_dist(q, db), 10)
   np.testing.assert_array_equal(d, 2 * want_d)
   np.testing.assert_array_equal(i, want_i)
+
+
+def test_docstring_example_of_hamming_topk_runs():
+  # The example in the docstring, run by doctest so that it cannot rot.
+  runner = doctest.DocTestRunner()
+  for test in doctest.DocTestFinder().find(search.hamming_topk, "hamming_topk", globs={}):
+    runner.run(test)
+  assert runner.tries > 0 and runner.failures == 0, "see the doctest report above"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -198,6 +198,22 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
     query_chunk: queries per chunk (default: bounded memory, about 32 MB of distances).
   Returns:
     mAP as a Python float (NaN when every query is skipped).
+
+  Example: one query of class 0; database items at distances 1, 1 and 2 of
+  classes 1, 0, 0. The two items at distance 1 tie: in either order AP is
+  ``(1 + 2/3) / 2 = 5/6`` or ``(1/2 + 2/3) / 2 = 7/12``, so the tie-aware AP is
+  their mean 17/24; by index the irrelevant item 0 comes first: 7/12.
+
+  >>> import numpy as np
+  >>> from jhash import metrics
+  >>> query = np.array([[1, 1, 1, 1]], np.int8)
+  >>> db = np.array([[1, 1, 1, -1], [1, 1, -1, 1], [-1, -1, 1, 1]], np.int8)
+  >>> query_labels, db_labels = np.array([0], np.int32), np.array([1, 0, 0], np.int32)
+  >>> round(metrics.mean_average_precision(query, db, query_labels, db_labels), 4)
+  0.7083
+  >>> round(metrics.mean_average_precision(query, db, query_labels, db_labels,
+  ...                                      ties="index"), 4)
+  0.5833
   """
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
   ap, defined = average_precisions(query_codes, db_codes, query_labels, db_labels,

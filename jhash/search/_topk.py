@@ -92,6 +92,20 @@ def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
       ``hamming_distance``; "matmul" is for accelerators, slow on a CPU).
   Returns:
     distances int32 [q, k] and indices int32 [q, k].
+
+  Example: 1,000 random 64-bit codes, the first three as queries; each finds
+  itself first, at distance 0.
+
+  >>> import jax
+  >>> import jax.numpy as jnp
+  >>> from jhash import codes, search
+  >>> signs = jnp.where(jax.random.bernoulli(jax.random.key(0), 0.5, (1000, 64)), 1, -1)
+  >>> db = codes.pack_bits(signs)  # uint32 [1000, 2]
+  >>> dist, idx = search.hamming_topk(db[:3], db, k=5, num_bits=64)
+  >>> dist.shape, idx.shape
+  ((3, 5), (3, 5))
+  >>> idx[:, 0], dist[:, 0]
+  (Array([0, 1, 2], dtype=int32), Array([0, 0, 0], dtype=int32))
   """
   num_bits = _distance.check_pair(query_packed, db_packed, num_bits)
   k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
