@@ -25,7 +25,9 @@ every step sees the whole set); ``num_epochs``, the default schedule of a
 minibatch method in epochs (it then replaces ``num_steps``); ``encode_multi(state,
 batch) -> (codes int8 [n, m, K], mask bool [n, m])`` for methods that give an item
 several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``;
-``phases``, the stages of a schedule of several (``Phase``), run in order.
+``phases``, the stages of a schedule of several (``Phase``), run in order; ``bind(batch)
+-> method | None``, the method with sizes read from the training data made static
+(``jhash.init`` and ``jhash.fit`` call it outside jit before tracing ``init``).
 
 A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
 [n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
@@ -56,7 +58,8 @@ class Phase(NamedTuple):
   functions on minibatches; MCH: the base model, then the crop agent) lists them in
   ``HashingMethod.phases``; ``jhash.fit`` runs them in order on one state. A
   full-batch phase (``batch_size=None``) runs ``num_steps`` steps; a minibatch phase
-  runs ``num_epochs`` epochs (or ``num_steps`` when given).
+  runs ``num_epochs`` epochs (or ``num_steps`` when given); on a training set smaller
+  than its ``batch_size`` each of its steps reads the whole set (in a new order).
   """
   name: str
   update: Callable[[State, Batch, jax.Array], tuple[State, dict]]
@@ -79,6 +82,15 @@ class HashingMethod(NamedTuple):
   num_epochs: int | None = None       # default schedule of a minibatch method
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
   phases: tuple[Phase, ...] | None = None   # several stages; ``update`` is the first's
+  bind: Callable[[Batch], "HashingMethod | None"] | None = None  # static sizes from data
+
+
+def bound(method: HashingMethod, batch: Batch) -> HashingMethod:
+  """The method with the static sizes it reads from its training batch bound (HBMP's
+  number of classes, say), so that ``init`` can be traced; itself when it needs none."""
+  if method.bind is None:
+    return method
+  return method.bind(batch) or method
 
 
 def phases(method: HashingMethod) -> tuple[Phase, ...]:
@@ -96,10 +108,7 @@ def phase_length(phase: Phase, num_items: int | None) -> int:
   if num_items is None:
     raise ValueError(f"the length of phase {phase.name!r} is in epochs: give num_items "
                      "(the training set's size) or num_steps.")
-  if phase.batch_size > num_items:
-    raise ValueError(f"batch_size ({phase.batch_size}) must be at most the number of "
-                     f"training items ({num_items}).")
-  return int(phase.num_epochs) * (num_items // phase.batch_size)
+  return int(phase.num_epochs) * (num_items // min(phase.batch_size, num_items))
 
 
 def view_features(batch: Batch, view: int | None) -> jax.Array:

@@ -53,11 +53,9 @@ def epoch_permutation(key: jax.Array, epoch, num_items: int, phase: int = 0) -> 
 
 
 def steps_per_epoch(num_items: int, batch_size: int) -> int:
-  """Minibatches in one epoch: ``num_items // batch_size`` (the remainder is dropped)."""
-  if batch_size > num_items:
-    raise ValueError(f"batch_size ({batch_size}) must be at most the number of training "
-                     f"items ({num_items}).")
-  return num_items // batch_size
+  """Minibatches in one epoch: ``num_items // batch_size`` (the remainder is dropped;
+  a ``batch_size`` over ``num_items`` reads the whole set each step)."""
+  return num_items // min(batch_size, num_items)
 
 
 def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
@@ -69,6 +67,7 @@ def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
   ``"index"``, int32 [batch_size], its items' positions in ``batch``.
   """
   n = _api.batch_size_of(batch)
+  batch_size = min(batch_size, n)
   per_epoch = steps_per_epoch(n, batch_size)
   host = jax.tree.map(np.asarray, batch)
   perm, epoch = None, None
@@ -246,6 +245,7 @@ def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *,
   """
   _check_training_batch(method, batch)
   _check_key(key)
+  method = _api.bound(method, batch)
   if num_items is not None:
     num_items = _checks.positive_int(num_items, "num_items")
   return _jit_init(method.init, num_items)(jax.random.fold_in(key, 0), dict(batch))
@@ -313,16 +313,13 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   """
   _check_key(key)
   start = _checks.nonneg_int(start_step, "start_step")
-  for phase in _api.phases(method):
-    _check_mesh(mesh, phase.batch_size)
+  _check_mesh(mesh, None)
   if isinstance(data, Mapping):
     if num_items is not None:
       raise ValueError("num_items is only for an iterable of minibatches; an in-memory "
                        "batch gives its own size.")
     n = _check_training_batch(method, data)
-    for phase in _api.phases(method):
-      if phase.batch_size is not None:
-        steps_per_epoch(n, phase.batch_size)
+    method = _api.bound(method, data)
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_in_memory
   else:
@@ -333,6 +330,9 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
       raise ValueError(f"{method.name} trains on the whole set at every step of a phase: "
                        "pass the training batch, not an iterable of minibatches.")
     n = None if num_items is None else _checks.positive_int(num_items, "num_items")
+    if method.bind is not None:
+      raise ValueError(f"{method.name} reads sizes from its whole training batch; pass it "
+                       "in memory, not as an iterable.")
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_stream
   if log_every is not None:
@@ -383,15 +383,17 @@ def _fit_in_memory(run, batch, start, state):
     batch = jax.device_put(batch, _replicated(run.mesh))
   state = _start_state(run, state, lambda: _jit_init(run.method.init, None)(
       jax.random.fold_in(run.key, 0), batch))
+  n = _api.batch_size_of(batch)
   for span in run.spans:
     step = max(start, span.start)
     every = run.every(span.phase)
-    direct = every == 1 and span.phase.batch_size is None and run.mesh is None
+    size = None if span.phase.batch_size is None else min(span.phase.batch_size, n)
+    _check_mesh(run.mesh, size)
+    direct = every == 1 and size is None and run.mesh is None
     if direct:
       fn = _jit_step(span.phase.update, run.donate, None)
     else:
-      fn = _jit_loop(span.phase.update, span.phase.batch_size, every, run.donate, run.mesh,
-                     span.index)
+      fn = _jit_loop(span.phase.update, size, every, run.donate, run.mesh, span.index)
     while step < span.stop:
       count = min(every, span.stop - step)
       if direct:
@@ -426,6 +428,7 @@ def _fit_stream(run, stream, start, state):
   step = start
   for span in run.spans:
     step = max(step, span.start)
+    _check_mesh(run.mesh, span.phase.batch_size)
     fn = _jit_step(span.phase.update, run.donate, run.n)
     every = run.every(span.phase)
     pending: list = []

@@ -11,7 +11,7 @@ from jhash import methods
 
 # Small hyperparameters per method for the conformance suite.
 SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4},
-         "hbmp": {"num_items": 4}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3},
+         "hbmp": {"hash_options": {"num_epochs": 2}}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3},
          "pairwise": {"batch_size": 32, "num_epochs": 1}}
 # Methods whose codes depend on the key (the others are closed forms).
 RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise"}

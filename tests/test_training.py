@@ -153,6 +153,14 @@ def test_train_step_updates_batch_statistics(rng):
   assert all(jax.tree.leaves(changed))
 
 
+def test_a_batch_size_over_the_set_reads_the_whole_set(rng):
+  batch = _batch(rng, n=30)
+  _, history = jhash.fit(_visit_counter(batch_size=64), jax.random.key(0), batch,
+                         num_epochs=2, progress=False)
+  assert history["index"].shape == (2, 30)
+  assert all(sorted(row) == list(range(30)) for row in history["index"].tolist())
+
+
 def test_fit_rejects_bad_minibatch_inputs(rng, pairwise_run):
   batch, method, key, _, _ = pairwise_run
   with pytest.raises(ValueError, match="whole set"):
@@ -163,8 +171,6 @@ def test_fit_rejects_bad_minibatch_inputs(rng, pairwise_run):
     jhash.fit(method, key, iter([batch]), 1, progress=False)
   with pytest.raises(ValueError, match="ended after 1"):
     jhash.fit(method, key, jhash.minibatches(batch, 32, key, 1), 3, progress=False)
-  with pytest.raises(ValueError, match="batch_size"):
-    jhash.fit(jhash.methods.pairwise(8, batch_size=500), key, batch, 1, progress=False)
   with pytest.raises(ValueError, match="num_steps or num_epochs"):
     jhash.fit(method, key, batch, 1, num_epochs=1, progress=False)
   with pytest.raises(ValueError, match="labels"):

@@ -6,9 +6,9 @@ polish (``_power``), step sizes (``_steps``), the pursuit itself (``_pursuit``:
 ``matrix_pursuit``, ``infer_codes``) and the method wrapper (``_method``: ``hbmp``).
 
 Stage (ii), the hash functions ``sign(psi(x))`` fitted to the target codes by the hinge
-bound: the scoring networks (``_networks``: linear, MLP, CNN) and their training
-(``_hashfn``: ``hash_functions``, ``fit_hash_functions``); ``hbmp(...,
-hash_function=...)`` runs both stages in one schedule.
+bound: ``jhash.models`` networks (linear, MLP, small CNN) trained on the shared train
+step (``_hashfn``: ``hash_functions``, ``fit_hash_functions``); ``hbmp(...,
+hash_function=...)`` runs both stages as two phases of one schedule.
 """
 
 from jhash.methods._hbmp._affinity import LabelSets
@@ -30,17 +30,13 @@ from jhash.methods._hbmp._hashfn import fit_hash_functions
 from jhash.methods._hbmp._hashfn import hash_functions
 from jhash.losses import hinge_loss
 from jhash.methods._hbmp._hashfn import input_statistics
+from jhash.methods._hbmp._hashfn import network
 from jhash.losses import instance_hinge
 from jhash.methods._hbmp._method import HBMPExtras
 from jhash.methods._hbmp._method import HBMPState
 from jhash.methods._hbmp._method import hbmp
 from jhash.methods._hbmp._method import retrieval_weights
 from jhash.methods._hbmp._method import target_codes
-from jhash.methods._hbmp._networks import ConvScores
-from jhash.methods._hbmp._networks import LinearScores
-from jhash.methods._hbmp._networks import MLPScores
-from jhash.methods._hbmp._networks import network
-from jhash.methods._hbmp._networks import strided_patches
 from jhash.methods._hbmp._power import LocalSearchResult
 from jhash.methods._hbmp._power import PowerResult
 from jhash.methods._hbmp._power import binarize

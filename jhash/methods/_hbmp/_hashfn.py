@@ -3,60 +3,63 @@
 Each bit is a thresholded score, ``f_t(x) = sign(psi_t(x))`` (Eq. 11), and the functions
 are fitted so that the codes of the training instances match their target codes ``u``
 (the code of each instance's class, label set, or of the instance itself). The Hamming
-loss is bounded above by the hinge loss (Eq. 12 with ``l`` the hinge):
-
-    sum_i d_h(Phi(x_i), u_i) = sum_i sum_t [f_t(x_i) != u_it]
-                            <= sum_i sum_t max(0, 1 - u_it psi_t(x_i)),
-
-minimised here by minibatch Adam (optax), averaged over the instances of a minibatch.
-``psi`` is a Flax module (``_networks``): linear on standardised features, an MLP on
-features, or a small CNN on images.
+loss is bounded above by the hinge loss (Eq. 12, ``jhash.losses.hinge_loss``),
+minimised by minibatch Adam on the shared train step (``jhash.training``). ``psi`` is
+a ``jhash.models`` network: linear (an MLP without hidden layers) or an MLP on
+standardised features, or the small CNN on images.
 
 ``hash_functions(kind, num_bits, ...)`` returns ``HashFunctions``, pure functions over a
-``HashFnState`` (a NamedTuple of arrays: the parameters and the optimiser's state are
-pytrees of arrays):
+``HashFnState`` (the network's ``TrainState`` and the input standardisation):
 
-* ``init(key, inputs)``: input statistics (standardisation) and the network's
-  parameters;
+* ``init(key, inputs)``: input statistics and the network's parameters;
+* ``step(state, inputs, targets)``: one minibatch step (``hbmp`` runs it as its
+  minibatch phase);
 * ``epoch(state, inputs, targets, key)``: one pass over the training set in minibatches
-  (a ``lax.scan``; the order is a permutation drawn from ``key``);
+  (a ``lax.scan`` of ``step`` over a permutation drawn from ``key``), for
+  ``fit_hash_functions``;
 * ``scores`` / ``encode``: ``psi(x)`` and ``sign(psi(x))``, in chunks (``lax.map``), so
   a large database is encoded in bounded memory;
 * ``inputs(batch)``: the array of a batch the network reads (features [n, d], or images
   [n, H, W, C] for the CNN).
-
-``fit_hash_functions`` runs ``init`` and the epochs for targets of one's own;
-``hbmp(..., hash_function=...)`` appends the epochs to the pursuit in one compiled
-``update``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
 
+from jhash import _api
 from jhash import _checks
 from jhash import codes as codes_lib
 from jhash import losses
-from jhash import _api
-from jhash.methods._hbmp import _networks
+from jhash import models
+from jhash import training
 
+KINDS = ("linear", "mlp", "cnn")
+IMAGE_KINDS = ("cnn",)
 DEFAULT_LEARNING_RATES = {"linear": 1e-2, "mlp": 1e-3, "cnn": 1e-3}
 
 
 class HashFnState(NamedTuple):
-  """The hash functions' parameters, optimiser state and input standardisation."""
-  params: Any          # pytree of float32 arrays: the network's parameters
-  opt_state: Any       # pytree of arrays: optax's state (Adam moments, step count)
-  mean: jax.Array      # float32 [d] (features) or [] (images): subtracted from the inputs
-  scale: jax.Array     # float32, the shape of ``mean``: multiplies the centred inputs
-  step: jax.Array      # int32 [], minibatch steps taken
+  """The hash functions' network state and input standardisation."""
+  train: training.TrainState  # parameters, (batch statistics,) optimiser state, step
+  mean: jax.Array             # float32 [d] (features) or [] (images): subtracted
+  scale: jax.Array            # float32, the shape of ``mean``: multiplies the centred inputs
+
+  @property
+  def params(self) -> Any:
+    """The network's parameters."""
+    return self.train.params
+
+  @property
+  def step(self) -> jax.Array:
+    """int32 [], minibatch steps taken."""
+    return self.train.step
 
 
 class HashFunctions(NamedTuple):
@@ -70,38 +73,40 @@ class HashFunctions(NamedTuple):
   num_bits: int
   num_epochs: int
   kind: str
+  step: Callable[[HashFnState, jax.Array, jax.Array], tuple[HashFnState, dict]]
+  batch_size: int
+  model: models.Model | None                              # None: chosen by the input
+
+
+def network(kind: str, num_bits: int, input_shape: Sequence[int], *,
+            hidden: Sequence[int] = (512,), channels: Sequence[int] = (16, 32),
+            dense: int = 128) -> models.Model:
+  """The scoring network of a hash-function family for items of ``input_shape``.
+
+  "linear": ``W x + c`` (``jhash.models.MLP`` with no hidden layer); "mlp": ``hidden``
+  ReLU layers; "cnn": ``jhash.models.SmallCNN`` (3 x 3 stride-2 convolutions, a dense
+  ReLU layer), on images of any size.
+  """
+  if kind not in KINDS:
+    raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}.")
+  if kind == "cnn":
+    module = models.SmallCNN(num_bits, tuple(int(c) for c in channels), int(dense))
+  else:
+    module = models.MLP(num_bits, () if kind == "linear" else tuple(int(h) for h in hidden))
+  return models.model(module, tuple(input_shape))
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
 def input_statistics(x: jax.Array, per_feature: bool) -> tuple[jax.Array, jax.Array]:
-  """Mean and scale that standardise the training inputs: ``(x - mean) * scale``.
-
-  Features (``per_feature``): per column, ``scale = 1 / max(std, 0.01 rms(std))`` (a
-  column constant in training, such as a border pixel, is centred and not blown up).
-  Images: one mean and scale over all pixels.
-
-  Args:
-    x: float32 [n, d] features or [n, H, W, C] images.
-    per_feature: whether to standardise each column.
-  Returns:
-    (mean, scale): float32 [d] each, or [] each.
-  """
+  """Mean and scale that standardise the training inputs (``jhash.training``): per
+  column for features [n, d] (``per_feature``), one of each over images' pixels."""
   x = jnp.asarray(x, jnp.float32)
-  if per_feature:
-    mean = jnp.mean(x, axis=0)
-    std = jnp.std(x, axis=0)
-    floor = 0.01 * jnp.sqrt(jnp.mean(std * std)) + 1e-12
-    return mean, 1.0 / jnp.maximum(std, floor)
-  mean, std = jnp.mean(x), jnp.std(x)
-  return mean, 1.0 / jnp.maximum(std, 1e-12)
-
-
-def _standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
-  lead = (1,) * (x.ndim - mean.ndim)
-  return (x.astype(jnp.float32) - mean.reshape(lead + mean.shape)) * scale.reshape(
-      lead + scale.shape)
+  if per_feature != (x.ndim == 2):
+    raise ValueError(f"per_feature={per_feature} needs {'features [n, d]' if per_feature else 'images [n, H, W, C]'}; "
+                     f"got {_checks._describe(x)}.")
+  return training.input_statistics(x)
 
 
 def _image_view(batch: dict, view: int | None):
@@ -140,7 +145,7 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
                    batch_size: int = 128, num_epochs: int = 20,
                    hidden: Sequence[int] = (512,), channels: Sequence[int] = (16, 32),
                    dense: int = 128, encode_chunk: int = 2048,
-                   module: nn.Module | None = None) -> HashFunctions:
+                   model: models.Model | None = None) -> HashFunctions:
   """Hash functions ``f(x) = sign(psi(x))`` trained on the hinge bound (Eq. 11-12).
 
   Args:
@@ -151,23 +156,22 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
       image view for "cnn").
     learning_rate: Adam's step size (default: 1e-2 linear, 1e-3 mlp / cnn).
     weight_decay: decoupled weight decay (AdamW); 0 is plain Adam.
-    batch_size: instances per minibatch (the whole set when it is smaller); an epoch
-      is ``n // batch_size`` minibatches of a random permutation.
-    num_epochs: epochs in the default schedule (``fit_hash_functions``, and the steps
-      ``hbmp`` adds after the pursuit).
+    batch_size: instances per minibatch; an epoch is ``n // batch_size`` minibatches of
+      a random permutation.
+    num_epochs: epochs in the default schedule (``fit_hash_functions``, and ``hbmp``'s
+      minibatch phase).
     hidden: the MLP's hidden widths.
     channels, dense: the CNN's convolution widths and dense width.
     encode_chunk: instances per chunk when scoring (bounds the activations' memory).
-    module: a Flax module ``[n, ...] -> [n, num_bits]`` to use instead of the built-in
+    model: a ``jhash.models.Model`` with ``num_bits`` outputs to use instead of the
       network of ``kind`` (``kind`` still says how inputs are read: "cnn" reads images).
   Returns:
-    HashFunctions. ``epoch`` reports ``hinge_loss`` (the bound per instance) and
-    ``bit_error`` (fraction of mismatched bits), both averaged over the epoch's
-    minibatches, each measured before that minibatch's update.
+    HashFunctions. ``step`` and ``epoch`` report ``hinge_loss`` (the bound per instance)
+    and ``bit_error`` (fraction of mismatched bits), measured before the update
+    (``epoch``: averaged over its minibatches).
   """
-  if kind not in _networks.KINDS:
-    raise ValueError(f"kind must be one of {', '.join(map(repr, _networks.KINDS))}; "
-                     f"got {kind!r}.")
+  if kind not in KINDS:
+    raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}.")
   num_bits = _api.check_num_bits(num_bits)
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
@@ -177,66 +181,61 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
     raise ValueError(f"learning_rate must be a positive float; got {learning_rate!r}.")
   if not isinstance(weight_decay, (int, float)) or weight_decay < 0:
     raise ValueError(f"weight_decay must be a float >= 0; got {weight_decay!r}.")
-  net = module if module is not None else _networks.network(
-      kind, num_bits, hidden=hidden, channels=channels, dense=dense)
-  images = kind in _networks.IMAGE_KINDS
+  images = kind in IMAGE_KINDS
   optimizer = optax.adamw(float(rate), weight_decay=float(weight_decay))
   read = _batch_reader(images, view)
 
-  def apply(params, x):
-    return net.apply({"params": params}, x)
+  def net(x) -> models.Model:
+    if model is not None:
+      return model
+    return network(kind, num_bits, tuple(x.shape[1:]), hidden=hidden, channels=channels,
+                   dense=dense)
+
+  def hinge(outputs, targets):
+    return losses.mean_hinge(outputs.logits, targets), {
+        "bit_error": losses.mean_bit_error(outputs.logits, targets)}
 
   def init(key, inputs):
     mean, scale = input_statistics(inputs, per_feature=not images)
-    params = net.init(key, _standardize(inputs[:1], mean, scale))["params"]
-    return HashFnState(params, optimizer.init(params), mean, scale, jnp.int32(0))
+    sample = training.standardize(inputs[:1], mean, scale)
+    return HashFnState(training.create(net(inputs), optimizer, key, sample), mean, scale)
 
-  def loss_and_scores(params, x, targets):
-    scores = apply(params, x)
-    return losses.mean_hinge(scores, targets), scores
-
-  def minibatch(state, x, targets):
-    (loss, scores), grads = jax.value_and_grad(loss_and_scores, has_aux=True)(
-        state.params, _standardize(x, state.mean, state.scale), targets)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    new = HashFnState(optax.apply_updates(state.params, updates), opt_state, state.mean,
-                      state.scale, state.step + 1)
-    return new, (loss, losses.mean_bit_error(scores, targets))
+  def step(state, x, targets):
+    train_step = training.make_step(net(x), optimizer, hinge)
+    train, loss, aux, _ = train_step(state.train, training.standardize(x, state.mean,
+                                                                       state.scale),
+                                     targets.astype(jnp.float32))
+    return state._replace(train=train), {"hinge_loss": loss, "bit_error": aux["bit_error"]}
 
   def epoch(state, inputs, targets, key):
     n = inputs.shape[0]
     size = min(batch_size, n)
     steps = n // size
     order = jax.random.permutation(key, n)[: steps * size].reshape(steps, size)
-    targets = targets.astype(jnp.float32)
-    state, (loss, error) = lax.scan(
-        lambda st, idx: minibatch(st, inputs[idx], targets[idx]), state, order)
-    return state, {"hinge_loss": jnp.mean(loss), "bit_error": jnp.mean(error)}
+    state, metrics = lax.scan(lambda st, idx: step(st, inputs[idx], targets[idx]), state,
+                              order)
+    return state, jax.tree.map(jnp.mean, metrics)
 
   def scores(state, inputs):
-    n = inputs.shape[0]
-    chunk = min(encode_chunk, n)
-    pad = (-n) % chunk
-    if pad:
-      inputs = jnp.concatenate([inputs, jnp.zeros((pad,) + inputs.shape[1:], inputs.dtype)])
-    chunks = inputs.reshape((-1, chunk) + inputs.shape[1:])
-    out = lax.map(lambda c: apply(state.params, _standardize(c, state.mean, state.scale)),
-                  chunks)
-    return out.reshape(-1, out.shape[-1])[:n].astype(jnp.float32)
+    def one_chunk(chunk):
+      x = chunk["views"][0]
+      return training.predict(net(x), state.train,
+                              training.standardize(x, state.mean, state.scale)).logits
+    out = _api.map_in_chunks(one_chunk, {"views": (inputs,)}, encode_chunk)
+    return out.astype(jnp.float32)
 
   def encode(state, inputs):
     return codes_lib.sign(scores(state, inputs))
 
   def check_batch(batch):
     n = _checks.batch(batch)
-    if images:
-      _image_view(batch, view)
-    else:
-      _api.view_features(batch, view)
+    x = jax.eval_shape(read, batch)
+    if model is not None:
+      models.check_input(model, x, "views")
     return n
 
   return HashFunctions(init, epoch, scores, encode, read, check_batch, num_bits, num_epochs,
-                       kind)
+                       kind, step, batch_size, model)
 
 
 # ----------------------------------------------------------------------------- standalone

@@ -1,29 +1,26 @@
-"""HBMP as a ``HashingMethod``: target codes of items by binary matrix pursuit (stage i).
+"""HBMP as a ``HashingMethod``: binary matrix pursuit (stage i), then hash functions (ii).
 
 Cakir, He, Bargal, Sclaroff, "Hashing with Binary Matrix Pursuit", ECCV 2018. ``init``
 builds the items (classes, label sets or instances) and their affinity ``R`` from the
-batch; each ``update`` adds one bit of the pursuit (``_pursuit``), so ``jhash.fit`` with
-its default ``num_steps = num_bits`` runs all bits; ``encode`` returns the target code of
-each batch row's item (its class, or its label set). Retrieval ranks by the weighted
+batch; each step of the first phase adds one bit of the pursuit (``_pursuit``), giving
+the target code of every item (its class, its label set, or the instance). Retrieval ranks by the weighted
 Hamming distance with the bit weights ``state.weights`` (the pursuit's alphas):
 ``jhash.metrics.mean_average_precision(..., weights=state.weights)``.
 
 Stage (ii), hash functions ``f(x) = sign(psi(x))`` fitted to the target codes by the
-hinge bound (``_hashfn``), is appended with ``hash_function="linear" | "mlp" | "cnn"``
-(or a ``HashFunctions``): ``num_steps`` becomes ``num_bits + num_epochs``, and the one
-compiled ``update`` branches on the pursuit's step counter (``lax.cond``): steps
-``0 .. b-1`` add a bit each, every later step is one epoch of minibatch training on the
-training batch, with the target code of each instance's item
-(``HBMPState.target_codes``) as its target. ``encode`` then maps the batch's features
-or images to codes with the learned functions (no labels needed), and
-``extras.encode_targets`` keeps the codes by item. Without a hash function (the
-default) the method is stage (i) alone, as described above.
+hinge bound (``_hashfn``), runs as a second phase (``jhash.Phase``) on minibatches with
+``hash_function="linear"`` (the default), ``"mlp"`` or ``"cnn"`` (or a
+``HashFunctions``): each step is one minibatch of the shared train step, with the
+target code of each instance's item (``HBMPState.target_codes``) as its target.
+``encode`` maps the batch's features or images to codes with the learned functions (no
+labels needed), and ``extras.encode_targets`` keeps the codes by item. With
+``hash_function=None`` the method is stage (i) alone: ``encode`` then refuses (it would
+read the labels of the batch) and ``extras.encode_targets`` gives the codes by item.
 
-Static sizes: under ``jit`` (``jhash.init`` and ``jhash.fit`` jit ``init``) the number of
-items must be known before the labels are seen, so ``level="class"`` and
-``level="label_sets"`` need ``num_items`` (the number of classes, or of unique label
-sets, e.g. ``len(unique_label_sets(labels).sets)``). An eager ``method.init`` infers it
-from the labels and checks a given ``num_items``.
+Static sizes: under ``jit`` the number of items must be known before the labels are
+seen. ``jhash.init`` and ``jhash.fit`` read it from the training labels (the method's
+``bind``); a caller who traces ``method.init`` directly passes ``num_items`` (the number
+of classes, or of unique label sets, ``len(unique_label_sets(labels).sets)``).
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jhash import _checks
 from jhash import _api
@@ -142,9 +138,9 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
          num_items: int | None = None, view: int | None = None, step_size: str = "regress",
          num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
          local_search: bool = True, max_flips: int | None = None,
-         hash_function: str | _hashfn.HashFunctions | None = None,
+         hash_function: str | _hashfn.HashFunctions | None = "linear",
          hash_options: dict | None = None) -> _api.HashingMethod:
-  """HBMP as a method: one pursuit bit per ``update``, then (optionally) hash functions.
+  """HBMP as a method: one pursuit bit per step, then hash functions on minibatches.
 
   Args:
     num_bits: b.
@@ -160,9 +156,9 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     view: the features for ``metric="euclidean"`` (None: all observed views).
     step_size, num_restarts, num_iters, tol, local_search, max_flips: the pursuit's
       (``matrix_pursuit``).
-    hash_function: stage ii: None (stage i only), "linear", "mlp" or "cnn" (built by
+    hash_function: stage ii: "linear" (default), "mlp" or "cnn" (built by
       ``hash_functions(kind, num_bits, view=view, **hash_options)``), or a
-      ``HashFunctions`` of ``num_bits`` bits.
+      ``HashFunctions`` of ``num_bits`` bits; None: stage i only (no ``encode``).
     hash_options: keyword arguments of ``hash_functions`` (learning rate, epochs,
       widths, ...), for a ``hash_function`` given by name.
   Returns:
@@ -172,20 +168,14 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     ``target_codes``; ``items``; the ``pursuit``; ``encode_targets``, the codes by item
     described below; ``scores``, ``psi(x)`` of a batch; ``hash_functions``).
 
-    Stage i only: ``num_steps = num_bits``; ``update`` reports the pursuit step's
-    metrics (``residual_norm`` per bit is Figure 1(c)); ``encode(state, batch)`` is
-    ``encode_targets``, which needs ``batch["labels"]``: each row gets its class's code
-    (class ids), or the code of its label set (the nearest by Hamming distance of the
-    multi-hot rows when the set was not in training); at instance level, the batch must
-    be the training set itself.
-
-    With hash functions: ``num_steps = num_bits + num_epochs``; the first ``num_bits``
-    updates are the pursuit's, each later one an epoch of stage ii on the batch (steps
-    past ``num_steps`` keep training). Every update reports the metrics of both phases,
-    those of the other phase filled in: ``hinge_loss`` and ``bit_error`` are NaN during
-    the pursuit; during training ``residual_norm`` stays at its last value and the
-    other pursuit metrics are 0 (False). ``encode(state, batch)`` is
-    ``sign(psi(x))`` from the batch's views alone.
+    Phases: "pursuit", ``num_bits`` full-batch steps, each one bit (its metrics:
+    ``residual_norm`` per bit is Figure 1(c)); then, with hash functions,
+    "hash_functions", ``num_epochs`` epochs of minibatches (``hinge_loss``,
+    ``bit_error``). ``encode(state, batch)`` is ``sign(psi(x))`` from the batch's views
+    alone. ``extras.encode_targets(state, batch)`` needs ``batch["labels"]``: each row
+    gets its class's code (class ids), or the code of its label set (the nearest by
+    Hamming distance of the multi-hot rows when the set was not in training); at
+    instance level, the batch must be the training set itself.
   """
   num_bits = _api.check_num_bits(num_bits)
   if level not in LEVELS:
@@ -221,9 +211,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
                          f"{sorted(batch)}.")
       found = (_class_items(labels, num_items)[0] if level == "class"
                else _label_set_items(labels, num_items)[0])
-      if num_items is None:   # jhash.init / jhash.fit trace init: the size must be static
-        raise ValueError(_items_needed(level).args[0] + f" These labels hold {found}.")
-      m = num_items
+      m = found if num_items is None else num_items
     if m < 2:
       raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={level!r}.")
     _pursuit.check_num_bits_for_items(num_bits, m)
@@ -271,39 +259,28 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
       return state
     return state._replace(hashing=hashing.init(key, hashing.inputs(batch)))
 
-  def pursue(state, key):
+  def pursue(state, batch, key):
+    del batch
     new, metrics = pursuit.step(state.pursuit, state.affinity, key)
     return state._replace(pursuit=new), metrics
 
   def train(state, batch, key):
-    new, metrics = hashing.epoch(state.hashing, hashing.inputs(batch), state.target_codes,
-                                 key)
+    # One minibatch of stage ii: each instance's target is its item's code.
+    del key
+    targets = state.target_codes[batch["index"]]
+    new, metrics = hashing.step(state.hashing, hashing.inputs(batch), targets)
     return state._replace(hashing=new), metrics
-
-  def update(state, batch, key):
-    if hashing is None:
-      return pursue(state, key)
-    # Each branch reports the other phase's metrics too (same pytree from both).
-    pursuit_shapes = jax.eval_shape(pursue, state, key)[1]
-    train_shapes = jax.eval_shape(train, state, batch, key)[1]
-
-    def pursuit_phase(state):
-      state, metrics = pursue(state, key)
-      return state, {**metrics, **_filled(train_shapes, jnp.nan)}
-
-    def training_phase(state):
-      state, metrics = train(state, batch, key)
-      held = {"residual_norm": state.pursuit.residual_norms[num_bits - 1]}
-      return state, {**_filled(pursuit_shapes, 0), **held, **metrics}
-
-    return lax.cond(state.pursuit.step < num_bits, pursuit_phase, training_phase, state)
 
   def encode_targets(state, batch):
     return state.pursuit.codes[batch_items(state, batch)]
 
   def encode(state, batch):
     if hashing is None:
-      return encode_targets(state, batch)
+      raise ValueError(
+          "hbmp(..., hash_function=None) learns target codes of its training items only "
+          "and has no function of the features: encode would read the batch's labels. "
+          "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
+          "a hash_function ('linear', 'mlp', 'cnn').")
     return hashing.encode(state.hashing, hashing.inputs(batch))
 
   def scores(state, batch):
@@ -344,9 +321,26 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
 
   extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit, encode_targets,
                       None if hashing is None else scores, hashing)
-  num_steps = num_bits + (0 if hashing is None else hashing.num_epochs)
-  return _api.HashingMethod(init, update, encode, num_steps, num_bits, "hbmp",
-                            check_batch=check_batch, extras=extras)
+  phases = (_api.Phase("pursuit", pursue, None, num_steps=num_bits),)
+  if hashing is not None:
+    phases += (_api.Phase("hash_functions", train, hashing.batch_size,
+                          num_epochs=hashing.num_epochs),)
+
+  def bind(batch):
+    # The number of classes / label sets sets the state's shapes: read it from the
+    # training labels before init is traced.
+    if level == "instance" or num_items is not None or batch.get("labels") is None:
+      return None
+    found = (_class_items(batch["labels"], None)[0] if level == "class"
+             else _label_set_items(batch["labels"], None)[0])
+    return hbmp(num_bits, level=level, metric=metric, num_items=found, view=view,
+                step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
+                tol=tol, local_search=local_search, max_flips=max_flips,
+                hash_function=hashing, hash_options=None)
+
+  return _api.HashingMethod(init, pursue, encode, num_bits, num_bits, "hbmp",
+                            check_batch=check_batch, extras=extras, phases=phases,
+                            bind=bind)
 
 
 def _stage_two(hash_function, hash_options, num_bits: int,
@@ -371,11 +365,3 @@ def _stage_two(hash_function, hash_options, num_bits: int,
   options = dict(hash_options or {})
   options.setdefault("view", view)
   return _hashfn.hash_functions(hash_function, num_bits, **options)
-
-
-def _filled(shapes: dict, value) -> dict:
-  """Metrics of the phase not run: ``value`` for floats, 0 / False otherwise."""
-  def fill(s):
-    v = value if jnp.issubdtype(s.dtype, jnp.floating) else 0
-    return jnp.full(s.shape, v, s.dtype)
-  return {name: fill(s) for name, s in shapes.items()}
