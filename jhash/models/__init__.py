@@ -3,6 +3,7 @@
 Every network maps a batch to ``HashOutputs(logits, features)``: the hash head's logits
 float32 [n, num_bits] (the codes are their sign) and the penultimate features [n, F].
 
+* ``_layers``: ``HashOutputs``, the linear hash head and the BatchNorm all networks share;
 * ``_small``: ``MLP`` on feature vectors, ``SmallCNN`` on 28 x 28 / 56 x 56 images;
 * ``_resnet``: ``ResNet`` (``resnet18``, ``resnet50``; "cifar" or "imagenet" stem), laid
   out as torchvision's;
@@ -15,7 +16,7 @@ from jhash.models._model import Model
 from jhash.models._model import backbone
 from jhash.models._model import check_input
 from jhash.models._model import model
-from jhash.models._outputs import HashOutputs
+from jhash.models._layers import HashOutputs
 from jhash.models._resnet import BasicBlock
 from jhash.models._resnet import Bottleneck
 from jhash.models._resnet import ResNet

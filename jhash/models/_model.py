@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jhash import _checks
-from jhash.models._outputs import HashOutputs
+from jhash.models._layers import HashOutputs
 from jhash.models._resnet import ARCHS
 from jhash.models._resnet import ResNet
 from jhash.models._small import MLP
@@ -93,24 +93,25 @@ def _expected(input_shape: tuple[int, ...] | None, rank: int | None) -> str:
   return {1: "[n, d]", 3: "[n, H, W] or [n, H, W, C]"}.get(rank, "an array")
 
 
+def _shape_ok(shape: tuple[int, ...], input_shape: tuple[int, ...] | None,
+              rank: int | None) -> bool:
+  """Whether a batch of ``shape`` holds items of ``input_shape`` (or of that rank)."""
+  if input_shape is not None:
+    one_channel = len(input_shape) == 3 and input_shape[-1] == 1
+    return shape[1:] == input_shape or (one_channel and shape[1:] == input_shape[:-1])
+  if rank is None:
+    return True
+  return len(shape) - 1 in ((2, 3) if rank == 3 else (rank,))
+
+
 def _check_batch(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any,
                  name: str) -> None:
   rank = _item_rank(module)
-  shape = tuple(np.shape(x)) if hasattr(x, "shape") else None
-  if input_shape is not None:
-    one_channel = len(input_shape) == 3 and input_shape[-1] == 1
-    ok = shape is not None and len(shape) >= 1 and (
-        shape[1:] == input_shape or (one_channel and shape[1:] == input_shape[:-1]))
-  elif rank is not None:
-    ok = shape is not None and len(shape) - 1 in ((2, 3) if rank == 3 else (rank,))
-  else:
-    ok = shape is not None
-  if not ok:
+  if not (hasattr(x, "shape") and np.ndim(x) >= 1
+          and _shape_ok(tuple(np.shape(x)), input_shape, rank)):
     raise ValueError(f"{name} must be a batch of shape {_expected(input_shape, rank)} for "
                      f"this {type(module).__name__}; got {_checks._describe(x)}.")
-  dtype = x.dtype
-  if dtype == jnp.bool_ or not (jnp.issubdtype(dtype, jnp.integer)
-                                or jnp.issubdtype(dtype, jnp.floating)):
+  if not (jnp.issubdtype(x.dtype, jnp.integer) or jnp.issubdtype(x.dtype, jnp.floating)):
     raise ValueError(f"{name} must hold real numbers (integer or floating); "
                      f"got {_checks._describe(x)}.")
 
@@ -152,7 +153,7 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
     shape = shape + (1,)
   if shape is not None and rank is not None and len(shape) != rank:
     want = "(d,)" if rank == 1 else "(H, W) or (H, W, C)"
-    raise ValueError(f"input_shape must be {want} for a {type(module).__name__}; "
+    raise ValueError(f"input_shape must be {want} for {type(module).__name__}; "
                      f"got {input_shape!r}.")
 
   def init(key, x):
@@ -186,7 +187,7 @@ def _backbone_shape(input_shape: Any) -> tuple[int, ...]:
 def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
   unknown = sorted(set(kwargs) - set(_OPTIONS[kind]))
   if unknown:
-    raise ValueError(f"backbone for input_shape {shape} builds a {kind}, whose options are "
+    raise ValueError(f"backbone builds {kind} for input_shape {shape}; its options are "
                      f"{', '.join(_OPTIONS[kind])}; got unknown option(s) {', '.join(unknown)}.")
   return {k: tuple(int(d) for d in v) if k in ("hidden", "channels") else v
           for k, v in kwargs.items()}

@@ -6,9 +6,8 @@ exactly (``load_torchvision_resnet``):
 
 * every convolution has no bias and symmetric padding ``size // 2`` (not "SAME", which
   on an even side pads only after: a stride-2 convolution would see shifted windows);
-* BatchNorm with epsilon 1e-5 and running averages kept as torch does (momentum 0.1 in
-  torch is ``momentum=0.9`` here); batch statistics in training, running averages in
-  evaluation;
+* BatchNorm as torch's (``_layers.batch_norm``: epsilon 1e-5, running averages moved
+  0.1 of the way per step); batch statistics in training, running averages in evaluation;
 * a block's shortcut is a 1 x 1 convolution of the block's stride and a BatchNorm when
   the stride or width changes (``downsample`` in torchvision), else the identity.
 
@@ -29,8 +28,8 @@ import jax
 import jax.numpy as jnp
 
 from jhash import _checks
-from jhash.models._outputs import HashOutputs
-from jhash.models._outputs import hash_head
+from jhash.models import _layers as layers
+from jhash.models._layers import HashOutputs
 
 STEMS = ("cifar", "imagenet")
 
@@ -46,16 +45,17 @@ def _conv(x: jax.Array, features: int, size: int, stride: int, name: str) -> jax
                  name=name)(x)
 
 
-def _batch_norm(x: jax.Array, train: bool, name: str) -> jax.Array:
-  return nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5,
-                      name=name)(x)
+def _conv_bn(x: jax.Array, features: int, size: int, stride: int, train: bool, conv: str,
+             bn: str) -> jax.Array:
+  """A convolution named ``conv`` then a BatchNorm named ``bn`` (no ReLU)."""
+  return layers.batch_norm(_conv(x, features, size, stride, conv), train, bn)
 
 
 def _shortcut(x: jax.Array, features: int, stride: int, train: bool) -> jax.Array:
   """The identity, or torchvision's ``downsample`` when the shape changes."""
   if stride == 1 and x.shape[-1] == features:
     return x
-  return _batch_norm(_conv(x, features, 1, stride, "downsample_conv"), train, "downsample_bn")
+  return _conv_bn(x, features, 1, stride, train, "downsample_conv", "downsample_bn")
 
 
 class BasicBlock(nn.Module):
@@ -66,8 +66,8 @@ class BasicBlock(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array, *, train: bool = False) -> jax.Array:
-    y = nn.relu(_batch_norm(_conv(x, self.planes, 3, self.stride, "conv1"), train, "bn1"))
-    y = _batch_norm(_conv(y, self.planes, 3, 1, "conv2"), train, "bn2")
+    y = nn.relu(_conv_bn(x, self.planes, 3, self.stride, train, "conv1", "bn1"))
+    y = _conv_bn(y, self.planes, 3, 1, train, "conv2", "bn2")
     return nn.relu(y + _shortcut(x, self.planes, self.stride, train))
 
 
@@ -80,9 +80,9 @@ class Bottleneck(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, *, train: bool = False) -> jax.Array:
     out = self.planes * self.expansion
-    y = nn.relu(_batch_norm(_conv(x, self.planes, 1, 1, "conv1"), train, "bn1"))
-    y = nn.relu(_batch_norm(_conv(y, self.planes, 3, self.stride, "conv2"), train, "bn2"))
-    y = _batch_norm(_conv(y, out, 1, 1, "conv3"), train, "bn3")
+    y = nn.relu(_conv_bn(x, self.planes, 1, 1, train, "conv1", "bn1"))
+    y = nn.relu(_conv_bn(y, self.planes, 3, self.stride, train, "conv2", "bn2"))
+    y = _conv_bn(y, out, 1, 1, train, "conv3", "bn3")
     return nn.relu(y + _shortcut(x, out, self.stride, train))
 
 
@@ -94,8 +94,8 @@ def _check_stem(stem: str) -> str:
 
 def _stem(x: jax.Array, stem: str, width: int, train: bool) -> jax.Array:
   if _check_stem(stem) == "cifar":
-    return nn.relu(_batch_norm(_conv(x, width, 3, 1, "conv1"), train, "bn1"))
-  x = nn.relu(_batch_norm(_conv(x, width, 7, 2, "conv1"), train, "bn1"))
+    return nn.relu(_conv_bn(x, width, 3, 1, train, "conv1", "bn1"))
+  x = nn.relu(_conv_bn(x, width, 7, 2, train, "conv1", "bn1"))
   return nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))  # pads with -inf
 
 
@@ -118,7 +118,7 @@ class ResNet(nn.Module):
       for j in range(num_blocks):
         stride = 2 if i > 0 and j == 0 else 1
         x = self.block_cls(self.width * 2**i, stride, name=f"layer{i + 1}_{j}")(x, train=train)
-    return hash_head(jnp.mean(x, axis=(1, 2)), self.num_bits)
+    return layers.hash_head(jnp.mean(x, axis=(1, 2)), self.num_bits)
 
 
 def resnet18(num_bits: int, stem: str = "imagenet") -> ResNet:

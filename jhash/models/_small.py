@@ -4,8 +4,8 @@
   input itself when ``hidden`` is empty) is the features, then the linear hash head.
 * ``SmallCNN``: 3 x 3 convolutions of stride 2 and ReLU on images ``[n, H, W, C]``
   (28 x 28 or 56 x 56), a dense ReLU layer (the features), then the linear hash head.
-  With ``batch_norm=False`` it is the same function, with the same parameter names and
-  shapes, as HBMP's ``ConvScores``.
+  With ``batch_norm=False`` it has the parameter names and shapes of HBMP's former
+  ``ConvScores`` (HBMP's "cnn" hash functions are this network).
 
 ``batch_norm=True`` puts a BatchNorm (batch statistics in training, running averages in
 evaluation) between each layer and its ReLU; those layers then have no bias.
@@ -19,8 +19,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jhash.models._outputs import HashOutputs
-from jhash.models._outputs import hash_head
+from jhash.models import _layers as layers
+from jhash.models._layers import HashOutputs
 
 
 def strided_patches(x: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
@@ -52,9 +52,7 @@ def strided_patches(x: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
 
 def _normalize_relu(x: jax.Array, batch_norm: bool, train: bool, name: str) -> jax.Array:
   """ReLU, after a BatchNorm named ``name`` when ``batch_norm``."""
-  if batch_norm:
-    x = nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, name=name)(x)
-  return nn.relu(x)
+  return nn.relu(layers.batch_norm(x, train, name) if batch_norm else x)
 
 
 class MLP(nn.Module):
@@ -71,7 +69,7 @@ class MLP(nn.Module):
     for i, width in enumerate(self.hidden):
       x = nn.Dense(width, use_bias=not self.batch_norm, name=f"hidden_{i}")(x)
       x = _normalize_relu(x, self.batch_norm, train, f"bn_{i}")
-    return hash_head(x, self.num_bits)
+    return layers.hash_head(x, self.num_bits)
 
 
 class SmallCNN(nn.Module):
@@ -107,4 +105,4 @@ class SmallCNN(nn.Module):
     x = x.reshape(x.shape[0], -1)
     x = nn.Dense(self.dense, use_bias=use_bias, name="dense")(x)
     x = _normalize_relu(x, self.batch_norm, train, "dense_bn")
-    return hash_head(x, self.num_bits)
+    return layers.hash_head(x, self.num_bits)

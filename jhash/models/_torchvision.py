@@ -98,10 +98,10 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
     raise ImportError(f"reading {path.name} needs torch (pip install torch); or convert it "
                       "once to .safetensors, which needs only the safetensors package.") from None
   state = torch.load(path, map_location="cpu", weights_only=True)
-  if not isinstance(state, dict):
-    raise ValueError(f"{path.name} must hold a state dict; got {type(state).__name__}.")
-  return {k: v.detach().float().numpy() for k, v in state.items()
-          if not k.endswith("num_batches_tracked")}
+  if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+    raise ValueError(f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
+                     f"net.state_dict()); got {type(state).__name__}.")
+  return {k: v.detach().float().numpy() for k, v in state.items()}
 
 
 def _listed(names: Any) -> str:
@@ -123,9 +123,9 @@ def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
   absent = set(wanted) - backbone
   unfilled = backbone - set(wanted)
   if absent or unfilled:
-    show = lambda keys: _listed("/".join(k) for k in keys)
-    raise ValueError(f"variables are not those of a Flax {arch}: it has no "
-                     f"[{show(absent)}] and {arch} weights would not fill [{show(unfilled)}].")
+    absent, unfilled = (_listed("/".join(k) for k in keys) for keys in (absent, unfilled))
+    raise ValueError(f"variables are not those of a Flax {arch}: it has no [{absent}] and "
+                     f"{arch} weights would not fill [{unfilled}].")
 
 
 def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarray:

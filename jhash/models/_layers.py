@@ -1,4 +1,4 @@
-"""What every hashing network returns: the hash head's logits and the features under it."""
+"""Pieces every hashing network shares: its outputs, its hash head, its BatchNorm."""
 
 from __future__ import annotations
 
@@ -25,3 +25,13 @@ def hash_head(features: jax.Array, num_bits: int) -> HashOutputs:
     HashOutputs with logits float32 [n, K] and the features unchanged.
   """
   return HashOutputs(nn.Dense(num_bits, name="projection")(features), features)
+
+
+def batch_norm(x: jax.Array, train: bool, name: str) -> jax.Array:
+  """BatchNorm as torch's: epsilon 1e-5, running averages moved 0.1 of the way per step.
+
+  Training normalises by the batch's statistics (biased variance, where torch's running
+  variance takes the unbiased one) and updates the running averages; evaluation uses them.
+  Flax's ``momentum`` is the weight of the old average: torch's 0.1 is 0.9 here.
+  """
+  return nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, name=name)(x)
