@@ -24,5 +24,10 @@ from jhash._fit import fit
 from jhash._fit import init
 from jhash._fit import minibatches
 from jhash._fit import schedule
+from jhash._grid import GammaSelection
+from jhash._grid import GridSearch
+from jhash._grid import PAPER_GAMMA_OVER_N
+from jhash._grid import cdh_select_gamma
+from jhash._grid import grid_search
 
 __version__ = "0.1.0"

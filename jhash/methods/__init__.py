@@ -4,7 +4,6 @@ from jhash._api import HashingMethod
 from jhash._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
-from jhash.methods._cdh import cdh_select_gamma
 from jhash.methods._crossview import CMFHState
 from jhash.methods._crossview import CVHState
 from jhash.methods._crossview import SCMState

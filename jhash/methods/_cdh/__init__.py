@@ -31,6 +31,3 @@ from jhash.methods._cdh._supervision import from_labels as supervision_from_labe
 from jhash.methods._cdh._supervision import from_matrix as supervision_from_matrix
 from jhash.methods._cdh._supervision import from_pairs as supervision_from_pairs
 from jhash.methods._cdh._wstep import wstep
-from jhash.methods._cdh._select import PAPER_GAMMA_OVER_N
-from jhash.methods._cdh._select import GammaSelection
-from jhash.methods._cdh._select import select_gamma as cdh_select_gamma
