@@ -42,13 +42,11 @@ def sample_key(key: jax.Array) -> jax.Array:
   return jax.random.fold_in(key, _SAMPLE_FOLD)
 
 
-def epoch_permutation(key: jax.Array, epoch, num_items: int, phase: int = 0) -> jax.Array:
-  """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of a
-  minibatch phase: ``permutation(fold_in(sample_key(key), epoch))``, with the phase's
-  index folded in again for the phases after the first."""
-  epoch_key = jax.random.fold_in(sample_key(key), epoch)
-  if phase:
-    epoch_key = jax.random.fold_in(epoch_key, phase)
+def epoch_permutation(key: jax.Array, epoch, num_items: int, phase=0) -> jax.Array:
+  """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of the
+  minibatch phase ``phase`` (0 for a method of one phase):
+  ``permutation(fold_in(fold_in(sample_key(key), epoch), phase))``."""
+  epoch_key = jax.random.fold_in(jax.random.fold_in(sample_key(key), epoch), phase)
   return jax.random.permutation(epoch_key, num_items).astype(jnp.int32)
 
 
@@ -185,11 +183,11 @@ def _split(mesh):
 
 
 @functools.lru_cache(maxsize=64)
-def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: bool, mesh,
-              phase: int):
+def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: bool, mesh):
   """A jitted loop of up to ``length`` steps of one phase: ``(state, data, key, start,
-  count, offset) -> (state, metrics [length, ...])``; ``start`` counts within the phase,
-  ``offset`` is the phase's first global step; metrics past ``count`` are zeros."""
+  count, offset, phase) -> (state, metrics [length, ...])``; ``start`` counts within the
+  phase, ``offset`` is the phase's first global step, ``phase`` its index (traced, so a
+  phase repeated in a schedule compiles once); metrics past ``count`` are zeros."""
   split = _split(mesh)
 
   def minibatch(data, perm, step, per_epoch):
@@ -202,7 +200,7 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
       mb = jax.tree.map(lambda x: lax.with_sharding_constraint(x, split), mb)
     return mb
 
-  def loop(state, data, key, start, count, offset):
+  def loop(state, data, key, start, count, offset, phase):
     n = _api.batch_size_of(data)
     per_epoch = 1 if batch_size is None else n // batch_size
     perm = (jnp.zeros((0,), jnp.int32) if batch_size is None
@@ -393,7 +391,7 @@ def _fit_in_memory(run, batch, start, state):
     if direct:
       fn = _jit_step(span.phase.update, run.donate, None)
     else:
-      fn = _jit_loop(span.phase.update, size, every, run.donate, run.mesh, span.index)
+      fn = _jit_loop(span.phase.update, size, every, run.donate, run.mesh)
     while step < span.stop:
       count = min(every, span.stop - step)
       if direct:
@@ -401,7 +399,7 @@ def _fit_in_memory(run, batch, start, state):
         metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
       else:
         state, buffers = fn(state, batch, run.key, jnp.int32(step - span.start),
-                            jnp.int32(count), jnp.int32(span.start))
+                            jnp.int32(count), jnp.int32(span.start), jnp.int32(span.index))
         metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
       step += count
       run.record(metrics, step, state, count)
