@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import lax
 
 from jhash import _api
 from jhash import _checks
@@ -37,11 +38,52 @@ from jhash import training
 PairLoss = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
 
+class Memory(NamedTuple):
+  """The latest outputs of every training item (a memory bank), with their labels."""
+  outputs: jax.Array   # float32 [n, K]: the item's output when it was last in a minibatch
+  labels: jax.Array    # int32 [n] class ids or bool [n, C] multi-hot
+  filled: jax.Array    # bool [n]: the item has been seen (its output is set)
+
+
 class PairwiseState(NamedTuple):
-  """The network's train state and the input standardisation."""
+  """The network's train state, the input standardisation and the memory bank."""
   train: training.TrainState   # parameters, batch statistics, optimiser state, step
   mean: jax.Array              # float32 [d] (features) or [] (images)
   scale: jax.Array             # float32, as ``mean``
+  memory: Memory | None = None # with ``memory=True``: [n, K] outputs of the training set
+
+
+def empty_memory(num_items: int, num_bits: int, labels: jax.Array) -> Memory:
+  """A memory bank of ``num_items`` rows, none filled, labels shaped like ``labels``."""
+  shape = (num_items,) + tuple(labels.shape[1:])
+  return Memory(jnp.zeros((num_items, num_bits), jnp.float32), jnp.zeros(shape, labels.dtype),
+                jnp.zeros((num_items,), bool))
+
+
+def write_memory(memory: Memory, index: jax.Array, outputs: jax.Array,
+                 labels: jax.Array) -> Memory:
+  """The memory with rows ``index`` set to a minibatch's outputs (no gradient) and labels."""
+  return Memory(memory.outputs.at[index].set(lax.stop_gradient(outputs)),
+                memory.labels.at[index].set(labels), memory.filled.at[index].set(True))
+
+
+def pairs_with_memory(labels: jax.Array, index: jax.Array, memory: Memory | None):
+  """Similarities and balanced weights of a minibatch's pairs: in-batch, then memory.
+
+  Returns (similarity float32 [b, b + n], weights float32 [b, b + n]) with the
+  minibatch's own rows first (the diagonal left out), then the memory's filled rows
+  other than the items themselves; without memory only the [b, b] in-batch block.
+  """
+  b = labels.shape[0]
+  similarity = losses.label_similarity(labels, labels)
+  mask = losses.off_diagonal(b)
+  if memory is not None:
+    n = memory.filled.shape[0]
+    own = jnp.zeros((b, n), bool).at[jnp.arange(b), index].set(True)
+    similarity = jnp.concatenate([similarity, losses.label_similarity(labels, memory.labels)],
+                                 axis=1)
+    mask = jnp.concatenate([mask, memory.filled[None, :] & ~own], axis=1)
+  return similarity, losses.balanced_pair_weights(similarity, mask)
 
 
 def _item_shape(x) -> tuple[int, ...]:
@@ -60,10 +102,18 @@ def _check_loss(loss) -> PairLoss:
   return loss
 
 
+def identity_activation(logits: jax.Array, step: jax.Array) -> jax.Array:
+  """The head's outputs as they are."""
+  del step
+  return logits
+
+
 def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Model | None = None,
              view: int | None = None, optimizer: optax.GradientTransformation | None = None,
              learning_rate: float = 1e-3, batch_size: int = 64, num_epochs: int = 20,
-             encode_chunk: int = 1024, name: str = "pairwise") -> _api.HashingMethod:
+             activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+             memory: bool = False, encode_chunk: int = 1024,
+             name: str = "pairwise") -> _api.HashingMethod:
   """Deep supervised hashing with a pairwise loss over the pairs of each minibatch.
 
   Args:
@@ -75,10 +125,19 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     backbone: a ``jhash.models.Model`` whose head has ``num_bits`` outputs (default:
       ``jhash.models.backbone`` of the input's shape).
     view: the view the network reads (None: the only image view, or all features).
-    optimizer: an optax optimiser (default: Adam at ``learning_rate``).
+    optimizer: an optax optimiser (default: Adam at ``learning_rate``; an optax schedule
+      for the learning rate goes in the optimiser).
     learning_rate: Adam's step size when no optimizer is given.
     batch_size: items per minibatch.
     num_epochs: the default schedule, in epochs.
+    activation: ``activation(logits, step) -> u``, the continuous codes the loss reads
+      (HashNet's ``tanh(beta z)`` with ``beta`` growing with the optimiser step, say);
+      default: the logits. Codes are ``sign(logits)`` whatever the activation (an odd,
+      increasing activation keeps the sign).
+    memory: pair the minibatch also with a memory of the latest outputs of every
+      training item (``PairwiseState.memory``; each step writes its minibatch's
+      outputs). Its size grows linearly with the training set: ``n * K * 4`` bytes of
+      outputs plus the labels (60,000 items at 64 bits: 15 MB).
     encode_chunk: items per chunk when encoding (bounds the activations' memory).
     name: the method's name (in progress bars and results).
   Returns:
@@ -98,6 +157,7 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
   """
   num_bits = _api.check_num_bits(num_bits)
   loss = losses.pairwise_likelihood if loss is None else _check_loss(loss)
+  activation = identity_activation if activation is None else activation
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
@@ -111,27 +171,32 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     x = read(batch)
     mean, scale = training.input_statistics(x)
     net = network(x)
+    bank = (empty_memory(_api.num_items(batch), num_bits, jnp.asarray(batch["labels"]))
+            if memory else None)
     return PairwiseState(training.create(net, optimizer, key, training.standardize(
-        x[:1], mean, scale)), mean, scale)
+        x[:1], mean, scale)), mean, scale, bank)
 
   def loss_fn(outputs, context):
-    similarity, weights = context
-    u = outputs.logits
-    return loss(u, u, similarity, weights), {}
+    similarity, weights, bank, step = context
+    u = activation(outputs.logits, step)
+    v = u if bank is None else jnp.concatenate([u, bank.outputs], axis=0)
+    return loss(u, v, similarity, weights), {"u": u}
 
   def update(state, batch, key):
     del key
     x = read(batch)
-    net = network(x)
-    similarity = losses.label_similarity(batch["labels"], batch["labels"])
-    weights = losses.balanced_pair_weights(similarity, losses.off_diagonal(x.shape[0]))
-    step = training.make_step(net, optimizer, loss_fn)
-    train, value, _, outputs = step(state.train, training.standardize(x, state.mean,
-                                                                       state.scale),
-                                    (similarity, weights))
+    labels = batch["labels"]
+    similarity, weights = pairs_with_memory(labels, batch["index"], state.memory)
+    step = training.make_step(network(x), optimizer, loss_fn)
+    train, value, aux, outputs = step(
+        state.train, training.standardize(x, state.mean, state.scale),
+        (similarity, weights, state.memory, state.train.step))
+    bank = state.memory
+    if bank is not None:
+      bank = write_memory(bank, batch["index"], aux["u"], labels)
     balance = jnp.mean(jnp.abs(jnp.mean(codes_lib.sign(outputs.logits).astype(jnp.float32),
                                         axis=0)))
-    return state._replace(train=train), {"loss": value, "bit_balance": balance}
+    return state._replace(train=train, memory=bank), {"loss": value, "bit_balance": balance}
 
   def scores(state, batch):
     def one_chunk(b):
