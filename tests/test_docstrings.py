@@ -1,0 +1,20 @@
+"""The runnable examples in public docstrings run, so they cannot rot."""
+
+import doctest
+
+import pytest
+
+import jhash
+
+ENTRY_POINTS = [jhash.fit, jhash.encode, jhash.methods.pairwise]
+
+
+@pytest.mark.parametrize("fn", ENTRY_POINTS, ids=lambda f: f.__qualname__)
+def test_docstring_example_runs(fn):
+  assert ">>>" in (fn.__doc__ or ""), f"{fn.__qualname__} has no example"
+  finder = doctest.DocTestFinder(recurse=False)
+  runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+  for test in finder.find(fn, fn.__qualname__, globs={}):
+    runner.run(test)
+  result = runner.summarize(verbose=False)
+  assert result.attempted > 0 and result.failed == 0, result
