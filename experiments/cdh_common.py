@@ -29,34 +29,34 @@ DIRECTIONS = ((0, 1), (1, 0))
 # ----------------------------------------------------------------------------- data
 
 
-def take(views, labels, index) -> dict:
-  """A batch of the items at ``index``: ``{"views": (float32 [m, d_v], ...), "labels": [m]}``."""
-  return {"views": tuple(np.asarray(v[index]) for v in views),
-          "labels": np.asarray(labels[index])}
-
-
-def mfeat_data(spec: dict, seed: int) -> dict:
+def mfeat_data(spec, seed: int) -> dict:
   """The mfeat split: batches ``train`` (= the database), ``query``, and for gamma
   selection ``fit`` and ``validation`` (held out of ``train``), plus view ``names``.
 
   ``spec``: ``views`` (two names), ``query_per_class`` (the other items of each class
-  are the training set and database), ``validation_per_class`` (drawn from the
-  training items; the rest of them are ``fit``).
+  are the training set and database: ``load_protocol("mfeat")``), ``validation_per_class``
+  (drawn from the training items; the rest of them are ``fit``).
   """
-  ds = jdata.load_mfeat(list(spec["views"]))
-  per_class = int(np.min(np.bincount(ds.labels)))
-  split = jdata.split_per_class(ds.labels, spec["query_per_class"],
-                                per_class - spec["query_per_class"], seed=seed)
-  assert np.array_equal(split["train"], split["database"])
-  train = split["train"]
-  inner = jdata.split_per_class(ds.labels[train], spec["validation_per_class"],
-                                per_class - spec["query_per_class"]
-                                - spec["validation_per_class"], seed=seed + 1)
-  return {"train": take(ds.views, ds.labels, train),
-          "query": take(ds.views, ds.labels, split["query"]),
-          "fit": take(ds.views, ds.labels, train[inner["train"]]),
-          "validation": take(ds.views, ds.labels, train[inner["query"]]),
-          "names": tuple(ds.view_names)}
+  views = tuple(spec["views"])
+  train, query, _ = jdata.load_protocol("mfeat", seed, views=views,
+                                        query_per_class=spec["query_per_class"])
+  per_class = int(np.min(np.bincount(train["labels"])))
+  inner = jdata.split_per_class(train["labels"], spec["validation_per_class"],
+                                per_class - spec["validation_per_class"], seed=seed + 1)
+  subset = lambda index: jax.tree.map(lambda x: x[index], train)
+  return {"train": train, "query": query, "fit": subset(inner["train"]),
+          "validation": subset(inner["query"]), "names": views}
+
+
+def validate(config, keys) -> None:
+  """Raise ``ConfigError`` for an unknown key, CDH option, baseline or baseline option."""
+  harness.check_keys(config, keys)
+  harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
+  for name in config.get("baselines", ()):
+    harness.check_choice(name, ("cvh", "scm", "cmfh"), "config.baselines")
+  for name, options in config.get("baseline_options", {}).items():
+    harness.check_choice(name, list(config.baselines), "config.baseline_options")
+    harness.check_kwargs(jhash.methods.REGISTRY[name], options, f"config.baseline_options.{name}")
 
 
 def protocol(data) -> dict:
@@ -84,6 +84,11 @@ def describe(data) -> str:
 # ----------------------------------------------------------------------------- methods
 
 
+def plain(options) -> dict:
+  """A config's options as a plain dict (``ConfigDict`` or dict)."""
+  return options.to_dict() if hasattr(options, "to_dict") else dict(options)
+
+
 @functools.lru_cache(maxsize=32)
 def _cdh_base(bits: int, options: tuple) -> jhash.methods.HashingMethod:
   return jhash.methods.cdh(bits, **dict(options))
@@ -96,7 +101,7 @@ def cdh_method(bits: int, options: dict, gamma: float) -> jhash.methods.HashingM
   length uses the same ``update`` function, so ``jhash.fit`` compiles it once, and
   only ``init`` (which sets ``gamma``) differs.
   """
-  base = _cdh_base(bits, tuple(sorted(dict(options).items())))
+  base = _cdh_base(bits, tuple(sorted(plain(options).items())))
   base_init = base.init
 
   def init(key, batch):
@@ -105,7 +110,7 @@ def cdh_method(bits: int, options: dict, gamma: float) -> jhash.methods.HashingM
 
 
 def baseline_method(name: str, bits: int, options: dict) -> jhash.methods.HashingMethod:
-  return jhash.methods.REGISTRY[name](bits, **dict(options))
+  return jhash.methods.REGISTRY[name](bits, **plain(options))
 
 
 def only_view(batch: dict, view: int) -> dict:
@@ -164,7 +169,7 @@ def select_cell(config, key, data, bits: int) -> dict:
     per_gamma.append(maps)
     return float(np.mean(list(maps.values())))
   sel = jhash.methods.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
-                                       **dict(config.cdh))
+                                       **plain(config.cdh))
   return {"gamma": float(sel.gamma), "grid": sel.gammas.tolist(),
           "validation_map": sel.scores.tolist(), "validation_maps": per_gamma,
           "objective": sel.objective.tolist(), "semantic": sel.semantic.tolist(),
@@ -172,7 +177,8 @@ def select_cell(config, key, data, bits: int) -> dict:
           "paper_rule_gamma": float(sel.gammas[int(np.argmax(sel.objective))])}
 
 
-def cdh_cell(ckpt, cell: str, config, key, data, bits: int, gamma: float) -> dict:
+def cdh_cell(workdir: harness.Workdir, cell: str, config, key, data, bits: int,
+             gamma: float) -> dict:
   """Fit CDH (resumable) on ``data["train"]`` and score both protocols.
 
   Returns the mAPs (``cross_view_maps``), ``gamma``, the objective after each sweep,
@@ -182,8 +188,8 @@ def cdh_cell(ckpt, cell: str, config, key, data, bits: int, gamma: float) -> dic
   method = cdh_method(bits, config.cdh, gamma)
   train = data["train"]
   started = time.time()
-  state, history = harness.fit_resumable(ckpt, cell, method, key, train, None,
-                                         config.checkpoint_every, progress=False)
+  state, history = workdir.fit(cell, method, key, train,
+                               checkpoint_every=config.checkpoint_every)
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
   result = cross_view_maps(method, state, data["query"], train, data["names"],
@@ -232,15 +238,16 @@ def max_baseline_bits(name: str, data) -> int | None:
   return None
 
 
-def baseline_cell(ckpt, cell: str, name: str, bits: int, key, data, config) -> dict:
+def baseline_cell(workdir: harness.Workdir, cell: str, name: str, bits: int, key, data,
+                  config) -> dict:
   """Fit a baseline (resumable) on ``data["train"]`` and score both protocols."""
   limit = max_baseline_bits(name, data)
   if limit is not None and bits > limit:
     return {"skipped": f"{name} gives at most {limit} bits here"}
   method = baseline_method(name, bits, config.baseline_options.get(name, {}))
   started = time.time()
-  state, _ = harness.fit_resumable(ckpt, cell, method, key, data["train"], None,
-                                   config.baseline_checkpoint_every, progress=False)
+  state, _ = workdir.fit(cell, method, key, data["train"],
+                         checkpoint_every=config.baseline_checkpoint_every)
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
   result = cross_view_maps(method, state, data["query"], data["train"], data["names"],

@@ -11,47 +11,48 @@ times included.
 
 from __future__ import annotations
 
-import pathlib
 import time
 
-import jax
 import numpy as np
 
 from jhash import data as jdata
 from experiments import cdh_common as common
 from experiments import harness
 
+KEYS = ("trainer", "seed", "bits", "dataset", "gamma", "cdh", "baselines", "baseline_options",
+        "checkpoint_every", "baseline_checkpoint_every")
+
 
 def train_and_evaluate(config, workdir) -> dict:
+  common.validate(config, KEYS)
+  harness.check_keys(config.dataset, ("train_per_class", "query_per_class"), "config.dataset")
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  ckpt = harness.Checkpointer(workdir, config)
-  key = jax.random.PRNGKey(config.seed)
   data = fashion_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
-  cells = []
-  for bits in config.bits:
-    cells += method_cells(config, ckpt, key, data, bits)
-  results = harness.run_cells(cells, ckpt)
-  table = common.summarise(config, results, data["names"])
-  print(table)
-  common.map_plot(config, results, data["names"], workdir / "map_vs_bits.png",
-                  "Fashion-MNIST halves")
-  harness.write_results(workdir, config, results, started,
-                        extra={"table": table, "protocol": common.protocol(data)})
+  with harness.Workdir(workdir, config) as wd:
+    cells = []
+    for bits in config.bits:
+      cells += method_cells(config, wd, data, bits)
+    results = harness.run_cells(cells, wd)
+    table = common.summarise(config, results, data["names"])
+    print(table)
+    common.map_plot(config, results, data["names"], wd.path / "map_vs_bits.png",
+                    "Fashion-MNIST halves")
+    harness.write_results(wd, config, results, started,
+                          extra={"table": table, "protocol": common.protocol(data)})
   return results
 
 
-def method_cells(config, ckpt, key, data, bits: int) -> list:
+def method_cells(config, wd, data, bits: int) -> list:
   """CDH (fixed gamma), CDH-0 (same key) and the baselines at one code length."""
-  ck = harness.cell_key(key, bits)
-  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(ckpt, f"cdh/{bits}", config, ck, data,
+  key = harness.cell_key(config.seed, bits)
+  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data,
                                                    bits, config.gamma)),
-           (f"cdh-0/{bits}", lambda: common.cdh_cell(ckpt, f"cdh-0/{bits}", config, ck, data,
+           (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data,
                                                      bits, 0.0))]
-  for index, name in enumerate(config.baselines):
-    cells.append((f"{name}/{bits}", lambda n=name, i=index: common.baseline_cell(
-        ckpt, f"{n}/{bits}", n, bits, harness.cell_key(key, bits, 100 + i), data, config)))
+  for name in config.baselines:
+    cells.append((f"{name}/{bits}", lambda n=name: common.baseline_cell(
+        wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config)))
   return cells
 
 

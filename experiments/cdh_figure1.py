@@ -19,7 +19,6 @@ uninterrupted fit) and saves its state, so an interrupted run resumes. Writes
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import jax
@@ -30,34 +29,37 @@ from experiments import cdh_common as common
 from experiments import harness
 from experiments import plots
 
+KEYS = ("trainer", "seed", "bits", "dataset", "gamma", "num_sweeps", "train_queries", "cdh",
+        "gamma_grid", "gamma_sweeps")
+
 
 def train_and_evaluate(config, workdir) -> dict:
+  common.validate(config, KEYS)
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  ckpt = harness.Checkpointer(workdir, config)
-  key = harness.cell_key(jax.random.PRNGKey(config.seed), config.bits)
+  key = harness.cell_key(config.seed, config.bits)   # cdh_mfeat's key at this length
   data = common.mfeat_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
   method = common.cdh_method(config.bits, config.cdh, config.gamma)
-  cells = [(f"sweep/{s}", lambda s=s: sweep_cell(ckpt, config, key, data, method, s))
-           for s in range(config.num_sweeps + 1)]
-  cells.append(("gamma", lambda: gamma_cell(config, key, data)))
-  results = harness.run_cells(cells, ckpt)
-  for s in range(config.num_sweeps + 1):
-    ckpt.remove_state(f"trajectory/{s}")
-  summary = summarise(config, results, data)
-  table = tables(config, summary, data["names"])
-  print(table)
-  plot(config, summary, data["names"], workdir / "figure1.png")
-  harness.write_results(workdir, config, {"cells": results, "summary": summary}, started,
-                        extra={"table": table, "protocol": common.protocol(data)})
+  with harness.Workdir(workdir, config) as wd:
+    cells = [(f"sweep/{s}", lambda s=s: sweep_cell(wd, config, key, data, method, s))
+             for s in range(config.num_sweeps + 1)]
+    cells.append(("gamma", lambda: gamma_cell(config, key, data)))
+    results = harness.run_cells(cells, wd)
+    for s in range(config.num_sweeps + 1):
+      wd.remove_state(f"trajectory/{s}")
+    summary = summarise(config, results, data)
+    table = tables(config, summary, data["names"])
+    print(table)
+    plot(config, summary, data["names"], wd.path / "figure1.png")
+    harness.write_results(wd, config, {"cells": results, "summary": summary}, started,
+                          extra={"table": table, "protocol": common.protocol(data)})
   return results
 
 
 # ----------------------------------------------------------------------------- cells
 
 
-def sweep_cell(ckpt, config, key, data, method, sweep: int) -> dict:
+def sweep_cell(wd, config, key, data, method, sweep: int) -> dict:
   """The state after ``sweep`` sweeps (from the saved state after ``sweep - 1``), scored.
 
   Returns the per-bit metrics of this sweep (``[K]`` lists; none for sweep 0), ``J``,
@@ -69,12 +71,10 @@ def sweep_cell(ckpt, config, key, data, method, sweep: int) -> dict:
     state = jhash.init(method, key, train)
   else:
     template = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
-    _, state, _ = ckpt.load_state(f"trajectory/{sweep - 1}", template)
-    state = jax.tree.map(jax.numpy.asarray, state)
-    state, history = jhash.fit(method, key, train, sweep, state=state, start_step=sweep - 1,
-                               progress=False)
+    _, state, _ = wd.load_state(f"trajectory/{sweep - 1}", template)
+    state, history = jhash.fit(method, key, train, sweep, state=state, start_step=sweep - 1)
     out = {name: np.asarray(value[0]).tolist() for name, value in history.items()}
-  ckpt.save_state(f"trajectory/{sweep}", sweep, state, {})
+  wd.save_state(f"trajectory/{sweep}", sweep, state, {})
   out["objective"] = float(jax.jit(method.extras.objective)(state, train))
   out["train_map"] = train_map(state.codes, train["labels"], config.train_queries,
                                config.seed)
@@ -99,7 +99,7 @@ def gamma_cell(config, key, data) -> dict:
     maps.append(common.cross_view_maps(method, state, data["query"], train, names,
                                        learned=state.codes))
     return maps[-1][f"{names[0]}->{names[1]}"]
-  options = dict(config.cdh, num_sweeps=config.gamma_sweeps)
+  options = dict(common.plain(config.cdh), num_sweeps=config.gamma_sweeps)
   sel = jhash.methods.cdh_select_gamma(config.bits, key, train, list(config.gamma_grid),
                                        score=score, **options)
   return {"grid": sel.gammas.tolist(), "maps": maps, "objective": sel.objective.tolist(),

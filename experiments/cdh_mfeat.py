@@ -17,52 +17,52 @@ rule picks the largest grid value.
 
 from __future__ import annotations
 
-import pathlib
 import time
-
-import jax
 
 from experiments import cdh_common as common
 from experiments import harness
 
+KEYS = ("trainer", "seed", "bits", "dataset", "cdh", "gamma_grid", "select_bits", "baselines",
+        "baseline_options", "checkpoint_every", "baseline_checkpoint_every")
+
 
 def train_and_evaluate(config, workdir) -> dict:
+  common.validate(config, KEYS)
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  ckpt = harness.Checkpointer(workdir, config)
-  key = jax.random.PRNGKey(config.seed)
   data = common.mfeat_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
-  cells = [(f"select/{b}",
-            lambda b=b: common.select_cell(config, harness.cell_key(key, b), data, b))
-           for b in selection_bits(config)]
-  for bits in config.bits:
-    cells += method_cells(config, ckpt, key, data, bits)
-  results = harness.run_cells(cells, ckpt)
-  table = common.summarise(config, results, data["names"])
-  print(table)
-  common.map_plot(config, results, data["names"], workdir / "map_vs_bits.png", "mfeat")
-  harness.write_results(workdir, config, results, started,
-                        extra={"table": table, "protocol": common.protocol(data)})
+  with harness.Workdir(workdir, config) as wd:
+    # CDH, CDH-0 and the gamma selection share a key per code length (same initial
+    # weights); each baseline has its own.
+    cells = [(f"select/{b}",
+              lambda b=b: common.select_cell(config, harness.cell_key(config.seed, b), data, b))
+             for b in selection_bits(config)]
+    for bits in config.bits:
+      cells += method_cells(config, wd, data, bits)
+    results = harness.run_cells(cells, wd)
+    table = common.summarise(config, results, data["names"])
+    print(table)
+    common.map_plot(config, results, data["names"], wd.path / "map_vs_bits.png", "mfeat")
+    harness.write_results(wd, config, results, started,
+                          extra={"table": table, "protocol": common.protocol(data)})
   return results
 
 
 def selection_bits(config) -> list[int]:
   """The code lengths at which gamma is chosen: each, or ``config.select_bits`` alone."""
-  return [config.select_bits] if config.get("select_bits") else list(config.bits)
+  return [config.select_bits] if config.select_bits else list(config.bits)
 
 
-def method_cells(config, ckpt, key, data, bits: int) -> list:
+def method_cells(config, wd, data, bits: int) -> list:
   """The cells of one code length: CDH (gamma from its ``select`` cell, run before),
   CDH-0 and the baselines."""
-  cells = []
-  ck = harness.cell_key(key, bits)
-  chosen = lambda: ckpt.done(f"select/{config.get('select_bits') or bits}")["gamma"]
-  cells.append((f"cdh/{bits}", lambda: common.cdh_cell(
-      ckpt, f"cdh/{bits}", config, ck, data, bits, chosen())))
-  cells.append((f"cdh-0/{bits}", lambda: common.cdh_cell(
-      ckpt, f"cdh-0/{bits}", config, ck, data, bits, 0.0)))
-  for index, name in enumerate(config.baselines):
-    cells.append((f"{name}/{bits}", lambda n=name, i=index: common.baseline_cell(
-        ckpt, f"{n}/{bits}", n, bits, harness.cell_key(key, bits, 100 + i), data, config)))
+  key = harness.cell_key(config.seed, bits)
+  chosen = lambda: wd.done(f"select/{config.select_bits or bits}")["gamma"]
+  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(
+               wd, f"cdh/{bits}", config, key, data, bits, chosen())),
+           (f"cdh-0/{bits}", lambda: common.cdh_cell(
+               wd, f"cdh-0/{bits}", config, key, data, bits, 0.0))]
+  for name in config.baselines:
+    cells.append((f"{name}/{bits}", lambda n=name: common.baseline_cell(
+        wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config)))
   return cells

@@ -1,56 +1,84 @@
-"""What every experiment shares: configs, atomic files, resumable checkpoints, results.
+"""What every experiment shares: the run directory, resumable cells, checks, results files.
 
-An experiment's ``train_and_evaluate(config, workdir)`` runs a grid of *cells*
-(dataset x method x code length, say). Each finished cell's metrics are
-recorded in ``workdir/progress.json``; a cell in progress saves its method
-state every ``checkpoint_every`` steps in ``workdir/checkpoints/``. Every file
-is written to a temporary name and renamed into place, so a run killed at any
-moment leaves either the old or the new file, never a torn one. A rerun with the
-same config skips finished cells, resumes the cell in progress from its last
-checkpoint and, since step keys are ``fold_in(key, step)``, ends with the same
-results as a run never interrupted.
+A trainer's ``train_and_evaluate(config, workdir)`` checks its config (``check_keys``,
+``check_kwargs``, ``check_choice``: an unknown or misspelled key, method, protocol or
+setting is a ``ConfigError`` before anything trains), then runs a grid of *cells* (data
+set x method x code length x seed, say) in a ``Workdir``:
+
+* The workdir is locked for the run (``fcntl.flock`` on ``workdir/.lock``): a second
+  run on it stops with a ``WorkdirError`` instead of mixing its files with the first's.
+* ``config.json`` (the config and its fingerprint) is written before any cell starts;
+  a run of a different config on a workdir holding work (finished cells, checkpoints,
+  results) stops with a ``WorkdirError`` naming the keys that differ, so a killed run
+  is only ever resumed by its own config.
+* A finished cell's metrics go to ``progress.json``; a cell in progress saves its method
+  state and metric history every ``checkpoint_every`` steps with orbax-checkpoint
+  (``checkpoints/<cell>/<step>/``, written to a temporary directory and renamed when
+  complete), restored into the structure of the method's state. A rerun skips finished
+  cells and resumes the cell in progress; step ``s`` trains with ``fold_in(key, s + 1)``,
+  so it ends with the results of a run never interrupted.
+* Training curves are TensorBoard event files, one run directory per cell
+  (``tensorboard/<cell>/``, tags = the method's metric names, step = training step):
+  ``tensorboard --logdir WORKDIR/tensorboard`` shows every cell. A resumed cell's
+  writer purges the steps after its checkpoint.
+* Every file is written to a temporary name and renamed into place (``os.replace``),
+  created with mode 0666 less the umask (0644 under the usual 022), so a run killed at
+  any moment leaves the old or the new file, never a torn one.
+
+A cell's key comes from its identity, never its position in the grid: ``cell_key(seed,
+*identity)`` folds each part (an int as it is, a string by a stable hash) into
+``jax.random.key(seed)``.
+
+Fault injection for the resume tests: ``JHASH_KILL_AFTER_SAVES=N`` kills the process
+(SIGKILL) right after its N-th save (a checkpoint or a finished cell).
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
+import fcntl
 import hashlib
 import importlib.metadata
+import inspect
 import json
 import os
 import pathlib
 import platform
-import tempfile
+import secrets
+import shutil
+import signal
+import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 import jax
 import numpy as np
 
-# Set to a number to kill the process (SIGKILL) right after that many checkpoint
-# saves: the fault injection behind the resume test.
 CRASH_ENV = "JHASH_KILL_AFTER_SAVES"
 
 
-class ConfigDict(dict):
-  """A dict with attribute access (``config.seed``), JSON-serialisable."""
-
-  def __getattr__(self, name):
-    try:
-      value = self[name]
-    except KeyError as e:
-      raise AttributeError(name) from e
-    return ConfigDict(value) if isinstance(value, dict) and not isinstance(value, ConfigDict) else value
-
-  def __setattr__(self, name, value):
-    self[name] = value
+class ConfigError(ValueError):
+  """A config names something that does not exist, or a setting out of range."""
 
 
-def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
-  """Write ``data`` to ``path`` through a temporary file and ``os.replace``."""
+class WorkdirError(RuntimeError):
+  """The workdir is in use by another run, or holds a run of another config."""
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+  """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+  The file is created with mode 0666 less the process's umask (as ``open`` does;
+  ``tempfile.mkstemp`` would give 0600 and hide results from the group).
+  """
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
   try:
     with os.fdopen(fd, "wb") as f:
       f.write(data)
@@ -58,38 +86,39 @@ def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
       os.fsync(f.fileno())
     os.replace(tmp, path)
   except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(tmp)
+    tmp.unlink(missing_ok=True)
     raise
 
 
-def _jsonable(x: Any) -> Any:
-  if isinstance(x, dict):
-    return {str(k): _jsonable(v) for k, v in x.items()}
+def jsonable(x: Any) -> Any:
+  """``x`` with arrays as lists, NumPy scalars as Python numbers, inf/NaN as strings/None."""
+  if hasattr(x, "to_dict"):          # ml_collections.ConfigDict
+    x = x.to_dict()
+  if isinstance(x, Mapping):
+    return {str(k): jsonable(v) for k, v in x.items()}
   if isinstance(x, (list, tuple)):
-    return [_jsonable(v) for v in x]
+    return [jsonable(v) for v in x]
   if isinstance(x, (np.ndarray, jax.Array)):
-    return _jsonable(np.asarray(x).tolist())
+    return jsonable(np.asarray(x).tolist())
   if isinstance(x, np.generic):
-    return x.item()
+    return jsonable(x.item())
   if isinstance(x, float) and not np.isfinite(x):
     return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
   return x
 
 
-def atomic_write_json(path: pathlib.Path, obj: Any) -> None:
-  atomic_write_bytes(path, json.dumps(_jsonable(obj), indent=2, sort_keys=True).encode())
+def atomic_write_json(path, obj: Any) -> None:
+  atomic_write_bytes(path, json.dumps(jsonable(obj), indent=2, sort_keys=True).encode())
 
 
-def read_json(path: pathlib.Path, default: Any = None) -> Any:
+def read_json(path, default: Any = None) -> Any:
   path = pathlib.Path(path)
-  if not path.exists():
-    return default
-  return json.loads(path.read_text())
+  return json.loads(path.read_text()) if path.exists() else default
 
 
 def package_versions() -> dict[str, str]:
-  names = ("jhash", "jax", "jaxlib", "numpy", "optax", "flax", "chex", "scipy")
+  names = ("jhash", "jax", "jaxlib", "numpy", "optax", "flax", "chex", "scipy",
+           "ml_collections", "orbax-checkpoint", "tensorboardX")
   out = {}
   for name in names:
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -100,159 +129,356 @@ def package_versions() -> dict[str, str]:
   return out
 
 
-def config_fingerprint(config: dict) -> str:
-  """Short hash of a config; a workdir refuses to resume under a different config."""
-  blob = json.dumps(_jsonable(config), sort_keys=True).encode()
+# ----------------------------------------------------------------------------- config checks
+
+
+def _suggest(name: str, allowed: Iterable[str]) -> str:
+  close = difflib.get_close_matches(name, list(allowed), n=1)
+  return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_keys(config, allowed: Iterable[str], where: str = "config",
+               required: Iterable[str] | None = None) -> None:
+  """Raise ``ConfigError`` for a key of ``config`` not in ``allowed`` or a missing one.
+
+  ``required`` defaults to ``allowed`` (every key must be given).
+  """
+  allowed = list(allowed)
+  for key in config:
+    if key not in allowed:
+      raise ConfigError(f"{where}: unknown key {key!r}{_suggest(key, allowed)}; allowed keys: "
+                        f"{', '.join(allowed)}.")
+  for key in (allowed if required is None else required):
+    if key not in config:
+      raise ConfigError(f"{where}: missing key {key!r}.")
+
+
+def check_choice(value, allowed: Iterable, where: str) -> None:
+  """Raise ``ConfigError`` unless ``value`` is one of ``allowed``."""
+  allowed = list(allowed)
+  if value not in allowed:
+    hint = _suggest(value, map(str, allowed)) if isinstance(value, str) else ""
+    raise ConfigError(f"{where}: {value!r} is not allowed{hint}; allowed values: "
+                      f"{', '.join(map(repr, allowed))}.")
+
+
+def check_kwargs(factory: Callable, kwargs: Mapping, where: str, skip: int = 1) -> None:
+  """Raise ``ConfigError`` for a keyword that ``factory`` does not take.
+
+  ``skip``: leading positional parameters the caller passes itself (``num_bits``).
+  """
+  params = list(inspect.signature(factory).parameters.values())[skip:]
+  if any(p.kind is p.VAR_KEYWORD for p in params):
+    return
+  names = [p.name for p in params if p.kind is not p.VAR_POSITIONAL]
+  for key in kwargs:
+    if key not in names:
+      raise ConfigError(f"{where}: {getattr(factory, '__name__', factory)} takes no argument "
+                        f"{key!r}{_suggest(key, names)}; it takes: {', '.join(names)}.")
+
+
+def config_fingerprint(config) -> str:
+  """Short hash of a config; a workdir refuses to run a config of another fingerprint."""
+  blob = json.dumps(jsonable(config), sort_keys=True).encode()
   return hashlib.sha256(blob).hexdigest()[:16]
 
 
-class Checkpointer:
-  """Per-cell results and mid-cell method states of one run directory."""
+def _flat(tree, prefix=""):
+  if isinstance(tree, Mapping):
+    return {k: v for key, value in tree.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+  return {prefix[:-1]: tree}
 
-  def __init__(self, workdir: str | os.PathLike, config: dict):
-    self.workdir = pathlib.Path(workdir)
-    self.workdir.mkdir(parents=True, exist_ok=True)
-    self.progress_path = self.workdir / "progress.json"
-    fingerprint = config_fingerprint(config)
-    progress = read_json(self.progress_path, {"fingerprint": fingerprint, "cells": {}})
-    if progress["fingerprint"] != fingerprint:
-      raise ValueError(f"workdir {self.workdir} holds a run of a different config "
-                       f"(fingerprint {progress['fingerprint']}, this config {fingerprint}); "
-                       "use a fresh workdir.")
-    self.progress = progress
+
+def config_differences(old, new) -> list[str]:
+  """``key: old -> new`` for each (dotted) key whose value differs."""
+  a, b = _flat(jsonable(old)), _flat(jsonable(new))
+  return [f"{k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}"
+          for k in sorted(set(a) | set(b)) if a.get(k, "(absent)") != b.get(k, "(absent)")]
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def stable_hash(part: str) -> int:
+  """A uint32 of ``part`` that is the same in every process (unlike Python's ``hash``)."""
+  return int.from_bytes(hashlib.sha256(str(part).encode()).digest()[:4], "little")
+
+
+def cell_key(seed: int, *identity) -> jax.Array:
+  """The key of a cell: ``jax.random.key(seed)`` folded with each part of its identity.
+
+  An int part (a code length, a repeat) is folded as it is; any other part (a data set,
+  a method) by its ``stable_hash``. The key depends on what the cell is, never on where
+  it stands in the config.
+  """
+  key = jax.random.key(int(seed))
+  for part in identity:
+    is_int = isinstance(part, (int, np.integer)) and not isinstance(part, bool)
+    key = jax.random.fold_in(key, int(part) if is_int else stable_hash(part))
+  return key
+
+
+# ----------------------------------------------------------------------------- the workdir
+
+
+def _safe(cell: str) -> str:
+  return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in cell)
+
+
+def _lock(path: pathlib.Path) -> int:
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    os.close(fd)
+    raise WorkdirError(f"{path.parent} is in use by another run (it holds the lock "
+                       f"{path.name}); wait for it to finish or use another workdir.") from None
+  return fd
+
+
+class Workdir:
+  """One run directory: its lock, config, finished cells, checkpoints and curves.
+
+  Use as a context manager (the lock is released on exit, or when the process dies).
+  """
+
+  def __init__(self, workdir, config):
+    self.path = pathlib.Path(workdir)
+    self.path.mkdir(parents=True, exist_ok=True)
+    self._lock_fd = _lock(self.path / ".lock")
+    try:
+      self._claim(config)
+    except BaseException:
+      self.close()
+      raise
+    self.progress_path = self.path / "progress.json"
+    self.progress = read_json(self.progress_path, {"cells": {}, "seconds": {}})
+    self._managers: dict[str, Any] = {}
     self._saves = 0
+
+  def _claim(self, config) -> None:
+    """Write ``config.json`` before any work; refuse a config other than the one whose
+    work (finished cells, checkpoints, results) the workdir holds."""
+    fingerprint = config_fingerprint(config)
+    path = self.path / "config.json"
+    saved = read_json(path)
+    if saved is not None and saved["fingerprint"] != fingerprint and self._holds_work():
+      diff = "; ".join(config_differences(saved["config"], config)[:8])
+      raise WorkdirError(f"{self.path} holds a run of a different config (fingerprint "
+                         f"{saved['fingerprint']}, this config {fingerprint}; {diff}). Use a "
+                         f"fresh workdir, or delete this one to start over.")
+    if saved is None or saved["fingerprint"] != fingerprint:
+      atomic_write_json(path, {"fingerprint": fingerprint, "config": config})
+
+  def _holds_work(self) -> bool:
+    checkpoints = self.path / "checkpoints"
+    return ((self.path / "progress.json").exists() or (self.path / "results.json").exists()
+            or (checkpoints.is_dir() and any(checkpoints.iterdir())))
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def close(self) -> None:
+    for manager in getattr(self, "_managers", {}).values():
+      manager.close()
+    if self._lock_fd is not None:
+      os.close(self._lock_fd)   # releases the flock
+      self._lock_fd = None
 
   # --- finished cells -------------------------------------------------------
   def done(self, cell: str) -> dict | None:
     return self.progress["cells"].get(cell)
 
-  def finish(self, cell: str, result: dict) -> None:
-    self.progress["cells"][cell] = _jsonable(result)
+  def finish(self, cell: str, result: dict, seconds: float) -> None:
+    """Record a cell's result (and its wall time, kept apart from the metrics)."""
+    self.progress["cells"][cell] = jsonable(result)
+    self.progress["seconds"][cell] = seconds
     atomic_write_json(self.progress_path, self.progress)
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(self._state_path(cell))
+    self.remove_state(cell)
     self._after_save()
 
-  # --- states inside a cell -------------------------------------------------
-  def _state_path(self, cell: str) -> pathlib.Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in cell)
-    return self.workdir / "checkpoints" / f"{safe}.npz"
+  # --- states inside a cell (orbax) -------------------------------------------
+  def _manager(self, cell: str):
+    import orbax.checkpoint as ocp  # local: imported only by runs that checkpoint
+    if cell not in self._managers:
+      options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
+                                             enable_async_checkpointing=False)
+      self._managers[cell] = ocp.CheckpointManager(
+          (self.path / "checkpoints" / _safe(cell)).absolute(), options=options)
+    return self._managers[cell]
 
-  def save_state(self, cell: str, step: int, state: Any, history: dict) -> None:
-    """Save a method state (any pytree of arrays) and its metric history at ``step``."""
-    leaves = jax.tree.leaves(state)
-    arrays = {f"leaf_{i}": np.asarray(x) for i, x in enumerate(leaves)}
-    arrays.update({f"history_{k}": np.asarray(v) for k, v in history.items()})
-    arrays["step"] = np.asarray(step)
-    path = self._state_path(cell)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-      np.savez(f, **arrays)
-      tmp = f.name
-    os.replace(tmp, path)
+  def save_state(self, cell: str, step: int, state: Any, history: Mapping) -> None:
+    """Save a method state (a pytree of arrays) and its metric history at ``step``."""
+    import orbax.checkpoint as ocp
+    history = {**{k: np.asarray(v) for k, v in history.items()}, "_step": np.asarray(step)}
+    self._manager(cell).save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)))
     self._after_save()
 
   def load_state(self, cell: str, template: Any):
-    """(step, state, history) saved for ``cell``, or None. ``template``: a pytree of
-    the state's structure (e.g. ``jax.eval_shape(method.init, key, batch)``)."""
-    path = self._state_path(cell)
-    if not path.exists():
+    """``(step, state, history)`` of the last save of ``cell``, or None.
+
+    ``template``: the state's structure (``jax.eval_shape(...)`` of its init); the state
+    comes back in it, arrays and all.
+    """
+    import orbax.checkpoint as ocp
+    if not (self.path / "checkpoints" / _safe(cell)).exists():
       return None
-    with np.load(path, allow_pickle=False) as data:
-      leaves, treedef = jax.tree.flatten(template)
-      loaded = [data[f"leaf_{i}"] for i in range(len(leaves))]
-      history = {k[len("history_"):]: data[k] for k in data.files if k.startswith("history_")}
-      step = int(data["step"])
-    return step, jax.tree.unflatten(treedef, loaded), history
+    manager = self._manager(cell)
+    step = manager.latest_step()
+    if step is None:
+      return None
+    restored = manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()))
+    history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
+    return step, restored.state, history
 
   def remove_state(self, cell: str) -> None:
-    """Delete the saved state of ``cell`` (if any), e.g. once later cells no longer
-    need it; ``done`` results are kept."""
-    self._state_path(cell).unlink(missing_ok=True)
+    """Delete the checkpoints of ``cell`` (results in ``progress.json`` are kept)."""
+    manager = self._managers.pop(cell, None)
+    if manager is not None:
+      manager.close()
+    shutil.rmtree(self.path / "checkpoints" / _safe(cell), ignore_errors=True)
 
   def _after_save(self) -> None:
     self._saves += 1
     limit = os.environ.get(CRASH_ENV)
     if limit is not None and self._saves >= int(limit):
-      os.kill(os.getpid(), 9)
+      os.kill(os.getpid(), signal.SIGKILL)
+
+  # --- curves -------------------------------------------------------------------
+  def curve_writer(self, cell: str, start_step: int = 0):
+    """A tensorboardX ``SummaryWriter`` for ``cell``; steps after ``start_step`` that an
+    earlier, killed run wrote are purged (hidden) by TensorBoard."""
+    return summary_writer_class()(str(self.path / "tensorboard" / _safe(cell)),
+                         purge_step=start_step + 1 if start_step else None)
+
+  # --- training -----------------------------------------------------------------
+  def fit(self, cell: str, method, key, batch, *, checkpoint_every: int,
+          num_steps: int | None = None, progress: bool = True):
+    """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps, resumes from the
+    last checkpoint, and writes the scalar metrics of every step as a training curve.
+
+    Returns ``(state, history)``: the history covers every step, resumed ones included.
+    """
+    import jhash  # local: keeps this module importable without initialising jhash
+    total = method.num_steps if num_steps is None else num_steps
+    template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
+    start, state, history = self.load_state(cell, template) or (0, None, {})
+    collected = {k: [v] for k, v in history.items()}
+    last_save = start
+    writer = self.curve_writer(cell, start)
+
+    def on_step(step, st, metrics):
+      nonlocal last_save
+      write_curves(writer, metrics, step)
+      for name, value in metrics.items():
+        collected.setdefault(name, []).append(np.asarray(value))
+      if checkpoint_every and step - last_save >= checkpoint_every and step < total:
+        writer.flush()
+        self.save_state(cell, step, st, {k: np.concatenate(v) for k, v in collected.items()})
+        last_save = step
+
+    try:
+      state, _ = jhash.fit(method, key, batch, total, state=state, start_step=start,
+                           progress=progress, on_step=on_step)
+    finally:
+      writer.close()
+    return state, {k: np.concatenate(v) for k, v in collected.items()}
 
 
-def fit_resumable(ckpt: Checkpointer, cell: str, method, key, batch, num_steps: int | None,
-                  checkpoint_every: int, progress: bool = True):
-  """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps and resumes."""
-  import jhash  # local: keeps this module importable without initialising jhash
+def summary_writer_class():
+  """tensorboardX's ``SummaryWriter``, imported without PyTorch.
 
-  total = method.num_steps if num_steps is None else num_steps
-  start, state, history = 0, None, {}
-  template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
-  saved = ckpt.load_state(cell, template)
-  if saved is not None:
-    start, state, history = saved
-    state = jax.tree.map(jax.numpy.asarray, state)
-  collected = {k: [np.asarray(v)] for k, v in history.items()}
-
-  def on_step(step, st, metrics):
-    for name, value in metrics.items():
-      collected.setdefault(name, []).append(np.asarray(value))
-    if checkpoint_every and step % checkpoint_every == 0 and step < total:
-      ckpt.save_state(cell, step, st, {k: np.concatenate(v) for k, v in collected.items()})
-
-  state, _ = jhash.fit(method, key, batch, total, state=state, start_step=start,
-                       progress=progress, on_step=on_step)
-  return state, {k: np.concatenate(v) for k, v in collected.items()}
+  tensorboardX imports torch whenever it is installed (to accept torch tensors), which
+  costs 4-6 s per process; runs here log Python floats only, so torch is hidden from that
+  one import (``sys.modules["torch"] = None`` makes ``import torch`` fail) and restored.
+  """
+  if "tensorboardX" not in sys.modules and "torch" not in sys.modules:
+    sys.modules["torch"] = None
+    try:
+      import tensorboardX
+    finally:
+      del sys.modules["torch"]
+  from tensorboardX import SummaryWriter
+  return SummaryWriter
 
 
-def write_results(workdir, config: dict, metrics: dict, started: float,
+def write_curves(writer, metrics: Mapping, step: int) -> None:
+  """Write each scalar metric's values of the steps up to ``step`` (one entry per step)."""
+  for name, values in metrics.items():
+    values = np.asarray(values)
+    if values.ndim != 1 or not np.issubdtype(values.dtype, np.number):
+      continue   # per-bit vectors and flags stay in the history only
+    first = step - values.shape[0] + 1
+    for i, v in enumerate(values):
+      if np.isfinite(v):
+        writer.add_scalar(name, float(v), global_step=first + i)
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+def run_cells(cells: list[tuple[str, Callable[[], dict]]], workdir: Workdir,
+              progress: bool = True) -> dict:
+  """Run named cells in order, skipping finished ones; returns cell -> result.
+
+  Prints one line per finished cell (its float metrics and wall time); a tqdm bar over
+  the cells shows on a terminal only (``disable=None``).
+  """
+  from tqdm.auto import tqdm
+  todo = [name for name, _ in cells if workdir.done(name) is None]
+  if todo and len(todo) < len(cells):
+    print(f"{len(cells) - len(todo)} of {len(cells)} cells already done; running "
+          f"{len(todo)}.", flush=True)
+  bar = tqdm(total=len(todo), desc="cells", disable=None if progress else True,
+             dynamic_ncols=True)
+  out = {}
+  for name, fn in cells:
+    result = workdir.done(name)
+    if result is None:
+      bar.set_postfix_str(name)
+      started = time.time()
+      result = jsonable(fn())
+      seconds = time.time() - started
+      workdir.finish(name, result, seconds)
+      bar.update(1)
+      bar.write(f"{name}: {summary_line(result)} ({seconds:.1f} s)")
+    out[name] = result
+  bar.close()
+  return out
+
+
+def summary_line(result: Mapping) -> str:
+  """``name=value`` for each float metric at the top level of a cell's result."""
+  return ", ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float))
+
+
+def write_results(workdir: Workdir, config, metrics: dict, started: float,
                   extra: dict | None = None) -> dict:
-  """Write ``results.json``: metrics, config, seed, package versions, wall time."""
+  """Write ``results.json``: metrics, config, seed, package versions, wall times."""
   results = {
       "metrics": metrics,
-      "config": dict(config),
+      "config": jsonable(config),
       "seed": config.get("seed"),
       "versions": package_versions(),
       "wall_time_s": time.time() - started,
+      "cell_seconds": workdir.progress["seconds"],
       "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
   }
-  if extra:
-    results.update(extra)
-  atomic_write_json(pathlib.Path(workdir) / "results.json", results)
+  results.update(extra or {})
+  atomic_write_json(workdir.path / "results.json", results)
   return results
 
 
 def format_table(rows: list[list[Any]], header: list[str]) -> str:
-  """A GitHub-markdown table."""
+  """A GitHub-markdown table; floats with four decimals."""
   cells = [[str(h) for h in header]] + [[f"{v:.4f}" if isinstance(v, float) else str(v)
                                          for v in row] for row in rows]
   widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
   line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
   sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
   return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
-
-
-def run_cells(cells: list[tuple[str, Callable[[], dict]]], ckpt: Checkpointer,
-              progress: bool = True) -> dict:
-  """Run named cells in order, skipping finished ones; returns cell -> result."""
-  out = {}
-  todo = [(name, fn) for name, fn in cells if ckpt.done(name) is None]
-  if progress and todo:
-    print(f"{len(cells) - len(todo)} of {len(cells)} cells already done; running {len(todo)}.",
-          flush=True)
-  for name, fn in cells:
-    result = ckpt.done(name)
-    if result is None:
-      t0 = time.time()
-      result = fn()
-      result["seconds"] = time.time() - t0
-      ckpt.finish(name, result)
-      if progress:
-        print(f"  {name}: " + ", ".join(f"{k}={v:.4f}" for k, v in result.items()
-                                         if isinstance(v, float)), flush=True)
-    out[name] = result
-  return out
-
-
-def cell_key(key, *indices):
-  """The key of a cell: ``key`` folded with each index in turn (stable across runs)."""
-  for i in indices:
-    key = jax.random.fold_in(key, i)
-  return key

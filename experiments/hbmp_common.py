@@ -1,4 +1,4 @@
-"""What the HBMP experiments share: data protocols, the HBMP cell, ranking metrics, plots.
+"""What the HBMP experiments share: the fast weighted mAP, the HBMP cell, the pursuit as one call.
 
 Weighted Hamming mAP on a large database: ``jhash.metrics.mean_average_precision(...,
 weights=alphas)`` groups real-valued distances by sorting every query's row, and XLA's
@@ -8,6 +8,10 @@ CPU sort makes that about 45 s for 1,000 queries against 69,000 items.
 codes are ranked per query in NumPy (weighted distances equal to 1e-9 of ``sum |w|``
 tie), each item takes the rank of its code, and the kernel counts tie groups by
 histogram. The tests check it against ``mean_average_precision``.
+
+Everything here reaches HBMP through its public method (``jhash.methods.hbmp`` and its
+``extras``): ``whole_pursuit`` compiles the pursuit of every bit as one call from
+``extras.pursuit``.
 """
 
 from __future__ import annotations
@@ -16,43 +20,15 @@ import functools
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 import jhash
-from jhash import data as jdata
-from jhash.methods import _hbmp as hb
 from experiments import harness
 
 # Distances closer than this fraction of sum |w| tie in ``ranked_map``.
 TIE_RESOLUTION = 2.0 ** -30
-
-
-# ----------------------------------------------------------------------------- data
-
-
-def fashion_pool():
-  """Fashion-MNIST's 70,000 images (train and test pooled): float32 [n, 28, 28] in [0, 1]."""
-  train, test = jdata.load_fashion_mnist("train"), jdata.load_fashion_mnist("test")
-  images = np.concatenate([train.views[0], test.views[0]]).astype(np.float32) / 255.0
-  return images, np.concatenate([train.labels, test.labels]).astype(np.int32)
-
-
-def fashion_batches(spec: dict, seed: int):
-  """(train, query, database) batches of Fashion-MNIST under the CIFAR-10 protocol.
-
-  ``spec``: ``query_per_class`` and ``train_per_class`` (drawn per class; the database is
-  every other image, the training items among them) and ``database_limit`` (None: the
-  whole database; else a random subset of that size, for quick runs).
-  """
-  images, labels = fashion_pool()
-  split = jdata.split_per_class(labels, spec["query_per_class"], spec["train_per_class"],
-                                seed=seed)
-  database = split["database"]
-  if spec.get("database_limit"):
-    keep = np.random.default_rng(seed).permutation(database.size)[:spec["database_limit"]]
-    database = np.sort(database[keep])
-  take = lambda idx: {"views": (images[idx],), "labels": labels[idx]}
-  return take(split["train"]), take(split["query"]), take(database)
 
 
 # ----------------------------------------------------------------------------- ranking
@@ -119,8 +95,8 @@ def retrieval_scores(query_codes, db_codes, query_labels, db_labels, weights,
 # ----------------------------------------------------------------------------- HBMP cells
 
 
-def hbmp_cell(ckpt, cell: str, method, key, batches, checkpoint_every: int,
-              ndcg_k: int | None = None) -> dict:
+def hbmp_cell(workdir: harness.Workdir, cell: str, method, key, batches,
+              checkpoint_every: int, ndcg_k: int | None = None) -> dict:
   """Fit HBMP (pursuit then hash functions, resumable), encode, and score a cell.
 
   Returns mAP (weighted and unweighted; NDCG too for ``ndcg_k``), the bit errors of the
@@ -130,8 +106,7 @@ def hbmp_cell(ckpt, cell: str, method, key, batches, checkpoint_every: int,
   """
   train, query, database = batches
   started = time.time()
-  state, history = harness.fit_resumable(ckpt, cell, method, key, train, None,
-                                         checkpoint_every, progress=False)
+  state, history = workdir.fit(cell, method, key, train, checkpoint_every=checkpoint_every)
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
   started = time.time()
@@ -140,7 +115,7 @@ def hbmp_cell(ckpt, cell: str, method, key, batches, checkpoint_every: int,
   train_codes = jhash.encode(method, state, train)
   jax.block_until_ready(db_codes)
   encode_seconds = time.time() - started
-  weights = np.asarray(state.weights)
+  weights = np.asarray(method.extras.weights(state))
   b = method.num_bits
   query_targets = np.asarray(method.extras.encode_targets(state, query))
   result = retrieval_scores(q_codes, db_codes, query["labels"], database["labels"], weights,
@@ -160,33 +135,37 @@ def hbmp_cell(ckpt, cell: str, method, key, batches, checkpoint_every: int,
   return result
 
 
-def baseline_cell(ckpt, cell: str, name: str, bits: int, key, batches, kwargs: dict,
-                  checkpoint_every: int, ndcg_k: int | None = None) -> dict:
-  """An unsupervised baseline (``itq``, ``lsh``) on the same split: unweighted ranking."""
-  train, query, database = batches
-  method = jhash.methods.REGISTRY[name](bits, **kwargs)
-  state, _ = harness.fit_resumable(ckpt, cell, method, key, train, None, checkpoint_every,
-                                   progress=False)
-  q_codes = jhash.encode(method, state, query)
-  db_codes = jhash.encode(method, state, database)
-  out = {"map": ranked_map(q_codes, db_codes, query["labels"], database["labels"])}
-  if ndcg_k:
-    out["ndcg"] = jhash.metrics.ndcg_at_k(q_codes, db_codes, query["labels"],
-                                          database["labels"], ndcg_k)
-  return out
-
-
 def hbmp_method(bits: int, hash_function: str, config, **pursuit) -> jhash.methods.HashingMethod:
   """``hbmp`` with the hash-function options of ``config.hash_options[hash_function]``."""
-  return jhash.methods.hbmp(bits, hash_function=hash_function,
-                            hash_options=dict(config.hash_options[hash_function]), **pursuit)
+  options = config.hash_options[hash_function].to_dict()
+  return jhash.methods.hbmp(bits, hash_function=hash_function, hash_options=options, **pursuit)
 
 
+# ----------------------------------------------------------------------------- pursuit
 
 
+def class_affinity(num_classes: int, num_bits: int) -> np.ndarray:
+  """The class-level affinity ``R = b (2I - 1)``: float32 [m, m] (the paper's Figure 1(a))."""
+  return (num_bits * (2.0 * np.eye(num_classes) - 1.0)).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=16)
+def whole_pursuit(pursuit):
+  """The pursuit of all ``pursuit.num_bits`` bits as one compiled call.
 
-def unique_label_set_count(labels) -> int:
-  """The number of unique label sets of a multi-hot training set (HBMP's items)."""
-  return int(hb.unique_label_sets(labels).sets.shape[0])
+  ``pursuit``: ``hbmp(...).extras.pursuit``. Returns a jitted ``(affinity float32 [m, m],
+  key, rule int32 []) -> PursuitState`` (a ``lax.scan`` over bits, bit ``t`` with the key
+  ``fold_in(key, t)``); ``rule`` is a step-size rule as ``pursuit_rule`` gives it, data in
+  the state, so one compilation serves every rule.
+  """
+  def run(affinity, key, rule):
+    def body(state, bit):
+      return pursuit.step(state, affinity, jax.random.fold_in(key, bit))[0], None
+    state = pursuit.init(affinity)._replace(step_size=rule)
+    return lax.scan(body, state, jnp.arange(pursuit.num_bits))[0]
+  return jax.jit(run)
+
+
+def pursuit_rule(method, affinity) -> jax.Array:
+  """The step-size rule of an ``hbmp`` method, as the pursuit's state holds it."""
+  return method.extras.pursuit.init(jnp.asarray(affinity)).step_size

@@ -21,27 +21,67 @@ import numpy as np
 
 import jhash
 from jhash import data as jdata
-from jhash.methods import _hbmp as hb
 from experiments import harness
 from experiments import plots
 from experiments import hbmp_common
 
 LEVELS = ("class", "instance")
+KEYS = ("trainer", "seed", "repeats", "num_classes", "instances_per_class", "num_queries",
+        "max_bits", "map_bits", "step_size", "solvers")
 
 
-def sample_instances(labels: np.ndarray, per_class: int, num_queries: int, seed: int):
-  """(instance indices into the pool, query positions, database positions)."""
-  split = jdata.split_per_class(labels, 0, per_class, seed=seed)
-  instances = split["train"]
-  order = np.random.default_rng(seed).permutation(instances.size)
-  return instances, np.sort(order[:num_queries]), np.sort(order[num_queries:])
+def validate(config) -> None:
+  """Raise ``ConfigError`` for an unknown key or solver option, or ``map_bits`` past
+  ``max_bits``."""
+  harness.check_keys(config, KEYS)
+  for solver, options in config.solvers.items():
+    harness.check_kwargs(jhash.methods.hbmp, options, f"config.solvers.{solver}")
+  try:
+    build_methods(config)
+  except (TypeError, ValueError) as e:
+    raise harness.ConfigError(f"config.solvers / step_size: {e}") from None
+  for b in config.map_bits:
+    if not 1 <= b <= config.max_bits:
+      raise harness.ConfigError(f"config.map_bits: {b} is not in [1, max_bits = "
+                                f"{config.max_bits}].")
 
 
-def pursuit_seconds(config, affinity, key, options) -> float:
-  """Wall time of the whole pursuit of ``max_bits`` bits as one compiled call
-  (``infer_codes``, a ``lax.scan`` over bits), after a warm-up call: seconds, median of 3."""
-  run = lambda: jax.block_until_ready(hb.infer_codes(
-      affinity, config.max_bits, key, step_size=config.step_size, **options))
+def build_methods(config) -> dict:
+  """One ``hbmp`` per solver and level (the pursuit alone, no hash functions), shared by
+  the repeats: one compilation each."""
+  methods = {}
+  for solver, options in config.solvers.items():
+    options = options.to_dict()
+    methods[solver, "class"] = jhash.methods.hbmp(
+        config.max_bits, level="class", num_items=config.num_classes,
+        step_size=config.step_size, hash_function=None, **options)
+    methods[solver, "instance"] = jhash.methods.hbmp(
+        config.max_bits, level="instance", step_size=config.step_size, hash_function=None,
+        **options)
+  return methods
+
+
+def sample_instances(config, seed: int):
+  """A batch of ``instances_per_class`` training images of each of the first
+  ``num_classes`` classes (Fashion-MNIST's CIFAR-10 protocol, as pixel features), and
+  the query and database positions within it."""
+  # No queries; the database (every image) is not needed: a one-item stand-in.
+  train, _, _ = jdata.load_protocol("fashion-mnist", seed, query_per_class=0,
+                                    train_per_class=config.instances_per_class,
+                                    database_limit=1)
+  keep = np.flatnonzero(train["labels"] < config.num_classes)
+  batch = {"views": (train["views"][0][keep],), "labels": train["labels"][keep]}
+  order = np.random.default_rng(seed).permutation(keep.size)
+  return batch, (np.sort(order[:config.num_queries]), np.sort(order[config.num_queries:]))
+
+
+def pursuit_seconds(method, affinity, key) -> float:
+  """Wall time of the whole pursuit of the method's bits as one compiled call
+  (``hbmp_common.whole_pursuit``, a ``lax.scan`` over bits), after a warm-up call:
+  seconds, median of 3."""
+  run_all = hbmp_common.whole_pursuit(method.extras.pursuit)
+  rule = hbmp_common.pursuit_rule(method, affinity)
+  run = lambda: jax.block_until_ready(run_all(affinity, key, rule))
   run()
   times = []
   for _ in range(3):
@@ -51,7 +91,7 @@ def pursuit_seconds(config, affinity, key, options) -> float:
   return float(np.median(times))
 
 
-def run_level(config, method, key, batch, positions, options) -> dict:
+def run_level(config, method, key, batch, positions) -> dict:
   """One pursuit: per-bit residuals and cumulative step times; mAP at ``map_bits``;
   the time of the same pursuit as one compiled call."""
   query, database = positions
@@ -77,45 +117,31 @@ def run_level(config, method, key, batch, positions, options) -> dict:
                    q, db, labels[query], labels[database], weights=alphas_at[b])}
   return {"residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),
           "step_seconds": times, "maps": maps,
-          "pursuit_seconds": pursuit_seconds(config, state.affinity, key, options),
+          "pursuit_seconds": pursuit_seconds(method, state.affinity, key),
           "degenerate": np.asarray(history["degenerate"]).astype(int).tolist()}
 
 
 def train_and_evaluate(config, workdir) -> dict:
+  validate(config)
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  ckpt = harness.Checkpointer(workdir, config)
-  key = jax.random.PRNGKey(config.seed)
-  images, labels = hbmp_common.fashion_pool()
-  n = config.num_classes * config.instances_per_class
-  methods = {}   # one method per solver and level, shared by the repeats: one compilation each
-  for solver, options in config.solvers.items():
-    methods[solver, "class"] = jhash.methods.hbmp(
-        config.max_bits, level="class", num_items=config.num_classes,
-        step_size=config.step_size, **options)
-    methods[solver, "instance"] = jhash.methods.hbmp(
-        config.max_bits, level="instance", step_size=config.step_size, **options)
-  cells = []
-  for r in range(config.repeats):
-    pool = np.flatnonzero(labels < config.num_classes)
-    instances, query, database = sample_instances(labels[pool], config.instances_per_class,
-                                                  config.num_queries, config.seed + r)
-    index = pool[instances]
-    batch = {"views": (images[index].reshape(n, -1),), "labels": labels[index]}
-    for s_index, solver in enumerate(config.solvers):
-      for l_index, level in enumerate(LEVELS):
-        cells.append((f"{solver}/{level}/{r}",
-                      lambda m=methods[solver, level], b=batch, q=(query, database),
-                      k=harness.cell_key(key, r, s_index, l_index),
-                      o=dict(config.solvers[solver]):
-                      run_level(config, m, k, b, q, o)))
-  results = harness.run_cells(cells, ckpt)
-  summary = summarise(config, results)
-  table = format_table(config, summary)
-  print(table)
-  make_plots(config, summary, workdir)
-  harness.write_results(workdir, config, {"cells": results, "summary": summary}, started,
-                        extra={"table": table})
+  methods = build_methods(config)
+  with harness.Workdir(workdir, config) as wd:
+    cells = []
+    for r in range(config.repeats):
+      batch, positions = sample_instances(config, config.seed + r)
+      for solver in config.solvers:
+        for level in LEVELS:
+          key = harness.cell_key(config.seed, "fashion-mnist", "hbmp", r, solver, level)
+          cells.append((f"{solver}/{level}/{r}",
+                        lambda m=methods[solver, level], b=batch, p=positions, k=key:
+                        run_level(config, m, k, b, p)))
+    results = harness.run_cells(cells, wd)
+    summary = summarise(config, results)
+    table = format_table(config, summary)
+    print(table)
+    make_plots(config, summary, wd.path)
+    harness.write_results(wd, config, {"cells": results, "summary": summary}, started,
+                          extra={"table": table})
   return summary
 
 

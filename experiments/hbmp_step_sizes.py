@@ -1,38 +1,60 @@
 """HBMP's step-size rules on the class-level Fashion-MNIST setting.
 
-Residual curves come from ``infer_codes`` on the 10-class affinity (the rule is data in
-the pursuit's state, so one compilation serves the three rules and every seed); mAP from
-class-level HBMP with learned hash functions, per rule and code length, ranked with the
-alphas and with plain Hamming distance. Writes ``results.json``, ``residual.png`` and
+Residual curves come from the pursuit alone on the 10-class affinity, all bits as one
+compiled call (``hbmp_common.whole_pursuit``; the rule is data in the pursuit's state, so
+one compilation serves the three rules and every seed); mAP from class-level HBMP with
+learned hash functions, per rule and code length, ranked with the alphas and with plain
+Hamming distance. The HBMP cells' key is ``cell_key(seed, "fashion-mnist", "hbmp",
+bits)``, the retrieval trainer's: the ``regress`` cells equal the single-label table's
+cells of the same hash functions. Writes ``results.json``, ``residual.png`` and
 ``map_vs_bits.png``, and prints the tables.
 """
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import jax
 import numpy as np
 
-from jhash.methods import _hbmp as hb
+import jhash
+from jhash import data as jdata
 from experiments import harness
-from experiments import plots
 from experiments import hbmp_common
+from experiments import plots
 
 NUM_CLASSES = 10
+KEYS = ("trainer", "seed", "step_sizes", "max_bits", "repeats", "bits", "hash_function",
+        "hash_options", "dataset", "checkpoint_every")
 
 
-def residual_curves(config, key) -> dict:
+def validate(config) -> None:
+  """Raise ``ConfigError`` for an unknown key, protocol option, rule or hash function."""
+  harness.check_keys(config, KEYS)
+  try:
+    jdata.check_protocol("fashion-mnist", config.dataset)
+    for rule in config.step_sizes:
+      for bits in config.bits:
+        hbmp_common.hbmp_method(bits, config.hash_function, config, num_items=NUM_CLASSES,
+                                step_size=rule)
+  except (KeyError, TypeError, ValueError) as e:
+    raise harness.ConfigError(f"config: {e}") from None
+
+
+def residual_curves(config) -> dict:
   """Relative residual norm per bit, per rule: mean, min and max over seeds."""
-  affinity = hb.class_affinity(NUM_CLASSES, config.max_bits)
+  affinity = hbmp_common.class_affinity(NUM_CLASSES, config.max_bits)
+  methods = {rule: jhash.methods.hbmp(config.max_bits, num_items=NUM_CLASSES, step_size=rule,
+                                      hash_function=None)
+             for rule in config.step_sizes}
+  run = hbmp_common.whole_pursuit(methods[config.step_sizes[0]].extras.pursuit)
   out = {}
-  for rule in config.step_sizes:
+  for rule, method in methods.items():
     runs = []
     for r in range(config.repeats):
-      res = hb.infer_codes(affinity, config.max_bits, jax.random.fold_in(key, r),
-                           step_size=rule)
-      runs.append(np.asarray(res.residual_norms) / float(res.initial_norm))
+      state = run(affinity, harness.cell_key(config.seed, "residual", r),
+                  hbmp_common.pursuit_rule(method, affinity))
+      runs.append(np.asarray(state.residual_norms) / float(state.initial_norm))
     runs = np.array(runs)
     out[rule] = {"mean": runs.mean(0).tolist(), "min": runs.min(0).tolist(),
                  "max": runs.max(0).tolist()}
@@ -40,27 +62,26 @@ def residual_curves(config, key) -> dict:
 
 
 def train_and_evaluate(config, workdir) -> dict:
+  validate(config)
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  ckpt = harness.Checkpointer(workdir, config)
-  key = jax.random.PRNGKey(config.seed)
-  batches = hbmp_common.fashion_batches(config.dataset, config.seed)
-  cells = [("residual", lambda: residual_curves(config, jax.random.fold_in(key, 1000)))]
-  for b_index, bits in enumerate(config.bits):
-    for rule in config.step_sizes:
-      cell = f"{rule}/{bits}"
+  batches = jdata.load_protocol("fashion-mnist", config.seed, images=True,
+                                **config.dataset.to_dict())
+  with harness.Workdir(workdir, config) as wd:
+    cells = [("residual", lambda: residual_curves(config))]
+    for bits in config.bits:
       # One key per code length: the rules differ only in their step sizes.
-      cells.append((cell, lambda c=cell, b=bits, r=rule, ck=harness.cell_key(key, b_index):
-                    hbmp_common.hbmp_cell(
-                        ckpt, c, hbmp_common.hbmp_method(
-                            b, config.hash_function, config, num_items=NUM_CLASSES,
-                            step_size=r),
-                        ck, batches, config.checkpoint_every)))
-  results = harness.run_cells(cells, ckpt)
-  table = summarise(config, results)
-  print(table)
-  make_plots(config, results, workdir)
-  harness.write_results(workdir, config, results, started, extra={"table": table})
+      key = harness.cell_key(config.seed, "fashion-mnist", "hbmp", bits)
+      for rule in config.step_sizes:
+        cell = f"{rule}/{bits}"
+        cells.append((cell, lambda c=cell, b=bits, r=rule, k=key: hbmp_common.hbmp_cell(
+            wd, c, hbmp_common.hbmp_method(b, config.hash_function, config,
+                                           num_items=NUM_CLASSES, step_size=r),
+            k, batches, config.checkpoint_every)))
+    results = harness.run_cells(cells, wd)
+    table = summarise(config, results)
+    print(table)
+    make_plots(config, results, wd.path)
+    harness.write_results(wd, config, results, started, extra={"table": table})
   return results
 
 
@@ -82,17 +103,17 @@ def make_plots(config, results, workdir) -> None:
   bits = list(range(1, config.max_bits + 1))
   curves = results["residual"]
   plots.panels([{"title": "10-class affinity", "xlabel": "bits",
-                       "ylabel": "||Q_t||_F / ||Q_0||_F", "series": [
-                           {"label": rule, "x": bits, "y": curves[rule]["mean"],
-                            "band": (curves[rule]["min"], curves[rule]["max"]), "style": "-"}
-                           for rule in config.step_sizes]}],
-                     workdir / "residual.png")
+                 "ylabel": "||Q_t||_F / ||Q_0||_F", "series": [
+                     {"label": rule, "x": bits, "y": curves[rule]["mean"],
+                      "band": (curves[rule]["min"], curves[rule]["max"]), "style": "-"}
+                     for rule in config.step_sizes]}],
+               workdir / "residual.png")
   code_bits = list(config.bits)
   plots.panels([{"title": f"Fashion-MNIST, {config.hash_function} hash functions",
-                       "xlabel": "bits", "ylabel": "mAP (tie-aware)", "series": [
-                           {"label": f"{rule}, {name}", "x": code_bits,
-                            "y": [results[f"{rule}/{b}"][key] for b in code_bits],
-                            "style": "o-" if key == "map_weighted" else "s--"}
-                           for rule in config.step_sizes
-                           for key, name in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
-                     workdir / "map_vs_bits.png")
+                 "xlabel": "bits", "ylabel": "mAP (tie-aware)", "series": [
+                     {"label": f"{rule}, {name}", "x": code_bits,
+                      "y": [results[f"{rule}/{b}"][key] for b in code_bits],
+                      "style": "o-" if key == "map_weighted" else "s--"}
+                     for rule in config.step_sizes
+                     for key, name in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
+               workdir / "map_vs_bits.png")

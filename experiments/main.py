@@ -1,41 +1,43 @@
-"""Run one experiment: ``python -m experiments.main --config PATH[:ARG] --workdir DIR``.
+"""Run one experiment: ``python -m experiments.main --config FILE[:ARG] --workdir DIR``.
 
-The config file defines ``get_config(arg)`` (``arg`` is the text after ``:``,
-e.g. ``quick``) returning a config whose ``trainer`` names the module that holds
-``train_and_evaluate(config, workdir)``. Rerunning with the same workdir resumes.
+The config file (a path, relative to the current directory or absolute) defines
+``get_config(arg)`` (``arg`` is the text after ``:``, e.g. ``quick``) returning a locked
+``ml_collections.ConfigDict`` whose ``trainer`` names the module that holds
+``train_and_evaluate(config, workdir)``. Any key can be overridden on the command line,
+nested ones too: ``--config.seed=3``, ``--config.methods.itq.num_iters=20``; a key the
+config does not have is an error. Rerunning with the same config and workdir resumes;
+another config on that workdir is refused.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import importlib.util
-import pathlib
 import sys
 
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
 
-def load_config(spec: str):
-  """Load ``path/to/config.py[:arg]`` and call its ``get_config(arg)``."""
-  path, _, arg = spec.partition(":")
-  file = pathlib.Path(path)
-  if not file.is_file():
-    raise SystemExit(f"--config: no config file at {path!r}")
-  module_spec = importlib.util.spec_from_file_location(f"_config_{file.stem}", file)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module.get_config(arg or None)
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Config file, optionally FILE:ARG (e.g. quickstart.py:quick).",
+    lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (resumed if it exists).")
+flags.mark_flags_as_required(["config", "workdir"])
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--config", required=True, help="config file, optionally :arg (e.g. :quick)")
-  parser.add_argument("--workdir", required=True, help="run directory (resumed if it exists)")
-  args = parser.parse_args(argv)
-  config = load_config(args.config)
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  logging.set_verbosity(logging.WARNING)   # orbax logs every save at INFO
+  config = _CONFIG.value
   trainer = importlib.import_module(config.trainer)
-  trainer.train_and_evaluate(config, args.workdir)
-  return 0
+  from experiments import harness   # after flag parsing: --help stays fast
+  try:
+    trainer.train_and_evaluate(config, _WORKDIR.value)
+  except (harness.ConfigError, harness.WorkdirError) as e:
+    sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)

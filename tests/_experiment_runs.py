@@ -1,17 +1,19 @@
-"""Running an experiment's config in-process for the experiment tests.
+"""Running an experiment's config in-process for the experiment tests, and reading its files.
 
-Puts the repository root on ``sys.path`` (the ``experiments`` package lives beside
-``jhash``, not in it).
+Puts the repository root on ``sys.path`` when ``experiments`` is not importable (the
+package is installed beside ``jhash`` by pyproject; a plain checkout run with
+``python -m pytest`` from the root has it on the path already).
 """
 
 import importlib
 import importlib.util
 import json
 import pathlib
+import struct
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
+if importlib.util.find_spec("experiments") is None:
   sys.path.insert(0, str(REPO))
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -19,7 +21,7 @@ RESULT_KEYS = ("config", "seed", "versions", "wall_time_s", "table")
 
 
 def load_config(name: str, arg: str | None = "quick"):
-  """``get_config(arg)`` of ``experiments/configs/NAME.py``."""
+  """``get_config(arg)`` of ``experiments/configs/NAME.py`` (a locked ConfigDict)."""
   path = REPO / "experiments" / "configs" / f"{name}.py"
   spec = importlib.util.spec_from_file_location(f"_config_{name}", path)
   module = importlib.util.module_from_spec(spec)
@@ -27,16 +29,21 @@ def load_config(name: str, arg: str | None = "quick"):
   return module.get_config(arg)
 
 
-def run(name: str, workdir, extra_keys=()) -> tuple:
-  """Run the quick config of ``name`` in ``workdir``: (config, results.json as a dict),
-  after checking the results file holds the harness's fields and ``extra_keys``."""
-  config = load_config(name)
+def run_config(config, workdir, extra_keys=()) -> dict:
+  """Run ``config`` with its trainer in ``workdir``; results.json as a dict, after
+  checking it holds the harness's fields and ``extra_keys``."""
   trainer = importlib.import_module(config.trainer)
   trainer.train_and_evaluate(config, workdir)
   results = json.loads((pathlib.Path(workdir) / "results.json").read_text())
   for key in RESULT_KEYS + tuple(extra_keys):
     assert key in results, key
-  return config, results
+  return results
+
+
+def run(name: str, workdir, extra_keys=()) -> tuple:
+  """Run the quick config of ``name`` in ``workdir``: (config, results.json as a dict)."""
+  config = load_config(name)
+  return config, run_config(config, workdir, extra_keys)
 
 
 def assert_pngs(workdir, names) -> None:
@@ -44,3 +51,25 @@ def assert_pngs(workdir, names) -> None:
   for name in names:
     data = (pathlib.Path(workdir) / name).read_bytes()
     assert data[:8] == PNG and len(data) > 2000, name
+
+
+def read_scalars(logdir) -> dict:
+  """The scalars of every TensorBoard event file in ``logdir``: tag -> {step: value}.
+
+  Event files are TFRecords (length uint64, its CRC, an ``Event`` proto, its CRC); the
+  protos are tensorboardX's own, so no TensorFlow or TensorBoard is needed.
+  """
+  from experiments import harness
+  harness.summary_writer_class()   # imports tensorboardX without PyTorch
+  from tensorboardX.proto import event_pb2
+  out = {}
+  for path in sorted(pathlib.Path(logdir).glob("events.out.tfevents.*")):
+    data = path.read_bytes()
+    at = 0
+    while at < len(data):
+      (length,) = struct.unpack("<Q", data[at:at + 8])
+      event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+      at += 12 + length + 4
+      for value in event.summary.value:
+        out.setdefault(value.tag, {})[event.step] = value.simple_value
+  return out

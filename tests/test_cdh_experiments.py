@@ -5,6 +5,7 @@ Quick runs on 2 CPU cores: cdh_mfeat about 35 s, cdh_figure1 about 20 s, cdh_fas
 """
 
 import jax
+import ml_collections
 import numpy as np
 import pytest
 
@@ -117,13 +118,13 @@ def test_figure1_sweep_cells_resume_to_the_states_of_one_fit(tmp_path):
                  ).astype(np.float32) for d in (6, 5))
   batch = {"views": views, "labels": y.astype(np.int32)}
   data = {"train": batch, "query": batch, "names": ("a", "b")}
-  config = harness.ConfigDict(train_queries=50, seed=0)
+  config = ml_collections.ConfigDict({"train_queries": 50, "seed": 0})
   method = common.cdh_method(4, {"w_iters": 20}, 0.01)
-  key = jax.random.PRNGKey(3)
-  ckpt = harness.Checkpointer(tmp_path, {"test": 1})
-  cells = [cdh_figure1.sweep_cell(ckpt, config, key, data, method, s) for s in range(3)]
-  template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
-  _, state, _ = ckpt.load_state("trajectory/2", template)
+  key = jax.random.key(3)
+  with harness.Workdir(tmp_path, {"test": 1}) as wd:
+    cells = [cdh_figure1.sweep_cell(wd, config, key, data, method, s) for s in range(3)]
+    template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
+    _, state, _ = wd.load_state("trajectory/2", template)
   reference, history = jhash.fit(method, key, batch, 2, progress=False)
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(reference)):
     np.testing.assert_allclose(a, b, rtol=1e-6)

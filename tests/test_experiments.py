@@ -1,80 +1,207 @@
-"""The quickstart experiment end to end: what it learned, its files, and resuming after a kill."""
+"""The retrieval trainer end to end on the quickstart's tiny config: what it learns, its
+files, command-line overrides, keys from cell identities, resuming after a kill, and
+refusing (before anything trains) what it cannot or must not run.
+
+Runs ``python -m experiments.main`` as a user would, from a directory that is not the
+repository's root, with the config path relative to it.
+"""
 
 import json
 import os
 import pathlib
+import stat
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-CONFIG = "experiments/configs/quickstart.py"
+import _experiment_runs as runs
+import jhash
+from experiments import harness
+from experiments import retrieval
+
+CONFIG = runs.REPO / "experiments" / "configs" / "quickstart.py"
+# The tiny config with ITQ at 10 iterations from the command line (the file says 12).
+OVERRIDES = ("--config.methods.itq.num_iters=10",)
+STABLE_HASH_MFEAT = 0xAA863084   # sha256("mfeat"), first 4 bytes little-endian
+CELLS = {f"mfeat/{m}/{b}" for m in ("itq", "lsh") for b in (8, 16)}
 
 
-def _run(workdir, arg, env_extra=None):
+def _main(workdir, *extra, env_extra=None):
+  """``python -m experiments.main`` on the tiny config, from ``workdir``'s parent."""
+  cwd = pathlib.Path(workdir).parent
   env = dict(os.environ, **(env_extra or {}))
-  env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-  return subprocess.run([sys.executable, "-m", "experiments.main", "--config",
-                         f"{CONFIG}:{arg}", "--workdir", str(workdir)],
-                        cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+  env["PYTHONPATH"] = str(runs.REPO) + os.pathsep + env.get("PYTHONPATH", "")
+  config = os.path.relpath(CONFIG, cwd) + ":tiny"
+  command = [sys.executable, "-m", "experiments.main", "--config", config, *OVERRIDES, *extra,
+             "--workdir", pathlib.Path(workdir).name]
+  return subprocess.run(["sh", "-c", 'umask 022 && exec "$@"', "sh", *command], cwd=cwd,
+                        env=env, capture_output=True, text=True, timeout=900)
 
 
-def _maps(workdir):
-  results = json.loads((pathlib.Path(workdir) / "results.json").read_text())
-  return {cell: r["map"] for cell, r in results["metrics"].items()}, results
+def _results(workdir):
+  return json.loads((pathlib.Path(workdir) / "results.json").read_text())
+
+
+def _tiny(**changes):
+  """The tiny config with ITQ at 10 iterations (as ``OVERRIDES``), then ``changes``."""
+  config = runs.load_config("quickstart", "tiny")
+  with config.unlocked():
+    config.methods.itq.num_iters = 10
+    for path, value in changes.items():
+      *parents, leaf = path.split(".")
+      node = config
+      for name in parents:
+        node = node[name]
+      node[leaf] = value
+  return config
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-  workdir = tmp_path_factory.mktemp("tiny")
-  proc = _run(workdir, "tiny")
+def reference(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("reference") / "run"
+  proc = _main(workdir)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return workdir, proc
 
 
-def test_quickstart_learns_and_writes_its_files(tiny_run):
-  workdir, proc = tiny_run
-  maps, results = _maps(workdir)
-  assert set(maps) == {f"mfeat/{m}/{b}" for m in ("lsh", "itq") for b in (8, 16)}
+def test_tiny_run_learns_and_writes_its_files(reference):
+  workdir, proc = reference
+  results = _results(workdir)
+  metrics = results["metrics"]
+  assert set(metrics) == CELLS
   # ITQ's learned rotation beats random projections, and both beat chance (0.1).
   for bits in (8, 16):
-    assert maps[f"mfeat/itq/{bits}"] > maps[f"mfeat/lsh/{bits}"] + 0.05
-    assert maps[f"mfeat/lsh/{bits}"] > 0.15
-  assert maps["mfeat/itq/16"] > 0.5
-  loss = results["metrics"]["mfeat/itq/16"]["history"]["quantization_loss"]
-  assert len(loss) == 12 and loss[-1] < loss[0]
-  for key in ("config", "seed", "versions", "wall_time_s"):
+    assert metrics[f"mfeat/itq/{bits}"]["map"] > metrics[f"mfeat/lsh/{bits}"]["map"] + 0.05
+    assert metrics[f"mfeat/lsh/{bits}"]["map"] > 0.15
+  cell = metrics["mfeat/itq/16"]
+  for name in ("map", "map_index_ties", "precision_at_100", "precision_radius_2",
+               "recall_radius_2"):
+    assert 0.0 < cell[name] <= 1.0 and cell["std"][name] == 0.0, name
+  assert set(cell["per_seed"]) == {"0"} and "pr_radius" in cell["per_seed"]["0"]
+  for key in ("config", "seed", "versions", "wall_time_s", "cell_seconds"):
     assert key in results
-  assert results["versions"]["jax"]
-  for png in ("map_vs_bits.png", "pr_radius.png", "itq_loss.png"):
-    data = (workdir / png).read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
-  assert "| mfeat" in proc.stdout and "mAP@16 bits" in proc.stdout
+  runs.assert_pngs(workdir, ("map_vs_bits.png", "pr_radius.png", "itq_loss.png"))
+  assert "| mfeat" in proc.stdout and "map@16 bits" in proc.stdout
+  # One line per finished cell; no progress-bar carriage returns when not a terminal.
+  assert all(f"{c}/seed=0: map=" in proc.stdout for c in CELLS)
+  assert "\r" not in proc.stdout + proc.stderr
 
 
-def test_killed_run_resumes_to_the_same_results(tiny_run, tmp_path):
-  reference, _ = tiny_run
-  # Saves: lsh/8, lsh/16 (finished cells), then itq/8 at steps 4 and 8: the kill
-  # lands inside ITQ's loop, with a mid-cell checkpoint on disk.
-  killed = _run(tmp_path, "tiny", {"JHASH_KILL_AFTER_SAVES": "4"})
+def test_command_line_override_reaches_the_run(reference):
+  workdir, _ = reference
+  results = _results(workdir)
+  assert results["config"]["methods"]["itq"]["num_iters"] == 10
+  loss = results["metrics"]["mfeat/itq/16"]["per_seed"]["0"]["history"]["quantization_loss"]
+  assert len(loss) == 10 and loss[-1] < loss[0]
+
+
+def test_results_and_plots_are_readable_by_the_group(reference):
+  workdir, _ = reference     # run under umask 022
+  for name in ("results.json", "config.json", "progress.json", "map_vs_bits.png",
+               "pr_radius.png", "itq_loss.png"):
+    assert stat.S_IMODE((workdir / name).stat().st_mode) == 0o644, name
+
+
+def test_training_curves_are_tensorboard_event_files(reference):
+  workdir, _ = reference
+  scalars = runs.read_scalars(workdir / "tensorboard" / "mfeat_itq_16_seed=0")
+  history = _results(workdir)["metrics"]["mfeat/itq/16"]["per_seed"]["0"]["history"]
+  curve = scalars["quantization_loss"]
+  assert sorted(curve) == list(range(1, 11))
+  np.testing.assert_allclose([curve[s] for s in range(1, 11)],
+                             history["quantization_loss"], rtol=1e-6)
+
+
+def test_a_cell_gives_the_same_result_alone_as_in_a_grid(reference, tmp_path):
+  alone = runs.run_config(_tiny(bits=(16,), methods={"itq": {"method": "itq",
+                                                              "num_iters": 10}}), tmp_path)
+  grid = _results(reference[0])["metrics"]["mfeat/itq/16"]
+  assert set(alone["metrics"]) == {"mfeat/itq/16"}
+  assert alone["metrics"]["mfeat/itq/16"]["map"] == grid["map"]
+  assert alone["metrics"]["mfeat/itq/16"]["per_seed"] == grid["per_seed"]
+
+
+def test_killed_run_refuses_another_config_and_resumes_to_the_same_results(reference,
+                                                                         tmp_path):
+  workdir = tmp_path / "run"
+  # Saves: ITQ at 8 bits checkpoints at steps 4 and 8: killed inside its loop, before
+  # any cell finished, with a mid-cell checkpoint and the config on disk.
+  killed = _main(workdir, env_extra={harness.CRASH_ENV: "2"})
   assert killed.returncode == -9, killed.stderr[-2000:]
-  assert not (tmp_path / "results.json").exists()
-  progress = json.loads((tmp_path / "progress.json").read_text())
-  assert sorted(progress["cells"]) == ["mfeat/lsh/16", "mfeat/lsh/8"]
-  assert (tmp_path / "checkpoints" / "mfeat_itq_8.npz").exists()
-  resumed = _run(tmp_path, "tiny")
+  assert (workdir / "config.json").exists() and not (workdir / "results.json").exists()
+  assert not (workdir / "progress.json").exists()      # no cell finished
+  assert (workdir / "checkpoints" / "mfeat_itq_8_seed=0" / "8").is_dir()
+  other = _main(workdir, "--config.seed=1")
+  assert other.returncode != 0 and "different config" in other.stderr, other.stderr[-2000:]
+  assert "seed: 0 -> 1" in other.stderr
+  assert (workdir / "checkpoints" / "mfeat_itq_8_seed=0" / "8").is_dir()
+  resumed = _main(workdir)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert "2 of 4 cells already done" in resumed.stdout
-  got, results = _maps(tmp_path)
-  want, ref_results = _maps(reference)
-  assert got == want
-  assert (results["metrics"]["mfeat/itq/8"]["history"]
-          == ref_results["metrics"]["mfeat/itq/8"]["history"])
-  assert not list((tmp_path / "checkpoints").glob("*.npz"))
+  assert _results(workdir)["metrics"] == _results(reference[0])["metrics"]
+  assert not list((workdir / "checkpoints").iterdir())
 
 
-def test_resume_refuses_a_different_config(tiny_run):
-  workdir, _ = tiny_run
-  proc = _run(workdir, "quick")
-  assert proc.returncode != 0 and "different config" in proc.stderr
+@pytest.mark.parametrize("change, names", [
+    ({"checkpoint_evry": 3}, ("checkpoint_evry", "checkpoint_every")),
+    ({"methods.itq.num_iter": 5}, ("num_iter", "num_iters")),
+    ({"methods.itq.method": "iqt"}, ("iqt", "'itq'")),
+    ({"datasets.mfeat.protocol": "mfeet"}, ("mfeet", "'mfeat'")),
+    ({"plots.pr_curve_bits": 12}, ("pr_curve_bits", "16")),
+    ({"tables": ("mAP",)}, ("mAP", "'map'")),
+])
+def test_a_config_naming_what_does_not_exist_is_refused_before_training(change, names,
+                                                                        tmp_path):
+  with pytest.raises(harness.ConfigError) as error:
+    retrieval.train_and_evaluate(_tiny(**change), tmp_path)
+  for name in names:
+    assert name in str(error.value), (name, str(error.value))
+  assert not list(tmp_path.iterdir())     # nothing written, nothing trained
+
+
+def test_two_runs_on_one_workdir_do_not_mix(tmp_path):
+  config = _tiny()
+  with harness.Workdir(tmp_path, config):
+    with pytest.raises(harness.WorkdirError, match="in use by another run"):
+      harness.Workdir(tmp_path, config)
+  harness.Workdir(tmp_path, config).close()     # free again once the first has closed
+
+
+def test_cell_keys_are_stable_hashes_of_the_cell_identity():
+  key = harness.cell_key(0, "mfeat", "itq", 16)
+  assert jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  want = jax.random.key(0)
+  for part in (harness.stable_hash("mfeat"), harness.stable_hash("itq"), 16):
+    want = jax.random.fold_in(want, part)
+  np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(want))
+  # The same in every process and Python version (pinned; Python's hash is salted).
+  assert harness.stable_hash("mfeat") == STABLE_HASH_MFEAT
+  assert harness.stable_hash("itq") != harness.stable_hash("lsh")
+
+
+def test_multi_code_methods_are_scored_by_the_minimum_over_their_codes(rng):
+  x = rng.normal(size=(60, 8)).astype(np.float32)
+  y = (np.arange(60) % 3).astype(np.int32)
+  base = jhash.methods.lsh(8)
+
+  def two_codes(state, batch):
+    # An item's second code is its first negated: its distance to a query is
+    # min(d, 8 - d), so the multi-code ranking differs from the single-code one.
+    codes = base.encode(state, batch)
+    return jax.numpy.stack([codes, -codes], axis=1), jax.numpy.ones(codes.shape[:1] + (2,),
+                                                                     bool)
+  method = base._replace(encode_multi=two_codes)
+  state, _ = jhash.fit(method, jax.random.key(0), {"views": (x,)}, progress=False)
+  batch = {"views": (x,), "labels": y}
+  evaluation = _tiny(**{"evaluation.map_ties": ("aware",), "evaluation.precision_at": (),
+                        "evaluation.radius": None}).evaluation
+  out = retrieval.evaluate(method, state, batch, batch, evaluation, curve=False)
+  codes = np.asarray(jhash.encode(method, state, batch))
+  multi = np.stack([codes, -codes], axis=1)
+  want = jhash.metrics.mean_average_precision(codes, multi, y, y,
+                                              db_mask=np.ones((60, 2), bool))
+  assert out["map_multi"] == pytest.approx(want)
+  assert out["map"] == pytest.approx(jhash.metrics.mean_average_precision(codes, codes, y, y))
+  assert set(retrieval.metric_names(evaluation, weighted=False)) == set(out)

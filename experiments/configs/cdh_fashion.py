@@ -28,28 +28,29 @@ Protocol: the 60,000 training images are the training set and the database; 1,00
           wall times of the fits, compilation included.
 """
 
-from experiments.harness import ConfigDict
+import ml_collections
 
 
 def get_config(arg=None):
-  config = ConfigDict(
-      trainer="experiments.cdh_fashion",
-      seed=0,
-      bits=[16, 32, 64],
-      dataset={"train_per_class": None, "query_per_class": 100},
-      gamma=0.003,
-      # jhash.methods.cdh options besides gamma.
-      cdh={"max_inner": 16, "w_iters": 300, "num_sweeps": 2, "chunk_size": 10_000},
-      baselines=["cvh", "scm", "cmfh"],
-      baseline_options={"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}},
-      checkpoint_every=1,            # CDH: a checkpoint after every sweep
-      baseline_checkpoint_every=25,  # the baselines' cheap steps (SCM: one per bit)
-  )
+  config = ml_collections.ConfigDict()
+  config.trainer = "experiments.cdh_fashion"
+  config.seed = 0
+  config.bits = (16, 32, 64)
+  # train_per_class 0: all 60,000 training images; else drawn per class.
+  config.dataset = {"train_per_class": 0, "query_per_class": 100}
+  config.gamma = 0.003
+  # jhash.methods.cdh options besides gamma.
+  config.cdh = {"max_inner": 16, "w_iters": 300, "num_sweeps": 2, "chunk_size": 10_000}
+  config.baselines = ("cvh", "scm", "cmfh")
+  config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}}
+  config.checkpoint_every = 1            # CDH: a checkpoint after every sweep
+  config.baseline_checkpoint_every = 25  # the baselines' cheap steps (SCM: one per bit)
   if arg == "quick":
-    config.bits = [16]
+    config.bits = (16,)
     config.dataset = {"train_per_class": 600, "query_per_class": 20}
-    config.cdh = {"max_inner": 16, "w_iters": 100, "num_sweeps": 2, "chunk_size": 2_000}
-    config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 50}}
+    config.cdh.w_iters = 100
+    config.cdh.chunk_size = 2_000
+    config.baseline_options.cmfh.num_iters = 50
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
-  return config
+  return config.lock()

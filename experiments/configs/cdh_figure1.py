@@ -21,28 +21,27 @@ Protocol: the split of cdh_mfeat (200 queries, 20 per class; the other 1,800 ite
           (c): two sweeps at each gamma of the grid (0 is CDH-0), the same key, query mAP.
 """
 
-from experiments.harness import ConfigDict
+import ml_collections
 
 
 def get_config(arg=None):
-  config = ConfigDict(
-      trainer="experiments.cdh_figure1",
-      seed=0,
-      bits=32,
-      dataset={"views": ["pix", "fou"], "query_per_class": 20, "validation_per_class": 0},
-      gamma=0.003,
-      num_sweeps=4,
-      train_queries=1000,
-      # jhash.methods.cdh options besides gamma and num_sweeps.
-      cdh={"max_inner": 16, "w_iters": 300},
-      gamma_grid=[0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0],
-      gamma_sweeps=2,
-  )
+  config = ml_collections.ConfigDict()
+  config.trainer = "experiments.cdh_figure1"
+  config.seed = 0
+  config.bits = 32
+  config.dataset = {"views": ("pix", "fou"), "query_per_class": 20, "validation_per_class": 0}
+  config.gamma = 0.003
+  config.num_sweeps = 4
+  config.train_queries = 1000
+  # jhash.methods.cdh options besides gamma and num_sweeps.
+  config.cdh = {"max_inner": 16, "w_iters": 300}
+  config.gamma_grid = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
+  config.gamma_sweeps = 2
   if arg == "quick":
     config.bits = 16
     config.num_sweeps = 3
-    config.cdh = {"max_inner": 16, "w_iters": 100}
-    config.gamma_grid = [0.0, 0.01, 0.1, 10.0]
+    config.cdh.w_iters = 100
+    config.gamma_grid = (0.0, 0.01, 0.1, 10.0)
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
-  return config
+  return config.lock()

@@ -26,28 +26,27 @@ Protocol: mfeat's 2,000 digits (200 per class), each view standardised; 20 queri
           skipped at 128 bits (one bit per canonical pair: at most 76, fou's width).
 """
 
-from experiments.harness import ConfigDict
+import ml_collections
 
 
 def get_config(arg=None):
-  config = ConfigDict(
-      trainer="experiments.cdh_mfeat",
-      seed=0,
-      bits=[16, 32, 64, 128],
-      dataset={"views": ["pix", "fou"], "query_per_class": 20, "validation_per_class": 20},
-      # jhash.methods.cdh options besides gamma (chunk_size above n: one chunk).
-      cdh={"max_inner": 16, "w_iters": 300, "num_sweeps": 2},
-      gamma_grid=[0.001, 0.003, 0.01, 0.03, 0.1],
-      select_bits=None,          # None: choose gamma per code length; else at this length
-      baselines=["cvh", "scm", "cmfh"],
-      baseline_options={"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}},
-      checkpoint_every=1,            # CDH: a checkpoint after every sweep
-      baseline_checkpoint_every=25,  # the baselines' cheap steps (SCM: one per bit)
-  )
+  config = ml_collections.ConfigDict()
+  config.trainer = "experiments.cdh_mfeat"
+  config.seed = 0
+  config.bits = (16, 32, 64, 128)
+  config.dataset = {"views": ("pix", "fou"), "query_per_class": 20, "validation_per_class": 20}
+  # jhash.methods.cdh options besides gamma (chunk_size above n: one chunk).
+  config.cdh = {"max_inner": 16, "w_iters": 300, "num_sweeps": 2}
+  config.gamma_grid = (0.001, 0.003, 0.01, 0.03, 0.1)
+  config.select_bits = 0          # 0: choose gamma per code length; else at this length
+  config.baselines = ("cvh", "scm", "cmfh")
+  config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}}
+  config.checkpoint_every = 1            # CDH: a checkpoint after every sweep
+  config.baseline_checkpoint_every = 25  # the baselines' cheap steps (SCM: one per bit)
   if arg == "quick":
-    config.bits = [32]
-    config.gamma_grid = [0.001, 0.01, 0.1]
-    config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 50}}
+    config.bits = (32,)
+    config.gamma_grid = (0.001, 0.01, 0.1)
+    config.baseline_options.cmfh.num_iters = 50
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
-  return config
+  return config.lock()

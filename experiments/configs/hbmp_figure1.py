@@ -20,30 +20,29 @@ Protocol: 10 Fashion-MNIST classes; per repeat, 1,000 images (100 per class) dra
           (``infer_codes``), whose instance / class ratio the table prints.
 """
 
-from experiments.harness import ConfigDict
+import ml_collections
 
 
 def get_config(arg=None):
-  config = ConfigDict(
-      trainer="experiments.hbmp_figure1",
-      seed=0,
-      repeats=5,
-      num_classes=10,
-      instances_per_class=100,
-      num_queries=100,
-      max_bits=64,
-      map_bits=[4, 8, 16, 24, 32, 48, 64],
-      step_size="regress",
-      # Solver settings of the pursuit (``hbmp`` keyword arguments) to compare.
-      solvers={"default": {},
-               "budget": {"num_restarts": 1, "num_iters": 8, "local_search": False}},
-  )
+  config = ml_collections.ConfigDict()
+  config.trainer = "experiments.hbmp_figure1"
+  config.seed = 0
+  config.repeats = 5
+  config.num_classes = 10
+  config.instances_per_class = 100
+  config.num_queries = 100
+  config.max_bits = 64
+  config.map_bits = (4, 8, 16, 24, 32, 48, 64)
+  config.step_size = "regress"
+  # Solver settings of the pursuit (``hbmp`` keyword arguments) to compare.
+  config.solvers = {"default": {},
+                    "budget": {"num_restarts": 1, "num_iters": 8, "local_search": False}}
   if arg == "quick":
     config.repeats = 1
     config.instances_per_class = 50
     config.num_queries = 100
     config.max_bits = 16
-    config.map_bits = [8, 16]
+    config.map_bits = (8, 16)
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
-  return config
+  return config.lock()

@@ -16,30 +16,34 @@ Protocol: residual curves: the pursuit on R = b (2I - 1) for 10 classes, max_bit
           class-level HBMP with each rule and MLP hash functions.
 """
 
-from experiments.harness import ConfigDict
+import ml_collections
+from ml_collections import config_dict
 
 
 def get_config(arg=None):
-  config = ConfigDict(
-      trainer="experiments.hbmp_step_sizes",
-      seed=0,
-      step_sizes=["constant", "line", "regress"],
-      max_bits=64,
-      repeats=5,
-      bits=[12, 24, 32, 48],
-      hash_function="mlp",
-      hash_options={"mlp": {"num_epochs": 20, "batch_size": 128, "hidden": [512]}},
-      dataset={"query_per_class": 100, "train_per_class": 500, "database_limit": None},
-      checkpoint_every=8,
-  )
+  config = ml_collections.ConfigDict()
+  config.trainer = "experiments.hbmp_step_sizes"
+  config.seed = 0
+  config.step_sizes = ("constant", "line", "regress")
+  config.max_bits = 64
+  config.repeats = 5
+  config.bits = (12, 24, 32, 48)
+  config.hash_function = "mlp"
+  config.hash_options = {"mlp": {"num_epochs": 20, "batch_size": 128, "hidden": (512,)}}
+  # jhash.data.load_protocol("fashion-mnist", images=True) options.
+  config.dataset = {"query_per_class": 100, "train_per_class": 500,
+                    "database_limit": config_dict.placeholder(int)}
+  config.checkpoint_every = 8
   if arg == "quick":
     config.max_bits = 24
     config.repeats = 2
-    config.bits = [12]
+    config.bits = (12,)
     config.hash_function = "linear"
     config.hash_options = {"linear": {"num_epochs": 8, "batch_size": 100}}
-    config.dataset = {"query_per_class": 20, "train_per_class": 100, "database_limit": 5000}
+    config.dataset.query_per_class = 20
+    config.dataset.train_per_class = 100
+    config.dataset.database_limit = 5000
     config.checkpoint_every = 6
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
-  return config
+  return config.lock()

@@ -1,0 +1,423 @@
+"""The retrieval trainer: methods by registry name x data-set protocols x code lengths x seeds.
+
+A cell trains one method (``jhash.methods.REGISTRY``) at one code length on the training
+batch of one protocol (``jhash.data.load_protocol``) at one seed, codes the queries and
+the database, and scores the ranking. Its key is ``cell_key(seed, protocol, method,
+bits)``: the cell gives the same number alone or in any grid, and entries of the same
+registry method (HBMP with linear, MLP and CNN hash functions, say) share it, so their
+comparison is paired. Each seed draws its own split and keys.
+
+Config keys (``experiments/configs/quickstart.py`` is an example):
+
+* ``trainer``: ``"experiments.retrieval"``.
+* ``seed``, ``num_seeds``: the seeds ``seed .. seed + num_seeds - 1``.
+* ``bits``: the code lengths.
+* ``datasets``: label -> ``{"protocol": a jhash.data.PROTOCOLS name, **its options}``.
+* ``methods``: label -> ``{"method": a REGISTRY name, **its hyperparameters}``; a value
+  ``"data:num_classes"`` or ``"data:num_label_sets"`` is counted on the training set
+  (HBMP's ``num_items``).
+* ``evaluation``: ``map_ties`` (mAP conventions: ``"aware"`` gives ``map``, ``"index"``
+  gives ``map_index_ties``), ``precision_at`` (ks of ``precision_at_K``), ``radius``
+  (``precision_radius_R`` and ``recall_radius_R``, None: none), ``ndcg_at`` (k of
+  ``ndcg_at_K``, graded by shared labels; None: none), ``weighted`` (for a method whose
+  ``extras.weights(state)`` gives bit weights, HBMP's alphas: ``map_weighted`` and
+  ``ndcg_at_K_weighted`` with weighted Hamming ranking). A method with several codes per
+  item (``encode_multi``) also gets every Hamming metric with ``_multi``: the database
+  coded by ``jhash.encode_multi``, an item's distance the minimum over its codes.
+* ``tables``: the metrics printed as tables (rows data set x method, columns bits).
+* ``plots``: ``pr_curve_bits`` (precision-recall within Hamming radius at this length,
+  ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
+  training metric against the step, ``NAME.png``, one panel per data set and method,
+  one line per code length).
+* ``checkpoint_every``: steps between checkpoints inside a cell.
+
+Everything the config names is checked before the first cell trains. Writes
+``results.json`` (per cell ``data/method/bits``: the mean over seeds of every number,
+``std``, and ``per_seed``, the full results with the training history), one
+``METRIC_vs_bits.png`` per table metric family, ``pr_radius.png``, the curve plots,
+and the training curves as TensorBoard event files (``tensorboard/<cell>/``).
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+import jhash
+from jhash import data as jdata
+from experiments import harness
+from experiments import hbmp_common
+from experiments import plots
+
+KEYS = ("trainer", "seed", "num_seeds", "bits", "datasets", "methods", "evaluation",
+        "tables", "plots", "checkpoint_every")
+EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
+PLOT_KEYS = ("pr_curve_bits", "curves")
+MAP_NAMES = {"aware": "map", "index": "map_index_ties"}
+DATA_FACTS = {
+    "num_classes": lambda labels: int(np.max(labels)) + 1 if np.ndim(labels) == 1
+    else int(np.shape(labels)[1]),
+    "num_label_sets": lambda labels: int(np.unique(np.asarray(labels), axis=0).shape[0]),
+}
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def seeds(config) -> list[int]:
+  return list(range(config.seed, config.seed + config.num_seeds))
+
+
+def method_kwargs(config, label: str) -> dict:
+  """The hyperparameters of method ``label`` (everything but ``method``)."""
+  return {k: v for k, v in config.methods[label].to_dict().items() if k != "method"}
+
+
+def resolve(kwargs: dict, labels=None) -> dict:
+  """``kwargs`` with each ``"data:FACT"`` counted on the training labels (or, without
+  labels, a stand-in value for checking the factory's other arguments)."""
+  def value(v):
+    if isinstance(v, str) and v.startswith("data:"):
+      return DATA_FACTS[v[5:]](labels) if labels is not None else 1024
+    return v
+  return {k: value(v) for k, v in kwargs.items()}
+
+
+def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[str]:
+  """The names of the numbers a cell reports under ``evaluation``."""
+  names = [MAP_NAMES[t] for t in evaluation.map_ties]
+  names += [f"precision_at_{k}" for k in evaluation.precision_at]
+  if evaluation.radius is not None:
+    names += [f"precision_radius_{evaluation.radius}", f"recall_radius_{evaluation.radius}"]
+  if evaluation.ndcg_at:
+    names.append(f"ndcg_at_{evaluation.ndcg_at}")
+  out = list(names)
+  if weighted and evaluation.weighted:
+    out += ["map_weighted"] + [f"{n}_weighted" for n in names if n.startswith("ndcg")]
+  if multi:
+    out += [f"{n}_multi" for n in names]
+  return out
+
+
+def validate(config) -> None:
+  """Raise ``ConfigError`` (naming the key and the allowed values) for anything the
+  config names that does not exist: keys, protocols and their options, methods and
+  their hyperparameters, metric conventions, tables and plot settings."""
+  harness.check_keys(config, KEYS)
+  harness.check_keys(config.evaluation, EVALUATION_KEYS, "config.evaluation")
+  harness.check_keys(config.plots, PLOT_KEYS, "config.plots")
+  _check_ints(config.bits, "config.bits", minimum=1)
+  _check_ints([config.seed], "config.seed", minimum=0)
+  _check_ints([config.num_seeds, config.checkpoint_every], "config.num_seeds / "
+              "checkpoint_every", minimum=1)
+  for label, spec in config.datasets.items():
+    _check_dataset(label, spec)
+  for label in config.methods:
+    _check_method(config, label)
+  _check_evaluation(config)
+  _check_plots(config)
+
+
+def _check_ints(values, where: str, minimum: int) -> None:
+  if not len(values) or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum
+                            for v in values):
+    raise harness.ConfigError(f"{where}: must be ints >= {minimum}; got {list(values)!r}.")
+
+
+def _check_dataset(label: str, spec) -> None:
+  where = f"config.datasets.{label}"
+  if "protocol" not in spec:
+    raise harness.ConfigError(f"{where}: missing key 'protocol' (one of "
+                              f"{', '.join(jdata.PROTOCOLS)}).")
+  harness.check_choice(spec.protocol, jdata.PROTOCOLS, f"{where}.protocol")
+  options = jdata.protocol_options(spec.protocol)
+  harness.check_keys({k: v for k, v in spec.items() if k != "protocol"}, options, where,
+                     required=())
+
+
+def _check_method(config, label: str) -> None:
+  where = f"config.methods.{label}"
+  spec = config.methods[label]
+  if "method" not in spec:
+    raise harness.ConfigError(f"{where}: missing key 'method' (one of "
+                              f"{', '.join(jhash.methods.REGISTRY)}).")
+  harness.check_choice(spec.method, jhash.methods.REGISTRY, f"{where}.method")
+  factory = jhash.methods.REGISTRY[spec.method]
+  kwargs = method_kwargs(config, label)
+  harness.check_kwargs(factory, kwargs, where)
+  for name, value in kwargs.items():
+    if isinstance(value, str) and value.startswith("data:"):
+      harness.check_choice(value[5:], DATA_FACTS, f"{where}.{name} (data:...)")
+  for bits in config.bits:
+    try:
+      factory(bits, **resolve(kwargs))
+    except (TypeError, ValueError) as e:
+      raise harness.ConfigError(f"{where} at {bits} bits: {e}") from None
+
+
+def _check_evaluation(config) -> None:
+  ev = config.evaluation
+  for ties in ev.map_ties:
+    harness.check_choice(ties, MAP_NAMES, "config.evaluation.map_ties")
+  _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
+  if ev.radius is not None and not 0 <= ev.radius <= min(config.bits):
+    raise harness.ConfigError(f"config.evaluation.radius: must be None or an int in [0, "
+                              f"{min(config.bits)}] (the shortest code); got {ev.radius!r}.")
+  if ev.ndcg_at is not None:
+    _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
+  for metric in config.tables:
+    harness.check_choice(metric, metric_names(ev), "config.tables")
+
+
+def _check_plots(config) -> None:
+  bits = config.plots.pr_curve_bits
+  if bits is not None:
+    harness.check_choice(bits, list(config.bits), "config.plots.pr_curve_bits (one of bits)")
+  for name, spec in config.plots.curves.items():
+    harness.check_keys(spec, ("metric", "methods"), f"config.plots.curves.{name}")
+    for label in spec.methods:
+      harness.check_choice(label, list(config.methods), f"config.plots.curves.{name}.methods")
+
+
+def check_trainable(config, batches_of) -> None:
+  """Trace ``init`` and ``update`` of every method on every data set (first seed, shortest
+  code; no compilation): a method that cannot train on a data set, or a curve metric a
+  method does not report, fails here, before any cell trains."""
+  key, bits = jax.random.key(0), min(config.bits)
+  reported = {}
+  for dataset in config.datasets:
+    train = batches_of(dataset, seeds(config)[0])[0]
+    for label, spec in config.methods.items():
+      method = build_method(config, label, bits, train)
+      try:
+        state = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
+        metrics = jax.eval_shape(method.update, state, train, key)[1]
+      except (TypeError, ValueError) as e:
+        raise harness.ConfigError(f"config.methods.{label} ({spec.method}) cannot train on "
+                                  f"config.datasets.{dataset}: {e}") from None
+      reported[label] = set(metrics)
+  for name, spec in config.plots.curves.items():
+    for label in spec.methods:
+      harness.check_choice(spec.metric, sorted(reported[label]),
+                           f"config.plots.curves.{name}.metric (reported by {label})")
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+def build_method(config, label: str, bits: int, train) -> jhash.HashingMethod:
+  factory = jhash.methods.REGISTRY[config.methods[label].method]
+  return factory(bits, **resolve(method_kwargs(config, label), train["labels"]))
+
+
+def cell_name(dataset: str, method: str, bits: int, seed: int | None = None) -> str:
+  name = f"{dataset}/{method}/{bits}"
+  return name if seed is None else f"{name}/seed={seed}"
+
+
+def method_weights(method, state):
+  """The bit weights of a method that ranks by weighted Hamming distance, else None."""
+  fn = getattr(method.extras, "weights", None)
+  return None if fn is None else np.asarray(fn(state))
+
+
+def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool,
+                    db_mask=None) -> dict:
+  """mAP (each tie convention), P@k, precision/recall within the radius, NDCG@k and, for
+  ``curve``, the PR curve over every radius; ``db_mask`` for multi-code databases."""
+  args = (q_codes, db_codes, q_labels, db_labels)
+  kw = {} if db_mask is None else {"db_mask": db_mask}
+  out = {MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
+         for t in evaluation.map_ties}
+  if evaluation.precision_at:
+    ks = tuple(evaluation.precision_at)
+    values = np.asarray(jhash.metrics.precision_at_k(*args, ks, **kw))
+    out.update({f"precision_at_{k}": float(v) for k, v in zip(ks, values)})
+  if evaluation.radius is not None or curve:
+    pr = jhash.metrics.pr_curve_by_radius(*args, **kw)
+    if evaluation.radius is not None:
+      out[f"precision_radius_{evaluation.radius}"] = float(pr["precision"][evaluation.radius])
+      out[f"recall_radius_{evaluation.radius}"] = float(pr["recall"][evaluation.radius])
+    if curve:
+      out["pr_radius"] = {k: np.asarray(v).tolist() for k, v in pr.items()}
+  if evaluation.ndcg_at:
+    out[f"ndcg_at_{evaluation.ndcg_at}"] = jhash.metrics.ndcg_at_k(*args, evaluation.ndcg_at,
+                                                                   **kw)
+  return out
+
+
+def weighted_metrics(q_codes, db_codes, q_labels, db_labels, weights, evaluation) -> dict:
+  """Tie-aware mAP (and NDCG@k) ranked by the weighted Hamming distance."""
+  args = (q_codes, db_codes, q_labels, db_labels)
+  out = {"map_weighted": hbmp_common.ranked_map(*args, weights)}
+  if evaluation.ndcg_at:
+    out[f"ndcg_at_{evaluation.ndcg_at}_weighted"] = jhash.metrics.ndcg_at_k(
+        *args, evaluation.ndcg_at, weights=weights)
+  return out
+
+
+def evaluate(method, state, query, database, evaluation, curve: bool) -> dict:
+  """Every metric of ``evaluation`` for a trained method (module docstring)."""
+  q_codes = jhash.encode(method, state, query)
+  db_codes = jhash.encode(method, state, database)
+  labels = (query["labels"], database["labels"])
+  out = hamming_metrics(q_codes, db_codes, *labels, evaluation, curve)
+  weights = method_weights(method, state)
+  if weights is not None and evaluation.weighted:
+    out.update(weighted_metrics(q_codes, db_codes, *labels, weights, evaluation))
+    out["weights"] = weights.tolist()
+  if method.encode_multi is not None:
+    codes, mask = jhash.encode_multi(method, state, database)
+    multi = hamming_metrics(q_codes, codes, *labels, evaluation, curve, db_mask=mask)
+    out.update({f"{k}_multi": v for k, v in multi.items()})
+  return out
+
+
+def run_cell(config, workdir, batches, dataset: str, label: str, bits: int,
+             seed: int) -> dict:
+  """Train (resumably) and evaluate one cell."""
+  train, query, database = batches
+  method = build_method(config, label, bits, train)
+  key = harness.cell_key(seed, config.datasets[dataset].protocol,
+                         config.methods[label].method, bits)
+  state, history = workdir.fit(cell_name(dataset, label, bits, seed), method, key, train,
+                               checkpoint_every=config.checkpoint_every)
+  result = evaluate(method, state, query, database, config.evaluation,
+                    curve=bits == config.plots.pr_curve_bits)
+  result["history"] = {k: v.tolist() for k, v in history.items()}
+  return result
+
+
+def train_and_evaluate(config, workdir) -> dict:
+  """Run every cell of ``config`` in ``workdir`` (resumable); write results and plots."""
+  validate(config)
+  started = time.time()
+
+  @functools.lru_cache(maxsize=1)   # one data set in memory at a time
+  def batches_of(dataset: str, seed: int):
+    spec = config.datasets[dataset].to_dict()
+    out = jdata.load_protocol(spec.pop("protocol"), seed, **spec)
+    sizes = ", ".join(f"{b['labels'].shape[0]} {n}" for b, n in
+                      zip(out, ("train", "queries", "database items")))
+    print(f"{dataset} (seed {seed}): {sizes}", flush=True)
+    return out
+
+  with harness.Workdir(workdir, config) as wd:
+    check_trainable(config, batches_of)
+    cells = [(cell_name(d, m, b, s),
+              lambda d=d, m=m, b=b, s=s: run_cell(config, wd, batches_of(d, s), d, m, b, s))
+             for s in seeds(config) for d in config.datasets for m in config.methods
+             for b in config.bits]
+    results = harness.run_cells(cells, wd)
+    metrics = aggregate(config, results)
+    table = tables(config, metrics)
+    print(table, flush=True)
+    make_plots(config, metrics, wd.path)
+    harness.write_results(wd, config, metrics, started,
+                          extra={"table": table, "seeds": seeds(config)})
+  return metrics
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _numbers(result: dict) -> list[str]:
+  return [k for k, v in result.items()
+          if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def aggregate(config, results: dict) -> dict:
+  """Per ``data/method/bits``: the mean over seeds of every number, ``std``, ``per_seed``."""
+  out = {}
+  for d in config.datasets:
+    for m in config.methods:
+      for b in config.bits:
+        per_seed = {str(s): results[cell_name(d, m, b, s)] for s in seeds(config)}
+        names = _numbers(next(iter(per_seed.values())))
+        values = {k: np.array([r[k] for r in per_seed.values()], np.float64) for k in names}
+        entry = {k: float(v.mean()) for k, v in values.items()}
+        entry["std"] = {k: float(v.std()) for k, v in values.items()}
+        entry["per_seed"] = per_seed
+        out[cell_name(d, m, b)] = entry
+  return out
+
+
+def tables(config, metrics: dict) -> str:
+  """One markdown table per metric of ``config.tables``: mean (± std over seeds)."""
+  out = []
+  for metric in config.tables:
+    rows = []
+    for d in config.datasets:
+      for m in config.methods:
+        cells = [metrics[cell_name(d, m, b)] for b in config.bits]
+        if any(metric in c for c in cells):
+          rows.append([d, m] + [_mean_std(c, metric) for c in cells])
+    header = ["dataset", "method"] + [f"{metric}@{b} bits" for b in config.bits]
+    out.append(harness.format_table(rows, header))
+  return "\n\n".join(out)
+
+
+def _mean_std(cell: dict, metric: str):
+  if metric not in cell:
+    return "-"
+  if len(cell["per_seed"]) == 1:
+    return cell[metric]
+  return f"{cell[metric]:.4f} ± {cell['std'][metric]:.4f}"
+
+
+def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
+  """``METRIC_vs_bits.png`` per table metric family, ``pr_radius.png``, the curves."""
+  bits = list(config.bits)
+  families = {}
+  for metric in config.tables:
+    families.setdefault(metric.replace("_weighted", "").replace("_multi", ""), []).append(metric)
+  for family, members in families.items():
+    panels = []
+    for d in config.datasets:
+      series = []
+      for m in config.methods:
+        for i, metric in enumerate(members):
+          cells = [metrics[cell_name(d, m, b)] for b in bits]
+          if all(metric in c for c in cells):
+            series.append({"label": m if i == 0 else f"{m} ({metric})", "x": bits,
+                           "y": [c[metric] for c in cells], "style": "o-" if i == 0 else "s--"})
+      panels.append({"title": d, "xlabel": "bits", "ylabel": family, "series": series})
+    plots.panels(panels, workdir / f"{family}_vs_bits.png")
+  if config.plots.pr_curve_bits is not None:
+    pr_plot(config, metrics, workdir / "pr_radius.png")
+  for name, spec in config.plots.curves.items():
+    curve_plot(config, metrics, spec, workdir / f"{name}.png")
+
+
+def pr_plot(config, metrics: dict, path) -> None:
+  """Precision against recall within Hamming radius 0..K, mean over seeds."""
+  bits = config.plots.pr_curve_bits
+  panels = []
+  for d in config.datasets:
+    series = []
+    for m in config.methods:
+      curves = [r["pr_radius"] for r in metrics[cell_name(d, m, bits)]["per_seed"].values()]
+      mean = lambda k: np.mean([c[k] for c in curves], axis=0).tolist()
+      series.append({"label": m, "x": mean("recall"), "y": mean("precision")})
+    panels.append({"title": d, "xlabel": "recall", "ylabel": "precision", "series": series})
+  plots.panels(panels, path, title=f"Precision-recall within Hamming radius r = 0..{bits}")
+
+
+def curve_plot(config, metrics: dict, spec, path) -> None:
+  """A training metric against the step (first seed): a panel per data set and method."""
+  panels = []
+  for d in config.datasets:
+    for m in spec.methods:
+      series = []
+      for b in config.bits:
+        y = metrics[cell_name(d, m, b)]["per_seed"][str(config.seed)]["history"][spec.metric]
+        y = [np.nan if v is None else v for v in y]    # NaN (saved as null): no value
+        series.append({"label": f"{b} bits", "x": list(range(1, len(y) + 1)), "y": y,
+                       "style": "-"})
+      panels.append({"title": f"{d}: {m}", "xlabel": "step", "ylabel": spec.metric,
+                     "series": series})
+  plots.panels(panels, path)
