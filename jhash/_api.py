@@ -27,7 +27,9 @@ batch) -> (codes int8 [n, m, K], mask bool [n, m])`` for methods that give an it
 several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``;
 ``phases``, the stages of a schedule of several (``Phase``), run in order; ``bind(batch)
 -> method | None``, the method with sizes read from the training data made static
-(``jhash.init`` and ``jhash.fit`` call it outside jit before tracing ``init``).
+(``jhash.init`` and ``jhash.fit`` call it outside jit before tracing ``init``);
+``check_encode(state, batch)``, run by ``jhash.encode`` outside jit, refuses views that
+do not match the training views the state records (``view_widths``, ``check_views``).
 
 A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
 [n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
@@ -83,6 +85,7 @@ class HashingMethod(NamedTuple):
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
   phases: tuple[Phase, ...] | None = None   # several stages; ``update`` is the first's
   bind: Callable[[Batch], "HashingMethod | None"] | None = None  # static sizes from data
+  check_encode: Callable[[State, Batch], None] | None = None    # outside jit: views fit
 
 
 def bound(method: HashingMethod, batch: Batch) -> HashingMethod:
@@ -212,3 +215,42 @@ def network_inputs(batch: Batch, view: int | None) -> jax.Array:
     x = jnp.asarray(views[chosen], jnp.float32)
     return x[..., None] if x.ndim == 3 else x
   return view_features(batch, view)
+
+
+def view_widths(batch: Batch) -> jax.Array:
+  """int32 [V]: each view's width per item (its size after flattening), -1 where None.
+
+  Methods keep this in their state (it is a constant of the batch's shapes) so that
+  ``check_views`` can refuse an encoding batch whose views do not match training.
+  """
+  return jnp.asarray([-1 if v is None else int(np.prod(np.shape(v)[1:], dtype=np.int64))
+                      for v in batch["views"]], jnp.int32)
+
+
+def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
+  """Raise unless the views a method reads have the widths it was trained on.
+
+  Args:
+    trained: int32 [V], ``view_widths`` of the training batch (from the state).
+    batch: the batch to encode.
+    view: the view the method reads (None: every view observed in training).
+    name: the method's name, for the message.
+  """
+  if not _checks.is_concrete(trained):
+    return
+  trained = [int(w) for w in np.asarray(trained)]
+  views = batch["views"]
+  got = [-1 if v is None else int(np.prod(np.shape(v)[1:], dtype=np.int64)) for v in views]
+  wanted = range(len(trained)) if view is None else [view % len(trained)]
+  describe = lambda ws: ", ".join("None" if w < 0 else str(w) for w in ws)
+  problem = len(got) != len(trained) and view is None
+  for i in wanted:
+    if trained[i] < 0:
+      continue
+    if i >= len(got) or got[i] != trained[i]:
+      problem = True
+  if problem:
+    raise ValueError(f"views must match what {name} was trained on: widths per item "
+                     f"({describe(trained)}) for views {list(wanted)}; got "
+                     f"({describe(got)}). A view missing, added, swapped or resized "
+                     "would give wrong codes.")

@@ -503,6 +503,8 @@ def encode(method: _api.HashingMethod, state, batch: dict, *,
     (3, 8)
   """
   n = _checks.batch(batch)
+  if method.check_encode is not None:
+    method.check_encode(state, batch)
   if n == 0:
     return jnp.zeros((0, method.num_bits), jnp.int8)
   return _encoder(method.encode, chunk_size)(state, batch)
@@ -518,6 +520,8 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *,
   ``chunk_size`` as in ``encode``.
   """
   n = _checks.batch(batch)
+  if method.check_encode is not None:
+    method.check_encode(state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)
   if n == 0:
     shapes = jax.eval_shape(fn, state, jax.tree.map(

@@ -143,3 +143,19 @@ def test_view_selection(rng):
     methods.view_features(batch, 2)
   with pytest.raises(ValueError, match="view 0"):
     methods.view_features({"views": (None, batch["views"][1])}, 0)
+
+
+@pytest.mark.parametrize("name", ["lsh", "itq", "hbmp", "pairwise"])
+def test_encode_refuses_views_unlike_training(name, rng):
+  batch = _batch(rng)                                   # views of widths 12 and 9
+  method = methods.REGISTRY[name](8, **SMALL[name])
+  state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
+  x12, x9 = batch["views"]
+  swapped = {"views": (x9, x12)}                        # same total width, swapped
+  missing = {"views": (x12,)}
+  for bad in (swapped, missing):
+    with pytest.raises(ValueError, match="views must match"):
+      jhash.encode(method, state, bad)
+  with pytest.raises(ValueError, match="views must match"):
+    jhash.encode_multi(method, state, swapped)
+  jhash.encode(method, state, {"views": batch["views"]})   # the training layout is fine

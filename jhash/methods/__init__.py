@@ -22,6 +22,8 @@ from jhash.methods._lsh import LSHState
 from jhash.methods._lsh import lsh
 from jhash.methods._pairwise import PairwiseState
 from jhash.methods._pairwise import pairwise
+from jhash.methods import cdh_parts
+from jhash.methods import hbmp_parts
 
 # name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {

@@ -24,9 +24,11 @@ from jhash import _api
 
 
 class ITQState(NamedTuple):
+  """The centring mean, the principal directions, the rotation and the views' widths."""
   mean: jax.Array        # float32 [d]
   pca: jax.Array         # float32 [d, K], top-K principal directions
   rotation: jax.Array    # float32 [K, K], orthogonal
+  widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
 
 
 def _principal_directions(x: jax.Array, k: int) -> jax.Array:
@@ -64,7 +66,7 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
                        f"num_bits={num_bits} and features of dimension {x.shape[1]}.")
     mean = jnp.mean(x, axis=0)
     pca = _principal_directions(x - mean[None, :], num_bits)
-    return ITQState(mean, pca, _random_rotation(key, num_bits))
+    return ITQState(mean, pca, _random_rotation(key, num_bits), _api.view_widths(batch))
 
   def update(state, batch, key):
     del key
@@ -81,4 +83,8 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
   def encode(state, batch):
     return codes.sign(projected(state, batch) @ state.rotation)
 
-  return _api.HashingMethod(init, update, encode, num_iters, num_bits, "itq")
+  def check_encode(state, batch):
+    _api.check_views(state.widths, batch, view, "itq")
+
+  return _api.HashingMethod(init, update, encode, num_iters, num_bits, "itq",
+                            check_encode=check_encode)

@@ -18,8 +18,10 @@ from jhash import _api
 
 
 class LSHState(NamedTuple):
+  """The hyperplanes, the centring mean and the training views' widths."""
   mean: jax.Array        # float32 [d], training mean (zeros when not centring)
   projection: jax.Array  # float32 [d, K], Gaussian hyperplanes
+  widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
 
 
 def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.HashingMethod:
@@ -37,7 +39,8 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
   def init(key, batch):
     x = _api.view_features(batch, view)
     mean = jnp.mean(x, axis=0) if center else jnp.zeros(x.shape[1], jnp.float32)
-    return LSHState(mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32))
+    return LSHState(mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32),
+                    _api.view_widths(batch))
 
   def update(state, batch, key):
     del batch, key
@@ -47,4 +50,8 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
     x = _api.view_features(batch, view)
     return codes.sign((x - state.mean[None, :]) @ state.projection)
 
-  return _api.HashingMethod(init, update, encode, 0, num_bits, "lsh")
+  def check_encode(state, batch):
+    _api.check_views(state.widths, batch, view, "lsh")
+
+  return _api.HashingMethod(init, update, encode, 0, num_bits, "lsh",
+                            check_encode=check_encode)

@@ -50,6 +50,7 @@ class PairwiseState(NamedTuple):
   train: training.TrainState   # parameters, batch statistics, optimiser state, step
   mean: jax.Array              # float32 [d] (features) or [] (images)
   scale: jax.Array             # float32, as ``mean``
+  widths: jax.Array | None = None  # int32 [V], the training views' widths
   memory: Memory | None = None # with ``memory=True``: [n, K] outputs of the training set
 
 
@@ -174,7 +175,7 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     bank = (empty_memory(_api.num_items(batch), num_bits, jnp.asarray(batch["labels"]))
             if memory else None)
     return PairwiseState(training.create(net, optimizer, key, training.standardize(
-        x[:1], mean, scale)), mean, scale, bank)
+        x[:1], mean, scale)), mean, scale, _api.view_widths(batch), bank)
 
   def loss_fn(outputs, context):
     similarity, weights, bank, step = context
@@ -186,14 +187,18 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     del key
     x = read(batch)
     labels = batch["labels"]
-    similarity, weights = pairs_with_memory(labels, batch["index"], state.memory)
+    index = batch.get("index")
+    if state.memory is not None and index is None:
+      raise ValueError(f"{name} with memory=True needs minibatches carrying 'index' (their "
+                       "items' positions in the training set), as jhash.fit gives.")
+    similarity, weights = pairs_with_memory(labels, index, state.memory)
     step = training.make_step(network(x), optimizer, loss_fn)
     train, value, aux, outputs = step(
         state.train, training.standardize(x, state.mean, state.scale),
         (similarity, weights, state.memory, state.train.step))
     bank = state.memory
     if bank is not None:
-      bank = write_memory(bank, batch["index"], aux["u"], labels)
+      bank = write_memory(bank, index, aux["u"], labels)
     balance = jnp.mean(jnp.abs(jnp.mean(codes_lib.sign(outputs.logits).astype(jnp.float32),
                                         axis=0)))
     return state._replace(train=train, memory=bank), {"loss": value, "bit_balance": balance}
@@ -218,9 +223,12 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     models.check_input(net, x, "views")
     return n
 
+  def check_encode(state, batch):
+    _api.check_views(state.widths, batch, view, name)
+
   return _api.HashingMethod(init, update, encode, 0, num_bits, name, check_batch,
                             extras=Extras(scores), batch_size=batch_size,
-                            num_epochs=num_epochs)
+                            num_epochs=num_epochs, check_encode=check_encode)
 
 
 class Extras(NamedTuple):

@@ -76,6 +76,7 @@ class HashFunctions(NamedTuple):
   step: Callable[[HashFnState, jax.Array, jax.Array], tuple[HashFnState, dict]]
   batch_size: int
   model: models.Model | None                              # None: chosen by the input
+  view: int | None = None                                 # the view read (None: all / the image)
 
 
 def network(kind: str, num_bits: int, input_shape: Sequence[int], *,
@@ -235,7 +236,7 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
     return n
 
   return HashFunctions(init, epoch, scores, encode, read, check_batch, num_bits, num_epochs,
-                       kind, step, batch_size, model)
+                       kind, step, batch_size, model, view)
 
 
 # ----------------------------------------------------------------------------- standalone

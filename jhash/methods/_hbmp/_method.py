@@ -48,6 +48,7 @@ class HBMPState(NamedTuple):
                                   # instance: the training labels (int32 [n] zeros if none)
   instance_items: jax.Array       # int32 [n], the item of each training instance
   hashing: _hashfn.HashFnState | None = None   # stage ii's parameters (None: stage i only)
+  widths: jax.Array | None = None              # int32 [V], the training views' widths
 
   @property
   def codes(self) -> jax.Array:
@@ -254,7 +255,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     # Every bit draws from its own update key; the key of init starts the networks.
     m, r, item_labels, index = items_and_affinity(batch)
     _pursuit.check_num_bits_for_items(num_bits, m)
-    state = HBMPState(pursuit.init(r), r, item_labels, index)
+    state = HBMPState(pursuit.init(r), r, item_labels, index, widths=_api.view_widths(batch))
     if hashing is None:
       return state
     return state._replace(hashing=hashing.init(key, hashing.inputs(batch)))
@@ -338,9 +339,13 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
                 tol=tol, local_search=local_search, max_flips=max_flips,
                 hash_function=hashing, hash_options=None)
 
+  def check_encode(state, batch):
+    if hashing is not None and state.widths is not None:
+      _api.check_views(state.widths, batch, hashing.view, "hbmp")
+
   return _api.HashingMethod(init, pursue, encode, num_bits, num_bits, "hbmp",
                             check_batch=check_batch, extras=extras, phases=phases,
-                            bind=bind)
+                            bind=bind, check_encode=check_encode)
 
 
 def _stage_two(hash_function, hash_options, num_bits: int,
