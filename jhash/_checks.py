@@ -162,3 +162,19 @@ def batch(value: Any, name: str = "batch") -> int:
   if labels is not None:
     label_array(labels, "labels", num_items=n)
   return int(n)
+
+
+def labelled_rows(labels: Any, name: str = "labels") -> None:
+  """Multi-hot labels must give every item at least one label (concrete arrays only).
+
+  An all-False row carries no supervision: a supervised method would train on it as
+  dissimilar to everything, or learn nothing from it, without a word.
+  """
+  if not is_concrete(labels) or np.ndim(labels) != 2:
+    return
+  empty = ~np.asarray(labels).any(axis=1)
+  if empty.any():
+    first = np.flatnonzero(empty)[:5].tolist()
+    raise ValueError(f"{name} must give every item at least one label; {int(empty.sum())} of "
+                     f"{empty.size} multi-hot rows are all False (items {first}...). Drop "
+                     "those items, or give them a label of their own.")

@@ -159,3 +159,15 @@ def test_encode_refuses_views_unlike_training(name, rng):
   with pytest.raises(ValueError, match="views must match"):
     jhash.encode_multi(method, state, swapped)
   jhash.encode(method, state, {"views": batch["views"]})   # the training layout is fine
+
+
+@pytest.mark.parametrize("name", ["cdh", "scm"])
+def test_multi_hot_rows_without_a_label_are_refused(name, rng):
+  batch = _batch(rng, n=40)
+  labels = rng.random((40, 5)) < 0.4
+  labels[np.arange(40), rng.integers(0, 5, 40)] = True
+  labels[[3, 17], :] = False                      # two items carry no supervision
+  batch["labels"] = labels
+  method = methods.REGISTRY[name](8, **SMALL[name])
+  with pytest.raises(ValueError, match="at least one label.*items \\[3, 17\\]"):
+    jhash.fit(method, jax.random.key(0), batch, progress=False)

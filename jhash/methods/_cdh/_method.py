@@ -161,6 +161,7 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   def read_supervision(batch):
     n = _checks.batch(batch)
     if supervision == "labels":
+      _checks.labelled_rows(batch.get("labels"))
       sup = sv.from_labels(batch.get("labels"))
     else:
       sup = sv.from_batch_entry(batch.get("Y"), n)

@@ -93,6 +93,7 @@ def _read_labels(batch: dict):
     raise ValueError("labels are required to train SCM (class ids int [n] or multi-hot bool "
                      "[n, C]); batch['labels'] is missing or None.")
   _checks.label_array(labels, "labels", num_items=_checks.batch(batch))
+  _checks.labelled_rows(labels)
   return labels
 
 
