@@ -1,5 +1,10 @@
 """Shared by the benchmark scripts: interleaved timing, the machine's description, and
-rewriting one section of benchmarks/RESULTS.md in place."""
+rewriting one section of benchmarks/RESULTS.md in place.
+
+The scripts run from the repository root with jhash installed (``./install.sh bench``),
+e.g. ``python benchmarks/bench_index.py``; Python puts a script's own folder on the
+import path, so they import this file as ``import _report``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,10 @@ import pathlib
 import platform
 import re
 import statistics
-import sys
 import time
 from typing import Callable
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
-sys.path.insert(0, str(RESULTS.parents[1]))  # run from a checkout without installing
 
 
 def block(x):

@@ -1,6 +1,7 @@
 """CDH's B-step: jhash (jitted, bit by bit) against a plain NumPy port, same run.
 
-Command: ``python benchmarks/bench_cdh.py`` (about 5-15 minutes on 2 CPU cores,
+Command, from the repository root with jhash installed (``./install.sh bench``):
+``python benchmarks/bench_cdh.py`` (about 5-15 minutes on 2 CPU cores,
 most of it the NumPy port at n = 10,000); ``--quick`` runs n = 2,000 only and
 only prints. The full run writes its tables into the ``## CDH B-step`` section
 of ``benchmarks/RESULTS.md`` (only that section is replaced) and prints them.
@@ -12,7 +13,7 @@ the exponential merit, ``gamma = 0.01``, ``max_inner = 16``; the codes and the
 generative term ``Z`` come from CDH's initialisation (random ``w``, ``B = sign(Z)``).
 Smaller ``n`` take the first ``n`` images.
 
-* jhash: ``jhash.methods._cdh.bstep_sweep`` under ``jax.jit`` (compiled before
+* jhash: ``jhash.methods.cdh_parts.bstep_sweep`` under ``jax.jit`` (compiled before
   timing): the Gram kept exactly in int8 with a rank-one update per bit applied
   inside the next bit's pass, ``A b`` formed block by block without storing
   ``A``, inner updates that update ``A b`` from the flipped rows only, and
@@ -34,24 +35,15 @@ outputs and temporaries), against ``3 x n^2 x 4`` bytes.
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-import _report  # noqa: E402  (puts the checkout on sys.path)
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from jhash import data  # noqa: E402
-from jhash.methods import _cdh as cdh_lib  # noqa: E402
-from jhash.methods._cdh import _encode  # noqa: E402
-from jhash.methods._cdh import _objective  # noqa: E402
-from jhash.methods._cdh import _supervision  # noqa: E402
+import _report
+from jhash import data
+from jhash.methods import cdh_parts
 
 SECTION = "## CDH B-step"
 K, GAMMA, MAX_INNER = 32, 0.01, 16
@@ -107,26 +99,26 @@ def setup(n, seed=0):
   ds = data.load_fashion_mnist("test")
   two = data.make_two_view(ds.views[0][:n], ds.labels[:n])
   batch = two.batch()
-  method = cdh_lib.cdh(K, gamma=GAMMA, max_inner=MAX_INNER)
+  method = cdh_parts.cdh(K, gamma=GAMMA, max_inner=MAX_INNER)
   state = method.init(jax.random.PRNGKey(seed), batch)
   views = tuple(jnp.asarray(v) for v in batch["views"])
-  z = _encode.generative_terms(state.weights, views)
+  z = cdh_parts.generative_terms(state.weights, views)
   return np.asarray(batch["labels"]), state.codes, z
 
 
 def jhash_sweep_fn():
   def run(codes, labels, z, uniforms):
-    sup = _supervision.Supervision(class_ids=labels)
-    out, stats = cdh_lib.bstep_sweep(codes, z, sup, jnp.float32(GAMMA), uniforms)
+    sup = cdh_parts.Supervision(class_ids=labels)
+    out, stats = cdh_parts.bstep_sweep(codes, z, sup, jnp.float32(GAMMA), uniforms)
     return out, jnp.sum(stats.flipped)
   return jax.jit(run)
 
 
 def objective(codes, labels, z):
-  sup = _supervision.Supervision(class_ids=jnp.asarray(labels, jnp.int32))
+  sup = cdh_parts.Supervision(class_ids=jnp.asarray(labels, jnp.int32))
   codes = jnp.asarray(codes)
-  return float(_objective.semantic_term(codes, sup, "exponential")
-               + _objective.generative_term(codes, z, jnp.float32(GAMMA), 2))
+  return float(cdh_parts.semantic_term(codes, sup, "exponential")
+               + cdh_parts.generative_term(codes, z, jnp.float32(GAMMA), 2))
 
 
 def median_time(fn, repeats):

@@ -1,10 +1,13 @@
 """Hash-bucket index: jhash.index against FAISS IndexBinaryHash, same run, interleaved.
 
-Command: ``python benchmarks/bench_index.py`` (about 3-6 minutes on 2 CPU cores);
+Command, from the repository root with jhash installed (``./install.sh bench``):
+``python benchmarks/bench_index.py`` (about 3-6 minutes on 2 CPU cores);
 ``--quick`` runs a small smoke version (100,000 codes, 200 queries, about 1
 minute) and only prints; ``--sweep`` times jhash alone on the current backend
-for several query-block sizes and ``searchsorted`` methods (how the per-backend
-defaults in ``jhash/index/_search.py`` were chosen). The full run writes its table into the
+for several values of ``bucket_search``'s tuning knobs, ``probes_per_block`` and
+``searchsorted_method`` (how their per-backend defaults,
+``jhash.index.default_probes_per_block()`` and ``default_searchsorted_method()``,
+were chosen). The full run writes its table into the
 ``## Hash-bucket search`` section of ``benchmarks/RESULTS.md`` (only that
 section is replaced) and prints it.
 
@@ -31,20 +34,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import pathlib
-import sys
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-import _report  # noqa: E402  (puts the checkout on sys.path)
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from jhash import index as index_lib  # noqa: E402
+import _report
+from jhash import index as index_lib
 
 SECTION = "## Hash-bucket search"
 
@@ -234,7 +231,6 @@ def table(results, args, n, num_queries, repeats):
 
 def sweep(n, num_queries, repeats):
   """jhash alone on the current backend: probes per block and searchsorted method."""
-  from jhash.index import _search  # pylint: disable=import-outside-toplevel
   backend = jax.default_backend()
   if backend != "cpu":
     num_queries *= 10  # enough probes to fill an accelerator
@@ -248,11 +244,9 @@ def sweep(n, num_queries, repeats):
     reference = None
     for method in ("scan", "compare_all", "sort"):
       for block in (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22):
-        _search.searchsorted_method = lambda m=method: m
-        _search._PROBES_PER_BLOCK[backend] = block  # pylint: disable=protected-access
-        jax.clear_caches()
         run = lambda: jax.block_until_ready(index_lib.bucket_search(
-            index, queries, num_wanted=n + 1, max_radius=2, max_results=16))
+            index, queries, num_wanted=n + 1, max_radius=2, max_results=16,
+            probes_per_block=block, searchsorted_method=method))
         out = jax.tree.map(np.asarray, run())
         if reference is None:
           reference = out

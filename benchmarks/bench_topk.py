@@ -43,7 +43,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 
 import numpy as np  # noqa: E402
 
-import _report  # noqa: E402  (puts the checkout on sys.path)
+import _report  # noqa: E402
 import faiss  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -198,6 +198,21 @@ def test_stops_at_first_radius_with_enough(rng, multi):
   assert_matches(res, expected, 64)
 
 
+def test_tuning_knobs_change_no_result():
+  # Blocks of 1 query or all of them, any searchsorted method: the same results.
+  _, queries, res, index = searched_case(32)
+  search = dict(num_wanted=201, max_radius=2, max_results=SLOTS)
+  for probes, method in ((1, "compare_all"), (1 << 10, "sort"), (1 << 22, "scan_unrolled")):
+    tuned = index_lib.bucket_search(index, pack(queries), probes_per_block=probes,
+                                    searchsorted_method=method, **search)
+    for x, y in zip(tuned, res):
+      np.testing.assert_array_equal(x, y)
+  with pytest.raises(ValueError, match="searchsorted_method must be one of"):
+    index_lib.bucket_search(index, pack(queries), searchsorted_method="binary", **search)
+  with pytest.raises(ValueError, match="probes_per_block must be >= 1"):
+    index_lib.bucket_search(index, pack(queries), probes_per_block=0, **search)
+
+
 def test_radius_search_widens_past_the_first_slots():
   codes, queries, cut, index = searched_case(16)
   num_items, radius, _ = CASES[16]

@@ -31,7 +31,9 @@ every query of the block has enough. A query's stop is checked only after the
 last chunk of a radius, so a query that is done takes nothing from later radii.
 One loop body serves every radius, so the compiled program does not grow with
 ``max_radius``. Blocks of queries run one after the other (``lax.map``) so the
-working arrays stay in cache (``probes_per_block()`` probes per chunk and block).
+working arrays stay in cache (``default_probes_per_block()`` probes per chunk and
+block). Both tuning knobs, the block size and the ``searchsorted`` method, are
+keyword arguments of ``bucket_search``: they change the speed, never the results.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from jhash.index import _probe
 # 416 k / 2.1 M probes took 0.15 / 0.11 / 0.25 / 0.54 s (cache effects).
 _PROBES_PER_BLOCK = {"cpu": 1 << 16}
 # Elsewhere (GPU, TPU) one block should fill the device; not measured yet (run
-# ``benchmarks/bench_index.py --sweep`` there to choose).
+# ``python benchmarks/bench_index.py --sweep`` there to choose).
 _PROBES_PER_BLOCK_ACCELERATOR = 1 << 22
 # Flip masks per chunk (radii >= 1). Padding wastes at most one partial chunk per radius.
 _CHUNK = 128
@@ -67,6 +69,8 @@ _CHUNK = 128
 _WINDOW = 16
 # First guess of result slots in radius_search.
 _RADIUS_SLOTS = 64
+# jnp.searchsorted's methods, any of which bucket_search accepts.
+SEARCHSORTED_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
 
 
 class SearchResults(NamedTuple):
@@ -106,8 +110,8 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   return masks
 
 
-def searchsorted_method() -> str:
-  """``jnp.searchsorted`` method for the rank-to-probe step of the result fill.
+def default_searchsorted_method() -> str:
+  """Default ``jnp.searchsorted`` method for the rank-to-probe step of the result fill.
 
   Each query looks up a few ranks in the running counts of one chunk (128
   probes). On the CPU, over 1,000,000 codes at radius 2, ``"scan"`` was as fast
@@ -118,9 +122,9 @@ def searchsorted_method() -> str:
   return "scan"
 
 
-def probes_per_block() -> int:
-  """Probes (queries x masks) handled at once, by backend: small on the CPU so the
-  working arrays stay in cache, large on accelerators so one step fills the chip."""
+def default_probes_per_block() -> int:
+  """Default probes (queries x masks) handled at once, by backend: small on the CPU so
+  the working arrays stay in cache, large on accelerators so one step fills the chip."""
   return _PROBES_PER_BLOCK.get(jax.default_backend(), _PROBES_PER_BLOCK_ACCELERATOR)
 
 
@@ -129,9 +133,8 @@ def _device_chunks(num_bits: int, max_radius: int, chunk: int):
   return tuple(jnp.asarray(a) for a in mask_chunks(num_bits, max_radius, chunk))
 
 
-def _batched_searchsorted(sorted_rows, values):
+def _batched_searchsorted(sorted_rows, values, method):
   """Per row ``searchsorted(side='right')``: [Q, C], [Q, R] -> int32 [Q, R]."""
-  method = searchsorted_method()
   return jax.vmap(lambda a, v: jnp.searchsorted(a, v, side="right", method=method))(
       sorted_rows, values).astype(jnp.int32)
 
@@ -171,7 +174,7 @@ class _State(NamedTuple):
   active: jax.Array     # bool [Q] still searching.
 
 
-def _entries(index, start, count, cum, ranks):
+def _entries(index, start, count, cum, ranks, method):
   """Stored-code positions of the candidates ranked ``ranks`` within a chunk.
 
   ``cum`` [Q, C] is the running total of the probes' bucket sizes in visit order;
@@ -179,7 +182,7 @@ def _entries(index, start, count, cum, ranks):
   ``t - (cum[p] - count[p])`` of its bucket. Returns (probe [Q, N], entry [Q, N]).
   """
   num_probes = cum.shape[1]
-  probe = jnp.minimum(_batched_searchsorted(cum, ranks), num_probes - 1)
+  probe = jnp.minimum(_batched_searchsorted(cum, ranks, method), num_probes - 1)
   take = functools.partial(jnp.take_along_axis, indices=probe, axis=1)
   entry = take(start) + ranks - (take(cum) - take(count))
   entry = jnp.clip(entry, 0, index.bucket_items.shape[0] - 1)
@@ -198,7 +201,7 @@ def _first_visit(index, queries, items, masks_of_probe, radius):
   return ~jnp.any(valid & earlier, axis=-1)
 
 
-def _fill(index, state, queries, masks, start, count, cum, radius, window):
+def _fill(index, state, queries, masks, start, count, cum, radius, window, method):
   """Write the chunk's new items at each query's next free slots; return the counts.
 
   One code per item: every candidate is new, only the first ``R - found`` are
@@ -215,7 +218,7 @@ def _fill(index, state, queries, masks, start, count, cum, radius, window):
     offset, items, radii, kept_total = carry
     ranks = jnp.broadcast_to(offset + jnp.arange(window, dtype=jnp.int32), (num_q, window))
     kept = ranks < limit[:, None]
-    probe, entry = _entries(index, start, count, cum, ranks)
+    probe, entry = _entries(index, start, count, cum, ranks, method)
     item = index.bucket_items[entry]
     if multi:
       kept &= _first_visit(index, queries, item, masks[probe], radius)
@@ -230,14 +233,16 @@ def _fill(index, state, queries, masks, start, count, cum, radius, window):
   return items, radii, kept_total if multi else total
 
 
-def _probe_chunk(index, queries, num_wanted, window, state, masks, valid, radius, ends_radius):
+def _probe_chunk(index, queries, num_wanted, window, method, state, masks, valid, radius,
+                 ends_radius):
   """Probe one chunk of flip masks (all of one radius) for a block of queries."""
   probes = queries[:, None, :] ^ masks[None, :, :]
   start, count, exists = _probe.bucket_ranges(index, probes)
   exists &= valid[None, :]
   count = jnp.where(exists, count, 0)
   cum = jnp.cumsum(count, axis=1, dtype=jnp.int32)
-  items, radii, new = _fill(index, state, queries, masks, start, count, cum, radius, window)
+  items, radii, new = _fill(index, state, queries, masks, start, count, cum, radius, window,
+                            method)
   act = state.active
   found = state.found + jnp.where(act, new, 0)
   return _State(
@@ -265,14 +270,14 @@ def _probe_own_bucket(index, queries, num_wanted, state):
       radius=jnp.zeros_like(state.radius), active=act & (found < num_wanted))
 
 
-def _search_block(index, chunks, num_wanted, window, num_slots, block):
+def _search_block(index, chunks, num_wanted, window, method, num_slots, block):
   queries, live = block
   num_q, num_words = queries.shape
   empty = jnp.full((num_q, num_slots), -1, jnp.int32)
   zeros = jnp.zeros((num_q,), jnp.int32)
   state = _State(empty, empty, zeros, zeros, zeros, zeros, live)
   state = _probe_own_bucket(index, queries, num_wanted, state)
-  probe = functools.partial(_probe_chunk, index, queries, num_wanted, window)
+  probe = functools.partial(_probe_chunk, index, queries, num_wanted, window, method)
   masks, valid, radius, ends = chunks
   num_chunks = masks.shape[0]
 
@@ -289,8 +294,9 @@ def _search_block(index, chunks, num_wanted, window, num_slots, block):
   return state
 
 
-@functools.partial(jax.jit, static_argnames=("max_results", "block_size", "window"))
-def _bucket_search(index, query_packed, chunks, num_wanted, *, max_results, block_size, window):
+@functools.partial(jax.jit, static_argnames=("max_results", "block_size", "window", "method"))
+def _bucket_search(index, query_packed, chunks, num_wanted, *, max_results, block_size, window,
+                   method):
   num_q, num_words = query_packed.shape
   num_blocks = -(-num_q // block_size)
   pad = num_blocks * block_size - num_q
@@ -298,7 +304,8 @@ def _bucket_search(index, query_packed, chunks, num_wanted, *, max_results, bloc
   live = jnp.arange(num_blocks * block_size) < num_q
   blocks = (queries.reshape(num_blocks, block_size, num_words),
             live.reshape(num_blocks, block_size))
-  run = functools.partial(_search_block, index, chunks, num_wanted, window, max_results)
+  run = functools.partial(_search_block, index, chunks, num_wanted, window, method,
+                          max_results)
   state = lax.map(run, blocks)
   state = jax.tree.map(lambda a: a.reshape(num_blocks * block_size, *a.shape[2:])[:num_q], state)
   ids = jnp.where(state.items >= 0, index.item_ids[jnp.maximum(state.items, 0)], -1)
@@ -329,8 +336,22 @@ def _check_num_wanted(num_wanted: Any) -> jax.Array:
   return jnp.asarray(num_wanted, jnp.int32)
 
 
+def _check_tuning(probes_per_block: Any, searchsorted_method: Any) -> tuple[int, str]:
+  """The tuning knobs, checked, or the backend's defaults where ``None``."""
+  if probes_per_block is None:
+    probes_per_block = default_probes_per_block()
+  probes_per_block = _checks.positive_int(probes_per_block, "probes_per_block")
+  if searchsorted_method is None:
+    searchsorted_method = default_searchsorted_method()
+  if searchsorted_method not in SEARCHSORTED_METHODS:
+    raise ValueError(f"searchsorted_method must be one of {SEARCHSORTED_METHODS}; "
+                     f"got {searchsorted_method!r}.")
+  return probes_per_block, searchsorted_method
+
+
 def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wanted: Any,
-                  max_radius: int, max_results: int) -> SearchResults:
+                  max_radius: int, max_results: int, probes_per_block: int | None = None,
+                  searchsorted_method: str | None = None) -> SearchResults:
   """Hash-bucket search with a widening radius (MCH, Algorithm 1), batched and jitted.
 
   For ``r = 0, 1, ..., max_radius`` every bucket at Hamming distance exactly
@@ -348,6 +369,14 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
     num_wanted: int >= 1 (may be a traced scalar): stop once this many are found.
     max_radius: largest radius searched, 0 to K (Python int; sets shapes).
     max_results: result slots per query (Python int >= 1).
+    probes_per_block: tuning only (the results do not change): probes (queries x
+      flip masks) handled at once, which sets how many queries form a block. Default
+      ``default_probes_per_block()``: 65,536 on the CPU (the working arrays stay in
+      cache), 4,194,304 on accelerators.
+    searchsorted_method: tuning only: ``jnp.searchsorted``'s method for finding the
+      probe of each result rank, one of ``SEARCHSORTED_METHODS``. Default
+      ``default_searchsorted_method()`` (``"scan"``). Both knobs are swept by
+      ``python benchmarks/bench_index.py --sweep``.
   Returns:
     ``SearchResults``: item ids and radii [q, max_results] (-1 padded), number
     found [q] (all distinct items within the final radius, even past
@@ -357,15 +386,17 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   """
   max_radius, max_results = _check_search_args(index, query_packed, max_radius, max_results)
   num_wanted = _check_num_wanted(num_wanted)
+  probes, method = _check_tuning(probes_per_block, searchsorted_method)
   k = index.num_bits
   chunk = min(_CHUNK, max([math.comb(k, r) for r in range(1, max_radius + 1)], default=1))
   chunks = _device_chunks(k, max_radius, chunk)
   multi = index.max_codes_per_item > 1
   window = _WINDOW if multi else min(_WINDOW, 1 << (max_results - 1).bit_length())
   per_query = max(chunk, window * index.max_codes_per_item if multi else window)
-  block = max(1, min(query_packed.shape[0], probes_per_block() // per_query))
+  block = max(1, min(query_packed.shape[0], probes // per_query))
   return _bucket_search(index, jnp.asarray(query_packed), chunks, num_wanted,
-                        max_results=max_results, block_size=block, window=window)
+                        max_results=max_results, block_size=block, window=window,
+                        method=method)
 
 
 def radius_search(index: _build.BucketIndex, query_packed: jax.Array,
