@@ -520,6 +520,40 @@ def test_image_list_malformed_line(tmp_path, bad_line, message):
   assert f"{path}, line 3" in str(info.value)
 
 
+def test_image_list_in_latin_1(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_bytes("a.jpg 0 1\nimages/caf\u00e9.jpg 1 0\n".encode("latin-1"))
+  with pytest.raises(data.DataFormatError, match=r"line 2: not valid utf-8 text \(byte 0xe9 at "
+                     r"column 11.*encoding='latin-1'") as info:
+    data.load_image_list(path)
+  assert str(path) in str(info.value)
+  listing = data.load_image_list(path, encoding="latin-1")
+  assert listing.paths == ["a.jpg", "images/caf\u00e9.jpg"]
+  with pytest.raises(ValueError, match="encoding must be the name of a text encoding"):
+    data.load_image_list(path, encoding="latin-9000")
+
+
+def test_image_list_utf8_with_byte_order_mark(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_bytes("\ufeffcaf\u00e9.jpg 0 1\r\nb.jpg 1 0\r\n".encode("utf-8"))
+  assert data.load_image_list(path).paths == ["caf\u00e9.jpg", "b.jpg"]
+
+
+def test_image_list_missing_images(tmp_path):
+  (tmp_path / "images").mkdir()
+  for name in ("a.jpg", "c.jpg"):
+    (tmp_path / "images" / name).write_bytes(b"")
+  lines = [f"images/{c}.jpg 0 1" for c in "abcdefghij"]
+  path = _data_files.write_image_list(tmp_path / "train.txt", lines)
+  with pytest.raises(FileNotFoundError, match=r"8 of the 10 image files named in .*train\.txt "
+                     r"\(root=.*\) do not exist: .*b\.jpg.*and 3 more") as info:
+    data.load_image_list(path, root=tmp_path, check_files=True)
+  assert "c.jpg" not in str(info.value) and "j.jpg" not in str(info.value)
+  with pytest.raises(FileNotFoundError, match="Relative paths are read from .*pass root="):
+    data.load_image_list(path, check_files=True)
+  data.load_image_list(path, root=tmp_path)              # not checked unless asked
+
+
 # ----------------------------------------------------------------------------- batches
 
 def _batch(views, labels):

@@ -43,4 +43,7 @@ from jhash.data._similarity import similarity
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_per_label
 from jhash.data._splits import split_random
+from jhash.data._stream import array_stream
+from jhash.data._stream import image_stream
+from jhash.data._stream import read_images
 from jhash.data._yeast import load_yeast

@@ -12,6 +12,8 @@ shipped by any package; users bring their copies in one of two layouts:
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import pathlib
 from typing import Any, NamedTuple
@@ -24,6 +26,7 @@ from jhash.data._dataset import make_dataset
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _MAT_SPLITS = {"tr": "train", "te": "test", "db": "database"}
+_SHOWN_MISSING = 5       # missing image files named in the error
 
 
 def mat_file_format(path: str | os.PathLike) -> str:
@@ -215,7 +218,8 @@ class ImageList(NamedTuple):
   labels: np.ndarray
 
 
-def load_image_list(path: str | os.PathLike, root: str | os.PathLike | None = None) -> ImageList:
+def load_image_list(path: str | os.PathLike, root: str | os.PathLike | None = None, *,
+                    encoding: str = "utf-8", check_files: bool = False) -> ImageList:
   """Read an image list as the deep hashing toolboxes ship them.
 
   One line per image: a path without spaces, then its multi-hot label vector
@@ -226,32 +230,75 @@ def load_image_list(path: str | os.PathLike, root: str | os.PathLike | None = No
     path: the list file (``train.txt``, ``test.txt``, ``database.txt``).
     root: a directory to join in front of each path; ``None`` keeps the paths
       as written.
+    encoding: the list's text encoding (``"latin-1"`` for lists written by
+      older tools); a leading UTF-8 byte-order mark is dropped.
+    check_files: check that every named image file exists (one error for all
+      that are missing). ``jhash.data.read_images`` and ``image_stream`` check
+      anyway before reading any image.
   Returns:
     ``ImageList(paths, labels)``: ``paths`` list of str, ``labels`` bool
-    ``[n, C]``. A malformed line raises ``DataFormatError`` naming the file and
-    the line number.
+    ``[n, C]``. A malformed line, or a byte the encoding cannot decode, raises
+    ``DataFormatError`` naming the file and the line number; missing images
+    (with ``check_files``) raise ``FileNotFoundError``.
   """
   path = pathlib.Path(path)
   paths, rows = [], []
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, start=1):
-      tokens = line.split()
-      if not tokens:
-        continue
-      values = tokens[1:]
-      problem = ""
-      if not values:
-        problem = "a path but no labels"
-      elif any(v not in ("0", "1") for v in values):
-        bad = next(v for v in values if v not in ("0", "1"))
-        problem = f"a label token {bad!r}; labels must be 0 or 1"
-      elif rows and len(values) != len(rows[0]):
-        problem = f"{len(values)} labels where the lines before have {len(rows[0])}"
-      if problem:
-        raise _errors.DataFormatError(f"{path}, line {number}: malformed image list entry "
-                                      f"({problem}): {line.rstrip()[:200]!r}")
-      paths.append(tokens[0] if root is None else os.path.join(root, tokens[0]))
-      rows.append(values)
+  for number, line in enumerate(_read_text_lines(path, encoding), start=1):
+    tokens = line.split()
+    if not tokens:
+      continue
+    values = tokens[1:]
+    problem = ""
+    if not values:
+      problem = "a path but no labels"
+    elif any(v not in ("0", "1") for v in values):
+      bad = next(v for v in values if v not in ("0", "1"))
+      problem = f"a label token {bad!r}; labels must be 0 or 1"
+    elif rows and len(values) != len(rows[0]):
+      problem = f"{len(values)} labels where the lines before have {len(rows[0])}"
+    if problem:
+      raise _errors.DataFormatError(f"{path}, line {number}: malformed image list entry "
+                                    f"({problem}): {line.rstrip()[:200]!r}")
+    paths.append(tokens[0] if root is None else os.path.join(root, tokens[0]))
+    rows.append(values)
   if not rows:
     raise _errors.DataFormatError(f"{path} holds no image list entries.")
+  if check_files:
+    check_image_files(paths, f"{path}" + ("" if root is None else f" (root={root})"))
   return ImageList(paths=paths, labels=np.asarray(rows) == "1")
+
+
+def _read_text_lines(path: pathlib.Path, encoding: str) -> io.StringIO:
+  """The file's lines (universal newlines), or a ``DataFormatError`` at the first byte
+  ``encoding`` cannot decode, with its line and column."""
+  try:
+    codecs.lookup(encoding)
+  except (LookupError, TypeError):
+    raise ValueError(f"encoding must be the name of a text encoding (e.g. 'utf-8', "
+                     f"'latin-1'); got {encoding!r}.") from None
+  raw = path.read_bytes()
+  try:
+    text = raw.decode(encoding)
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+    raise _errors.DataFormatError(
+        f"{path}, line {line}: not valid {encoding} text (byte {raw[e.start]:#04x} at "
+        f"column {column}: {e.reason}). If the list was written in another encoding, say "
+        f"which, e.g. load_image_list(path, encoding='latin-1').") from e
+  return io.StringIO(text.removeprefix("\ufeff"), newline=None)
+
+
+def check_image_files(paths: list[str], source: str = "the image list") -> None:
+  """Raise one ``FileNotFoundError`` naming how many of ``paths`` are not files, and the
+  first few, so a missing image stops a run before it starts rather than mid-epoch."""
+  missing = [p for p in paths if not os.path.isfile(p)]
+  if not missing:
+    return
+  shown = ", ".join(repr(p) for p in missing[:_SHOWN_MISSING])
+  more = f" and {len(missing) - _SHOWN_MISSING} more" if len(missing) > _SHOWN_MISSING else ""
+  hint = ""
+  if not any(os.path.isabs(p) for p in missing[:_SHOWN_MISSING]):
+    hint = f" Relative paths are read from {os.getcwd()!r}; pass root=... to say where."
+  raise FileNotFoundError(f"{len(missing)} of the {len(paths)} image files named in {source} "
+                          f"do not exist: {shown}{more}.{hint}")
