@@ -168,7 +168,7 @@ def select_cell(config, key, data, bits: int) -> dict:
     maps = cross_view_maps(method, state, validation, fit, names)
     per_gamma.append(maps)
     return float(np.mean(list(maps.values())))
-  sel = jhash.methods.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
+  sel = jhash.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
                                        **plain(config.cdh))
   return {"gamma": float(sel.gamma), "grid": sel.gammas.tolist(),
           "validation_map": sel.scores.tolist(), "validation_maps": per_gamma,

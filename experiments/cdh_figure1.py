@@ -100,7 +100,7 @@ def gamma_cell(config, key, data) -> dict:
                                        learned=state.codes))
     return maps[-1][f"{names[0]}->{names[1]}"]
   options = dict(common.plain(config.cdh), num_sweeps=config.gamma_sweeps)
-  sel = jhash.methods.cdh_select_gamma(config.bits, key, train, list(config.gamma_grid),
+  sel = jhash.cdh_select_gamma(config.bits, key, train, list(config.gamma_grid),
                                        score=score, **options)
   return {"grid": sel.gammas.tolist(), "maps": maps, "objective": sel.objective.tolist(),
           "semantic": sel.semantic.tolist(), "generative": sel.generative.tolist()}

@@ -359,13 +359,14 @@ class Workdir:
   # --- training -----------------------------------------------------------------
   def fit(self, cell: str, method, key, batch, *, checkpoint_every: int,
           num_steps: int | None = None, progress: bool = True):
-    """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps, resumes from the
+    """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps (at the first host
+    round trip after them: minibatch phases come back once per epoch), resumes from the
     last checkpoint, and writes the scalar metrics of every step as a training curve.
 
     Returns ``(state, history)``: the history covers every step, resumed ones included.
     """
     import jhash  # local: keeps this module importable without initialising jhash
-    total = method.num_steps if num_steps is None else num_steps
+    total = jhash.schedule(method, jhash.num_items(batch), num_steps=num_steps)
     template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
     start, state, history = self.load_state(cell, template) or (0, None, {})
     collected = {k: [v] for k, v in history.items()}

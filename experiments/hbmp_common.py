@@ -102,7 +102,7 @@ def hbmp_cell(workdir: harness.Workdir, cell: str, method, key, batches,
   Returns mAP (weighted and unweighted; NDCG too for ``ndcg_k``), the bit errors of the
   learned codes against the target codes (training set, and queries against the target
   code of their class / nearest label set), the alphas, the per-bit residual norms and
-  the per-epoch training curves.
+  the hash functions' training curves (one entry per minibatch step).
   """
   train, query, database = batches
   started = time.time()
@@ -116,19 +116,18 @@ def hbmp_cell(workdir: harness.Workdir, cell: str, method, key, batches,
   jax.block_until_ready(db_codes)
   encode_seconds = time.time() - started
   weights = np.asarray(method.extras.weights(state))
-  b = method.num_bits
   query_targets = np.asarray(method.extras.encode_targets(state, query))
   result = retrieval_scores(q_codes, db_codes, query["labels"], database["labels"], weights,
                             ndcg_k)
   result.update({
       "train_bit_error": float(np.mean(np.asarray(train_codes) != np.asarray(
-          state.target_codes))),
+          method.extras.target_codes(state)))),
       "query_bit_error": float(np.mean(np.asarray(q_codes) != query_targets)),
       "alphas": weights.tolist(),
       "residual_norms": (np.asarray(state.pursuit.residual_norms)
                          / float(state.pursuit.initial_norm)).tolist(),
-      "epoch_bit_error": history["bit_error"][b:].tolist(),
-      "epoch_hinge_loss": history["hinge_loss"][b:].tolist(),
+      "bit_error_curve": history["bit_error"].tolist(),
+      "hinge_loss_curve": history["hinge_loss"].tolist(),
       "fit_seconds": fit_seconds,
       "encode_seconds": encode_seconds,
   })

@@ -13,9 +13,7 @@ Config keys (``experiments/configs/quickstart.py`` is an example):
 * ``seed``, ``num_seeds``: the seeds ``seed .. seed + num_seeds - 1``.
 * ``bits``: the code lengths.
 * ``datasets``: label -> ``{"protocol": a jhash.data.PROTOCOLS name, **its options}``.
-* ``methods``: label -> ``{"method": a REGISTRY name, **its hyperparameters}``; a value
-  ``"data:num_classes"`` or ``"data:num_label_sets"`` is counted on the training set
-  (HBMP's ``num_items``).
+* ``methods``: label -> ``{"method": a REGISTRY name, **its hyperparameters}``.
 * ``evaluation``: ``map_ties`` (mAP conventions: ``"aware"`` gives ``map``, ``"index"``
   gives ``map_index_ties``), ``precision_at`` (ks of ``precision_at_K``), ``radius``
   (``precision_radius_R`` and ``recall_radius_R``, None: none), ``ndcg_at`` (k of
@@ -29,7 +27,8 @@ Config keys (``experiments/configs/quickstart.py`` is an example):
   ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
   training metric against the step, ``NAME.png``, one panel per data set and method,
   one line per code length).
-* ``checkpoint_every``: steps between checkpoints inside a cell.
+* ``checkpoint_every``: steps between checkpoints inside a cell (saved at the first host
+  round trip after them; a minibatch phase comes back once per epoch).
 
 Everything the config names is checked before the first cell trains. Writes
 ``results.json`` (per cell ``data/method/bits``: the mean over seeds of every number,
@@ -58,11 +57,6 @@ KEYS = ("trainer", "seed", "num_seeds", "bits", "datasets", "methods", "evaluati
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
 PLOT_KEYS = ("pr_curve_bits", "curves")
 MAP_NAMES = {"aware": "map", "index": "map_index_ties"}
-DATA_FACTS = {
-    "num_classes": lambda labels: int(np.max(labels)) + 1 if np.ndim(labels) == 1
-    else int(np.shape(labels)[1]),
-    "num_label_sets": lambda labels: int(np.unique(np.asarray(labels), axis=0).shape[0]),
-}
 
 
 # ----------------------------------------------------------------------------- config
@@ -75,16 +69,6 @@ def seeds(config) -> list[int]:
 def method_kwargs(config, label: str) -> dict:
   """The hyperparameters of method ``label`` (everything but ``method``)."""
   return {k: v for k, v in config.methods[label].to_dict().items() if k != "method"}
-
-
-def resolve(kwargs: dict, labels=None) -> dict:
-  """``kwargs`` with each ``"data:FACT"`` counted on the training labels (or, without
-  labels, a stand-in value for checking the factory's other arguments)."""
-  def value(v):
-    if isinstance(v, str) and v.startswith("data:"):
-      return DATA_FACTS[v[5:]](labels) if labels is not None else 1024
-    return v
-  return {k: value(v) for k, v in kwargs.items()}
 
 
 def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[str]:
@@ -149,12 +133,9 @@ def _check_method(config, label: str) -> None:
   factory = jhash.methods.REGISTRY[spec.method]
   kwargs = method_kwargs(config, label)
   harness.check_kwargs(factory, kwargs, where)
-  for name, value in kwargs.items():
-    if isinstance(value, str) and value.startswith("data:"):
-      harness.check_choice(value[5:], DATA_FACTS, f"{where}.{name} (data:...)")
   for bits in config.bits:
     try:
-      factory(bits, **resolve(kwargs))
+      factory(bits, **kwargs)
     except (TypeError, ValueError) as e:
       raise harness.ConfigError(f"{where} at {bits} bits: {e}") from None
 
@@ -184,34 +165,47 @@ def _check_plots(config) -> None:
 
 
 def check_trainable(config, batches_of) -> None:
-  """Trace ``init`` and ``update`` of every method on every data set (first seed, shortest
-  code; no compilation): a method that cannot train on a data set, or a curve metric a
-  method does not report, fails here, before any cell trains."""
-  key, bits = jax.random.key(0), min(config.bits)
+  """Trace ``init`` and every phase's ``update`` of every method on every data set (first
+  seed, shortest code; no compilation): a method that cannot train on a data set, or a
+  curve metric a method does not report, fails here, before any cell trains."""
+  bits = min(config.bits)
   reported = {}
   for dataset in config.datasets:
     train = batches_of(dataset, seeds(config)[0])[0]
     for label, spec in config.methods.items():
-      method = build_method(config, label, bits, train)
       try:
-        state = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
-        metrics = jax.eval_shape(method.update, state, train, key)[1]
+        reported[label] = reported_metrics(build_method(config, label, bits), train)
       except (TypeError, ValueError) as e:
         raise harness.ConfigError(f"config.methods.{label} ({spec.method}) cannot train on "
                                   f"config.datasets.{dataset}: {e}") from None
-      reported[label] = set(metrics)
   for name, spec in config.plots.curves.items():
     for label in spec.methods:
       harness.check_choice(spec.metric, sorted(reported[label]),
                            f"config.plots.curves.{name}.metric (reported by {label})")
 
 
+def reported_metrics(method, train) -> set[str]:
+  """The names of the metrics a method's phases report on ``train`` (shapes only)."""
+  key = jax.random.key(0)
+  state = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
+  if method.bind is not None:
+    method = method.bind(train) or method
+  names = set()
+  for phase in method.phases or (jhash.Phase("train", method.update, method.batch_size),):
+    batch = train
+    if phase.batch_size is not None:
+      size = min(phase.batch_size, jhash.num_items(train))
+      batch = next(jhash.minibatches(train, size, key, 1))
+    names |= set(jax.eval_shape(phase.update, state, batch, key)[1])
+  return names
+
+
 # ----------------------------------------------------------------------------- cells
 
 
-def build_method(config, label: str, bits: int, train) -> jhash.HashingMethod:
+def build_method(config, label: str, bits: int) -> jhash.HashingMethod:
   factory = jhash.methods.REGISTRY[config.methods[label].method]
-  return factory(bits, **resolve(method_kwargs(config, label), train["labels"]))
+  return factory(bits, **method_kwargs(config, label))
 
 
 def cell_name(dataset: str, method: str, bits: int, seed: int | None = None) -> str:
@@ -281,7 +275,7 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int,
              seed: int) -> dict:
   """Train (resumably) and evaluate one cell."""
   train, query, database = batches
-  method = build_method(config, label, bits, train)
+  method = build_method(config, label, bits)
   key = harness.cell_key(seed, config.datasets[dataset].protocol,
                          config.methods[label].method, bits)
   state, history = workdir.fit(cell_name(dataset, label, bits, seed), method, key, train,

@@ -78,11 +78,10 @@ def test_single_label_hash_functions_beat_lsh_and_itq(single_label):
     assert hbmp["map"] > lsh + 0.15 and hbmp["map"] > itq + 0.05, (kind, hbmp["map"], lsh, itq)
     assert abs(hbmp["map_weighted"] - hbmp["map"]) < 0.03
     run = hbmp["per_seed"]["0"]
-    assert len(run["weights"]) == 12
-    # 12 pursuit steps (no training loss yet: NaN, saved as null), then 8 epochs.
+    assert len(run["weights"]) == 12 and len(run["history"]["residual_norm"]) == 12
+    # 8 epochs of 10 minibatches (1,000 training images, 100 a minibatch).
     bit_error = run["history"]["bit_error"]
-    assert len(bit_error) == 20 and bit_error[:12] == [None] * 12
-    assert bit_error[-1] < bit_error[12] and bit_error[-1] < 0.25
+    assert len(bit_error) == 80 and bit_error[-1] < bit_error[0] and bit_error[-1] < 0.25
   runs.assert_pngs(workdir, ("map_vs_bits.png", "training.png"))
 
 
@@ -154,12 +153,14 @@ def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatc
       raise Killed
   with monkeypatch.context() as patch:
     patch.setattr(harness.Workdir, "_after_save", kill_after_two)
-    with pytest.raises(Killed):   # saved at step 3 (pursuit), killed at the save of step 6
+    # Saved at step 3 (the pursuit, a step a bit), killed at the save of step 8 (the end
+    # of the first epoch of 4 minibatches: the minibatch phase comes back once an epoch).
+    with pytest.raises(Killed):
       with harness.Workdir(tmp_path / "cut", config) as wd:
         wd.fit("cell", method, key, batch, checkpoint_every=3, progress=False)
   with harness.Workdir(tmp_path / "cut", config) as wd:
     template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
-    assert wd.load_state("cell", template)[0] == 6      # mid-training checkpoint
+    assert wd.load_state("cell", template)[0] == 8      # mid-training checkpoint
     resumed, history = wd.fit("cell", method, key, batch, checkpoint_every=3, progress=False)
   for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(reference)):
     np.testing.assert_array_equal(a, b)

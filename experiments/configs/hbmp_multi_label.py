@@ -11,9 +11,9 @@ Expected: HBMP (either hash function) above ITQ and LSH in mAP and NDCG@100 at e
 Protocol: ``load_protocol("yeast")``: the 2,417 genes, 103 features standardised with the
           training statistics; 417 random queries, the other 2,000 are the database and the
           training set. HBMP's items are the unique label sets of the training set (about
-          180, counted on it: ``num_items="data:num_label_sets"``); their affinity is the
-          number of shared labels scaled into [-b, b] (``metric``), regress step sizes; each
-          training gene gets its label set's code. mAP: relevant = shares a label, whole
+          180, counted on it); their affinity is the number of shared labels scaled into
+          [-b, b] (``metric``), regress step sizes; each training gene gets its label
+          set's code. mAP: relevant = shares a label, whole
           database, tie-aware. NDCG@100: gain 2^g - 1 with g = number of shared labels,
           tie-aware. HBMP ranks with the alphas (``_weighted``) and with plain Hamming
           distance. Trainer: ``experiments.retrieval``.
@@ -26,8 +26,7 @@ from ml_collections import config_dict
 def hbmp(kind: str, **options) -> dict:
   """HBMP over the training set's label sets with hash functions ``kind``."""
   return {"method": "hbmp", "level": "label_sets", "metric": "shared_count",
-          "num_items": "data:num_label_sets", "step_size": "regress", "hash_function": kind,
-          "hash_options": options}
+          "step_size": "regress", "hash_function": kind, "hash_options": options}
 
 
 def get_config(arg=None):
@@ -51,13 +50,13 @@ def get_config(arg=None):
   config.plots = {"pr_curve_bits": config_dict.placeholder(int),
                   "curves": {"training": {"metric": "bit_error",
                                           "methods": ("hbmp_linear", "hbmp_mlp")}}}
-  config.checkpoint_every = 10
+  config.checkpoint_every = 100   # steps: HBMP's minibatches, ITQ's iterations
   if arg == "quick":
     config.bits = (12,)
     config.methods.hbmp_linear = hbmp("linear", num_epochs=10, batch_size=100)
     config.methods.hbmp_mlp = hbmp("mlp", num_epochs=10, batch_size=100, hidden=(128,))
     config.methods.itq.num_iters = 20
-    config.checkpoint_every = 8
+    config.checkpoint_every = 40
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
   return config.lock()

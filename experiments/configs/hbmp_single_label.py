@@ -24,7 +24,7 @@ from ml_collections import config_dict
 
 def hbmp(kind: str, **options) -> dict:
   """Class-level HBMP with hash functions ``kind`` (``hash_functions`` options)."""
-  return {"method": "hbmp", "num_items": 10, "step_size": "regress", "hash_function": kind,
+  return {"method": "hbmp", "step_size": "regress", "hash_function": kind,
           "hash_options": options}
 
 
@@ -53,7 +53,7 @@ def get_config(arg=None):
   config.plots = {"pr_curve_bits": config_dict.placeholder(int),
                   "curves": {"training": {"metric": "bit_error",
                                           "methods": ("hbmp_linear", "hbmp_mlp", "hbmp_cnn")}}}
-  config.checkpoint_every = 8
+  config.checkpoint_every = 200   # steps: HBMP's minibatches, ITQ's iterations
   if arg == "quick":
     config.bits = (12,)
     del config.methods["hbmp_mlp"]   # the MLP shares the linear one's code path
@@ -65,7 +65,7 @@ def get_config(arg=None):
     config.datasets.fashion_mnist.query_per_class = 20
     config.datasets.fashion_mnist.train_per_class = 100
     config.datasets.fashion_mnist.database_limit = 5000
-    config.checkpoint_every = 6
+    config.checkpoint_every = 20
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
   return config.lock()

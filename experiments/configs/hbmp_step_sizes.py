@@ -33,7 +33,7 @@ def get_config(arg=None):
   # jhash.data.load_protocol("fashion-mnist", images=True) options.
   config.dataset = {"query_per_class": 100, "train_per_class": 500,
                     "database_limit": config_dict.placeholder(int)}
-  config.checkpoint_every = 8
+  config.checkpoint_every = 200   # steps: the pursuit's bits, then minibatches
   if arg == "quick":
     config.max_bits = 24
     config.repeats = 2
@@ -43,7 +43,7 @@ def get_config(arg=None):
     config.dataset.query_per_class = 20
     config.dataset.train_per_class = 100
     config.dataset.database_limit = 5000
-    config.checkpoint_every = 6
+    config.checkpoint_every = 20
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
   return config.lock()
