@@ -12,9 +12,15 @@ from jhash import methods
 # Small hyperparameters per method for the conformance suite.
 SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4},
          "hbmp": {"hash_options": {"num_epochs": 2}}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3},
-         "pairwise": {"batch_size": 32, "num_epochs": 1}}
+         "pairwise": {"batch_size": 32, "num_epochs": 1},
+         "ksh": {"batch_size": 32, "num_epochs": 1},
+         "hashnet": {"batch_size": 32, "num_epochs": 1},
+         "dch": {"batch_size": 32, "num_epochs": 1},
+         "mmhh": {"batch_size": 32, "num_epochs": 1},
+         "adsh": {"batch_size": 32, "rounds": 1, "steps_per_round": 3, "num_samples": 40}}
 # Methods whose codes depend on the key (the others are closed forms).
-RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise"}
+RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise", "ksh", "hashnet", "dch",
+              "mmhh", "adsh"}
 
 
 def _batch(rng, n=120, dims=(12, 9)):
@@ -38,8 +44,10 @@ def test_conformance(name, rng):
   # its counter by source text, and several methods share a no-op update's text.)
   chex.clear_trace_counter()
   update = jax.jit(chex.assert_max_traces(method.update, n=1))
-  new_state, metrics = update(state, batch, jax.random.PRNGKey(1))
-  new_state, metrics = update(new_state, batch, jax.random.PRNGKey(2))
+  # A minibatch method's step reads a minibatch carrying its items' positions.
+  step_batch = batch if method.batch_size is None else {**batch, "index": np.arange(120)}
+  new_state, metrics = update(state, step_batch, jax.random.PRNGKey(1))
+  new_state, metrics = update(new_state, step_batch, jax.random.PRNGKey(2))
   assert type(new_state) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new_state)
   # metrics are scalars or fixed-size arrays (one entry per bit, say)
@@ -145,7 +153,7 @@ def test_view_selection(rng):
     methods.view_features({"views": (None, batch["views"][1])}, 0)
 
 
-@pytest.mark.parametrize("name", ["lsh", "itq", "hbmp", "pairwise"])
+@pytest.mark.parametrize("name", ["lsh", "itq", "hbmp", "pairwise", "adsh"])
 def test_encode_refuses_views_unlike_training(name, rng):
   batch = _batch(rng)                                   # views of widths 12 and 9
   method = methods.REGISTRY[name](8, **SMALL[name])

@@ -10,6 +10,12 @@ from jhash.methods._crossview import SCMState
 from jhash.methods._crossview import cmfh
 from jhash.methods._crossview import cvh
 from jhash.methods._crossview import scm
+from jhash.methods._deep import ADSHState
+from jhash.methods._deep import adsh
+from jhash.methods._deep import dch
+from jhash.methods._deep import hashnet
+from jhash.methods._deep import ksh
+from jhash.methods._deep import mmhh
 from jhash.methods._hbmp import HBMPState
 from jhash.methods._hbmp import HashFnState
 from jhash.methods._hbmp import HashFunctions
@@ -35,4 +41,9 @@ REGISTRY = {
     "scm": scm,
     "cmfh": cmfh,
     "pairwise": pairwise,
+    "ksh": ksh,
+    "hashnet": hashnet,
+    "adsh": adsh,
+    "dch": dch,
+    "mmhh": mmhh,
 }

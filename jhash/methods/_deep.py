@@ -1,0 +1,273 @@
+"""The five deep base models of MCH: KSH, HashNet, DCH, MMHH (pairwise) and ADSH (asymmetric).
+
+KSH, HashNet, DCH and MMHH are ``pairwise`` methods with their paper's loss
+(``jhash.losses``) and its defaults: one network, the pairs of each minibatch (and, with
+``memory=True``, a memory of every training item's latest outputs), one optax step per
+minibatch on the shared train step. HashNet's continuation ``tanh(beta z)`` scales the
+head's outputs by ``beta(step)`` before its loss applies the ``tanh``.
+
+ADSH (Jiang and Li, "Asymmetric Deep Supervised Hashing", AAAI 2018) learns the network
+for query points and the database codes ``V`` in {-1, +1} [n, K] of the training set
+directly. The paper alternates, for ``T`` outer iterations, a few epochs of the network
+on ``m`` sampled items with ``V`` fixed and a discrete update of ``V``, column by column
+in closed form. Here each outer iteration is two phases: ``steps_per_round`` minibatch
+steps of the network (``adsh_loss``: each minibatch against all of ``V``), writing the
+minibatch's ``U = tanh(F(x))`` to a memory; then one full-batch step that draws ``m``
+items among those written (``num_samples``) and updates ``V`` by
+``jhash.losses.adsh_update_codes`` with their ``U`` (so the ``[m, n]`` similarity fits in
+memory: 4 m n bytes). Encoding new items is ``sign(F(x))``; the training items' learned
+codes are ``state.codes``. The targets ``S~`` are 1 for similar pairs and ``-r`` for
+dissimilar ones, ``r`` the ratio of similar to dissimilar pairs (``adsh_targets``), as in
+the authors' code.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jhash import _api
+from jhash import _checks
+from jhash import codes as codes_lib
+from jhash import losses
+from jhash import models
+from jhash import training
+from jhash.methods import _pairwise
+
+
+def dch(num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1,
+        **options) -> _api.HashingMethod:
+  """Deep Cauchy Hashing (Cao et al., CVPR 2018): ``jhash.losses.dch_loss`` on minibatch pairs.
+
+  Args:
+    num_bits: K.
+    gamma: the Cauchy scale (the authors' 20).
+    quantization: lambda, the weight of the Cauchy quantisation term.
+    **options: ``jhash.methods.pairwise``'s (backbone, optimizer, batch_size, num_epochs,
+      memory, ...).
+  Returns:
+    A minibatch ``HashingMethod`` named "dch".
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+    >>> method = jhash.methods.dch(16, batch_size=32, num_epochs=1)
+    >>> state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> jhash.encode(method, state, batch).shape
+    (128, 16)
+  """
+  loss = functools.partial(losses.dch_loss, gamma=gamma, quantization=quantization)
+  return _pairwise.pairwise(num_bits, loss, **{"name": "dch", **options})
+
+
+def mmhh(num_bits: int, **options) -> _api.HashingMethod:
+  """Maximum-margin Hamming hashing (Kang et al., ICCV 2019): ``jhash.losses.mmhh_loss``.
+
+  Args:
+    num_bits: K.
+    **options: keyword arguments of ``jhash.losses.mmhh_loss`` (its margin, scale and
+      quantisation weight) and of ``jhash.methods.pairwise``.
+  Returns:
+    A minibatch ``HashingMethod`` named "mmhh".
+  """
+  loss_options, options = _split_options(losses.mmhh_loss, options)
+  loss = functools.partial(losses.mmhh_loss, **loss_options)
+  return _pairwise.pairwise(num_bits, loss, **{"name": "mmhh", **options})
+
+
+def ksh(num_bits: int, **options) -> _api.HashingMethod:
+  """Supervised hashing with kernels (Liu et al., CVPR 2012), its relaxed loss on a network.
+
+  ``jhash.losses.ksh_loss``: ``||(1/K) H H^T - S~||^2`` with ``H = 2 sigmoid(u) - 1``, as
+  MCH trains KSH as a base model end to end. (KSH's original fit, kernel features over
+  anchors and a greedy bit-by-bit fit on the residual, is ``jhash.losses.ksh_greedy_fit``.)
+
+  Args:
+    num_bits: K.
+    **options: keyword arguments of ``jhash.losses.ksh_loss`` and of
+      ``jhash.methods.pairwise``.
+  Returns:
+    A minibatch ``HashingMethod`` named "ksh".
+  """
+  loss_options, options = _split_options(losses.ksh_loss, options)
+  loss = functools.partial(losses.ksh_loss, **loss_options)
+  return _pairwise.pairwise(num_bits, loss, **{"name": "ksh", **options})
+
+
+def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
+            rate: float = 0.005, power: float = 0.5, **options) -> _api.HashingMethod:
+  """HashNet (Cao et al., ICCV 2017): weighted pairwise likelihood on ``tanh(beta z)``.
+
+  Args:
+    num_bits: K.
+    alpha: the inner products' scale (None: 10 / K, the authors' code).
+    period, rate, power: the continuation ``beta = (1 + rate * period * (step //
+      period)) ** power`` (``jhash.losses.hashnet_beta``; the authors' schedule).
+    **options: ``jhash.methods.pairwise``'s.
+  Returns:
+    A minibatch ``HashingMethod`` named "hashnet".
+  """
+  beta = functools.partial(losses.hashnet_beta, period=period, rate=rate, power=power)
+
+  def activation(logits, step):
+    return beta(step) * logits          # the loss applies tanh: tanh(beta z)
+
+  loss = functools.partial(losses.hashnet_loss, beta=1.0, alpha=alpha)
+  return _pairwise.pairwise(num_bits, loss, activation=activation,
+                            **{"name": "hashnet", **options})
+
+
+def _split_options(loss: Callable, options: dict) -> tuple[dict, dict]:
+  import inspect
+  names = {p.name for p in inspect.signature(loss).parameters.values()
+           if p.kind is inspect.Parameter.KEYWORD_ONLY}
+  return ({k: v for k, v in options.items() if k in names},
+          {k: v for k, v in options.items() if k not in names})
+
+
+# ----------------------------------------------------------------------------- ADSH
+
+
+class ADSHState(NamedTuple):
+  """The network, the database codes of the training set and the latest outputs."""
+  train: training.TrainState   # parameters, batch statistics, optimiser state, step
+  mean: jax.Array              # float32 [d] (features) or [] (images)
+  scale: jax.Array             # float32, as ``mean``
+  codes: jax.Array             # float32 [n, K] in {-1, +1}: V, the training items' codes
+  labels: jax.Array            # int32 [n] or bool [n, C]: the training items' labels
+  outputs: jax.Array           # float32 [n, K]: U = tanh(F(x)) when each item was last seen
+  seen: jax.Array              # bool [n]: the item's output is set
+  widths: jax.Array            # int32 [V], the training views' widths
+
+
+def adsh_targets(similarity: jax.Array) -> jax.Array:
+  """ADSH's targets ``S~``: 1 for similar pairs, ``-r`` for dissimilar ones.
+
+  ``r = |S_1| / |S_0|``, the ratio of similar to dissimilar pairs of the matrix, as the
+  authors' code computes ``S~`` (``S (1 + r) - r``): with plain {-1, +1} targets and ten
+  classes, nine pairs in ten ask ``u . v = -K``, which every code pair meets when all
+  outputs share one direction and the codes take the opposite one.
+
+  Args:
+    similarity: float [b, n] in {0, 1}.
+  Returns:
+    float32 [b, n].
+  """
+  similar = jnp.sum(similarity)
+  r = similar / jnp.maximum(similarity.size - similar, 1.0)
+  return similarity * (1.0 + r) - r
+
+
+def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
+         steps_per_round: int = 50, num_samples: int = 2000, backbone: models.Model | None = None,
+         view: int | None = None, optimizer: optax.GradientTransformation | None = None,
+         learning_rate: float = 1e-3, batch_size: int = 64, encode_chunk: int = 1024,
+         name: str = "adsh") -> _api.HashingMethod:
+  """Asymmetric Deep Supervised Hashing: the network and the database codes, alternately.
+
+  Args:
+    num_bits: K.
+    gamma: the weight of ``||V[idx] - U||^2`` (the paper: 200).
+    rounds: outer iterations ``T`` (each a network phase, then a code phase).
+    steps_per_round: minibatch steps of the network per round.
+    num_samples: ``m``, the items whose outputs update ``V`` in each code phase.
+    backbone, view, optimizer, learning_rate, batch_size, encode_chunk, name: as in
+      ``jhash.methods.pairwise``.
+  Returns:
+    A ``HashingMethod`` of ``2 * rounds`` phases; the network steps report ``loss``, the
+    code steps ``objective`` (the paper's ``J`` over the drawn items, after the update)
+    and ``changed`` (the fraction of code bits flipped). The training set must be in
+    memory (``init`` reads every label).
+  """
+  num_bits = _api.check_num_bits(num_bits)
+  rounds = _checks.positive_int(rounds, "rounds")
+  steps_per_round = _checks.positive_int(steps_per_round, "steps_per_round")
+  num_samples = _checks.positive_int(num_samples, "num_samples")
+  batch_size = _checks.positive_int(batch_size, "batch_size")
+  optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
+  read = lambda batch: _api.network_inputs(batch, view)
+
+  def network(x) -> models.Model:
+    if backbone is not None:
+      return backbone
+    return _pairwise._default_backbone(_pairwise._item_shape(x), num_bits)
+
+  def init(key, batch):
+    x = read(batch)
+    n = _api.num_items(batch)
+    mean, scale = training.input_statistics(x)
+    train = training.create(network(x), optimizer, jax.random.fold_in(key, 0),
+                            training.standardize(x[:1], mean, scale))
+    codes = codes_lib.sign(jax.random.normal(jax.random.fold_in(key, 1), (n, num_bits)))
+    return ADSHState(train, mean, scale, codes.astype(jnp.float32), jnp.asarray(batch["labels"]),
+                     jnp.zeros((n, num_bits), jnp.float32), jnp.zeros((n,), bool),
+                     _api.view_widths(batch))
+
+  def loss_fn(outputs, context):
+    s_tilde, codes, own = context
+    # adsh_loss reads targets as 2 s - 1: hand it the s that gives S~.
+    value = losses.adsh_loss(outputs.logits, codes, (s_tilde + 1.0) / 2.0,
+                             jnp.ones_like(s_tilde), gamma=gamma, own_codes=own)
+    return value, {}
+
+  def network_step(state, batch, key):
+    del key
+    x, index = read(batch), batch["index"]
+    s_tilde = adsh_targets(losses.label_similarity(batch["labels"], state.labels))
+    step = training.make_step(network(x), optimizer, loss_fn)
+    train, value, _, outputs = step(state.train,
+                                    training.standardize(x, state.mean, state.scale),
+                                    (s_tilde, state.codes, state.codes[index]))
+    u = jax.lax.stop_gradient(jnp.tanh(outputs.logits))
+    return state._replace(train=train, outputs=state.outputs.at[index].set(u),
+                          seen=state.seen.at[index].set(True)), {"loss": value}
+
+  def code_step(state, batch, key):
+    del batch
+    n = state.codes.shape[0]
+    m = min(num_samples, n)
+    # m distinct items among those seen (unseen ones only when too few were seen).
+    priority = jax.random.uniform(key, (n,)) + state.seen.astype(jnp.float32)
+    drawn = jax.lax.top_k(priority, m)[1]
+    u = state.outputs[drawn]
+    s_tilde = adsh_targets(losses.label_similarity(state.labels[drawn], state.labels))
+    codes = losses.adsh_update_codes(state.codes, u, s_tilde, drawn, gamma)
+    changed = jnp.mean((codes != state.codes).astype(jnp.float32))
+    objective = losses.adsh_objective(codes, u, s_tilde, drawn, gamma)
+    return state._replace(codes=codes), {"objective": objective, "changed": changed}
+
+  def scores(state, batch):
+    def one_chunk(b):
+      x = read(b)
+      return training.predict(network(x), state.train,
+                              training.standardize(x, state.mean, state.scale)).logits
+    return _api.map_in_chunks(one_chunk, batch, encode_chunk)
+
+  def encode(state, batch):
+    return codes_lib.sign(scores(state, batch))
+
+  def check_batch(batch):
+    n = _checks.batch(batch)
+    if batch.get("labels") is None:
+      raise ValueError(f"{name} is supervised: the batch needs 'labels' (class ids [n] or "
+                       "multi-hot bool [n, C]).")
+    x = jax.eval_shape(read, batch)
+    models.check_input(network(x), x, "views")
+    return n
+
+  def check_encode(state, batch):
+    _api.check_views(state.widths, batch, view, name)
+
+  phases = ()
+  for _ in range(rounds):
+    phases += (_api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
+               _api.Phase("codes", code_step, None, num_steps=1))
+  return _api.HashingMethod(init, network_step, encode, rounds * (steps_per_round + 1),
+                            num_bits, name, check_batch, extras=_pairwise.Extras(scores),
+                            batch_size=batch_size, phases=phases, check_encode=check_encode)
