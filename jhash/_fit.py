@@ -32,28 +32,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jhash import _api
 from jhash import _checks
+from jhash import _order
 
 DATA_AXIS = "data"
-_SAMPLE_FOLD = 0xFFFFFFFF   # sample_key(key) = fold_in(key, _SAMPLE_FOLD): apart from steps
-
-
-def sample_key(key: jax.Array) -> jax.Array:
-  """The key of the minibatch order; epoch ``e`` shuffles with ``fold_in(sample_key, e)``."""
-  return jax.random.fold_in(key, _SAMPLE_FOLD)
-
-
-def epoch_permutation(key: jax.Array, epoch, num_items: int, phase=0) -> jax.Array:
-  """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of the
-  minibatch phase ``phase`` (0 for a method of one phase):
-  ``permutation(fold_in(fold_in(sample_key(key), epoch), phase))``."""
-  epoch_key = jax.random.fold_in(jax.random.fold_in(sample_key(key), epoch), phase)
-  return jax.random.permutation(epoch_key, num_items).astype(jnp.int32)
-
-
-def steps_per_epoch(num_items: int, batch_size: int) -> int:
-  """Minibatches in one epoch: ``num_items // batch_size`` (the remainder is dropped;
-  a ``batch_size`` over ``num_items`` reads the whole set each step)."""
-  return num_items // min(batch_size, num_items)
+sample_key = _order.sample_key
+epoch_permutation = _order.epoch_permutation
+steps_per_epoch = _order.steps_per_epoch
 
 
 def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
@@ -62,19 +46,13 @@ def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
 
   The same sequence as an in-memory ``fit`` of a method with this ``batch_size``:
   feeding it to ``fit`` as an iterable trains identically. Each minibatch carries
-  ``"index"``, int32 [batch_size], its items' positions in ``batch``.
+  ``"index"``, int32 [batch_size], its items' positions in ``batch``. ``start_step``
+  and ``phase`` count within one phase of a method of several (``jhash.Phase``).
   """
   n = _api.batch_size_of(batch)
-  batch_size = min(batch_size, n)
-  per_epoch = steps_per_epoch(n, batch_size)
   host = jax.tree.map(np.asarray, batch)
-  perm, epoch = None, None
-  for step in range(start_step, start_step + num_steps):
-    if step // per_epoch != epoch:
-      epoch = step // per_epoch
-      perm = np.asarray(epoch_permutation(key, epoch, n, phase))
-    at = (step % per_epoch) * batch_size
-    yield _api.take(host, perm[at:at + batch_size])
+  for index in _order.minibatch_order(key, n, batch_size, num_steps, start_step, phase):
+    yield _api.take(host, index)
 
 
 # ----------------------------------------------------------------------------- checks

@@ -6,8 +6,7 @@ permutation ``jax.random.permutation(fold_in(fold_in(fold_in(key, 2**32 - 1), e)
 n)`` (``phase`` 0 for a method of one phase): the sequence ``jhash.minibatches``
 gives on the host and an in-memory ``jhash.fit`` draws on the device, so training on
 a stream equals training in memory, and ``start_step`` resumes a stream where a saved
-state stopped. ``jhash.data`` sits below the runner in the import layers, so the
-permutation is written here again; a test pins it to ``jhash.epoch_permutation``.
+state stopped. The order is defined once, in ``jhash._order``, for every path.
 
 Work. The consumer's thread computes the order (one permutation per epoch) and hands
 each item of the next minibatches to a pool of ``num_threads`` threads, which decode
@@ -38,11 +37,11 @@ import jax
 import numpy as np
 
 from jhash import _checks
+from jhash import _order
 from jhash.data import _errors
 from jhash.data._layouts import ImageList
 from jhash.data._layouts import check_image_files
 
-_SAMPLE_FOLD = 0xFFFFFFFF   # as jhash._fit.sample_key: the order's key, apart from steps
 _DTYPES = (np.uint8, np.float32)
 
 Minibatch = dict
@@ -162,27 +161,7 @@ def _num_threads(num_threads) -> int:
 # ----------------------------------------------------------------------------- order
 
 
-def _epoch_permutation(key: jax.Array, epoch: int, num_items: int, phase: int = 0
-                       ) -> np.ndarray:
-  """int32 [num_items]: the order of the items in ``epoch``, as ``jhash.epoch_permutation``."""
-  epoch_key = jax.random.fold_in(jax.random.fold_in(key, _SAMPLE_FOLD), epoch)
-  epoch_key = jax.random.fold_in(epoch_key, phase)
-  return np.asarray(jax.random.permutation(epoch_key, num_items)).astype(np.int32)
-
-
-def _minibatch_order(key: jax.Array, num_items: int, batch_size: int, num_steps: int,
-                     start_step: int = 0, phase: int = 0) -> Iterator[np.ndarray]:
-  """Yield int32 [b] per step ``start_step .. start_step + num_steps - 1``: the items of
-  each minibatch (module docstring); ``b = min(batch_size, num_items)``."""
-  batch_size = min(batch_size, num_items)
-  per_epoch = num_items // batch_size
-  perm, epoch = None, None
-  for step in range(start_step, start_step + num_steps):
-    if step // per_epoch != epoch:
-      epoch = step // per_epoch
-      perm = _epoch_permutation(key, epoch, num_items, phase)
-    at = (step % per_epoch) * batch_size
-    yield perm[at:at + batch_size]
+_minibatch_order = _order.minibatch_order
 
 
 # ----------------------------------------------------------------------------- streams
