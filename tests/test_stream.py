@@ -11,7 +11,6 @@ from PIL import Image
 
 import jhash
 from jhash import data
-from jhash.data import _stream
 
 
 def _write_images(folder, pixels, suffix=".png"):
