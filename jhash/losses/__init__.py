@@ -6,12 +6,25 @@ with its paper's hyperparameters as defaults and the paper named in its docstrin
 A new pairwise method is one such function handed to ``jhash.methods.pairwise``.
 """
 
+from jhash.losses._adsh import adsh_loss
+from jhash.losses._adsh import adsh_objective
+from jhash.losses._adsh import adsh_update_codes
+from jhash.losses._dch import cosine_hamming_distance
+from jhash.losses._dch import dch_loss
+from jhash.losses._hashnet import hashnet_beta
+from jhash.losses._hashnet import hashnet_loss
 from jhash.losses._hinge import bit_error
 from jhash.losses._hinge import hinge_loss
 from jhash.losses._hinge import instance_hinge
 from jhash.losses._hinge import mean_bit_error
 from jhash.losses._hinge import mean_hinge
+from jhash.losses._ksh import ksh_greedy_fit
+from jhash.losses._ksh import ksh_loss
+from jhash.losses._ksh import rbf_anchor_features
+from jhash.losses._ksh import rbf_anchor_statistics
 from jhash.losses._likelihood import pairwise_likelihood
+from jhash.losses._mmhh import mmhh_loss
+from jhash.losses._mmhh import mmhh_margin_weights
 from jhash.losses._pairs import balanced_pair_weights
 from jhash.losses._pairs import label_similarity
 from jhash.losses._pairs import off_diagonal
