@@ -20,7 +20,7 @@ A researcher's new loss is one function of the same signature::
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
