@@ -140,6 +140,8 @@ def _jit_init(init_fn: Callable, num_items: int | None):
 
 @functools.lru_cache(maxsize=64)
 def _jit_step(update: Callable, donate: bool, num_items: int | None):
+  if num_items is None:   # jit the method's own function: its compile cache is shared
+    return jax.jit(update, donate_argnums=(0,) if donate else ())
   def step(state, batch, key):
     if num_items is not None:
       batch = {**batch, "num_items": num_items}
