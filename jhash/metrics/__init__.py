@@ -31,3 +31,4 @@ from jhash.metrics._ranking import ndcg_at_k
 from jhash.metrics._ranking import precision_at_k
 from jhash.metrics._ranking import recall_at_k
 from jhash.metrics._relevance import relevance
+from jhash.metrics._weighted_map import weighted_mean_average_precision
