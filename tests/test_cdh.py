@@ -193,6 +193,31 @@ def test_an_empty_active_set_is_a_fixed_point_of_single_flips(merit):
   assert len(converged) == K
 
 
+@pytest.mark.parametrize("merit", ["exponential", "linear"])
+def test_items_with_a_zero_gradient_never_enter_the_active_set(merit):
+  # gamma = 0 and a third of the items with no known pair: their gradient is exactly 0,
+  # a flip gains nothing, and the strict active set (g b < 0) must leave them out. With
+  # g b <= 0 they would be flipped at every inner update and no bit would converge.
+  codes, y, views, weights = _random_instance(seed=11)
+  lonely = np.arange(0, N, 3)
+  y[lonely, :] = 0.0
+  y[:, lonely] = 0.0
+  sup = sv.from_matrix(y.astype(np.int8))
+  seen = []
+
+  def check(k, before, after, stats, z):
+    np.testing.assert_array_equal(after[lonely, k], before[lonely, k])   # never flipped
+    others = np.setdiff1d(np.arange(N), lonely)
+    # |I| at the first inner update counts only items with a strictly improving sign.
+    a = ref.bit_matrix(before, y, k, merit)
+    g = 2 * a @ before[:, k] / N**2
+    assert int(stats.active) == int(np.sum(g[others] * before[others, k] < -1e-12))
+    seen.append(bool(stats.converged))
+
+  _run_bits(codes, sup, y, views, weights, 0.0, merit, sweeps=1, seed=3, check=check)
+  assert all(seen), seen      # every bit ends at a fixed point
+
+
 # ----------------------------------------------------------------------------- incremental A
 
 def test_incremental_gram_and_a_equal_rebuilt_from_scratch():
