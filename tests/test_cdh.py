@@ -514,3 +514,15 @@ def test_bad_supervision_raises_naming_y():
     cdh_lib.cdh(4, merit="quadratic")
   with pytest.raises(ValueError, match="gamma"):
     cdh_lib.cdh(4, gamma=-1.0)
+
+
+def test_the_kept_semantic_term_is_the_codes_own(mfeat_run):
+  # The state carries the semantic term of its codes, so a sweep's "before" is the last
+  # sweep's "after" without recomputing the O(n^2 K) term: check it against the
+  # float64 reference on the fitted state.
+  method, state, history, batch = mfeat_run
+  y = ref.dense_supervision(batch["labels"])
+  want = ref.semantic_term(np.asarray(state.codes), y, "exponential")
+  assert float(state.semantic) == pytest.approx(want, rel=1e-4)
+  np.testing.assert_allclose(history["objective_before"][1], history["objective"][0],
+                             rtol=1e-5)

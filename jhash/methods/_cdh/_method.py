@@ -34,10 +34,13 @@ SUPERVISIONS = ("labels", "pairs")
 
 
 class CDHState(NamedTuple):
+  """CDH's codes of the training items, view models, bit priors and gamma."""
   codes: jax.Array                  # int8 [n, K], the learned codes B of the training items
   weights: tuple[jax.Array, ...]    # per view float32 [K, d_v + 1]; last column the bias
   log_prior_odds: jax.Array         # float32 [K], log P_k(+1) - log P_k(-1) (clipped)
   gamma: jax.Array                  # float32 [], weight of the generative term
+  semantic: jax.Array               # float32 [], the semantic term of ``codes`` (kept so
+                                    #   a sweep computes the O(n^2 K) term once, not twice)
 
 
 class CDHExtras(NamedTuple):
@@ -197,8 +200,9 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
       offset += d
     weights = tuple(weights)
     codes = codes_lib.sign(_encode.generative_terms(weights, views))
+    semantic = _objective.semantic_term(codes, read_supervision(batch), merit)
     return CDHState(codes, weights, _encode.log_prior_odds(codes, prior_eps),
-                    jnp.asarray(gamma, jnp.float32))
+                    jnp.asarray(gamma, jnp.float32), semantic)
 
   def check_state(state, views):
     if state.codes.shape != (views[0].shape[0], num_bits):
@@ -225,8 +229,10 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
     sup = read_supervision(batch)
     num_views = len(views)
     z = _encode.generative_terms(state.weights, views)
-    semantic = _objective.semantic_term(state.codes, sup, merit)
-    before = semantic + _objective.generative_term(state.codes, z, state.gamma, num_views)
+    # The semantic term of the codes is kept in the state: only the cheap O(n K)
+    # generative term is recomputed (the weights and gamma may have changed).
+    before = state.semantic + _objective.generative_term(state.codes, z, state.gamma,
+                                                         num_views)
     starts, order, batches = _draw(key, views[0].shape[0])
     codes, stats = _chunks.sweep(state.codes, z, sup, state.gamma, starts, order,
                                  merit=merit, block_rows=block_rows, mesh=mesh)
@@ -237,7 +243,8 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
         learning_rate=w_learning_rate)
     z = _encode.generative_terms(weights, views)
     after = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
-    new_state = CDHState(codes, weights, _encode.log_prior_odds(codes, prior_eps), state.gamma)
+    new_state = CDHState(codes, weights, _encode.log_prior_odds(codes, prior_eps), state.gamma,
+                         semantic)
     metrics = {
         "objective": after,
         "objective_before": before,
