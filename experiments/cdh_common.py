@@ -10,7 +10,6 @@ view only (``views=(x_pix, None)``), the database from the other view only: "a->
 from __future__ import annotations
 
 import functools
-import pathlib
 import time
 
 import jax
@@ -169,7 +168,7 @@ def select_cell(config, key, data, bits: int) -> dict:
     per_gamma.append(maps)
     return float(np.mean(list(maps.values())))
   sel = jhash.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
-                                       **plain(config.cdh))
+                               progress=True, **plain(config.cdh))
   return {"gamma": float(sel.gamma), "grid": sel.gammas.tolist(),
           "validation_map": sel.scores.tolist(), "validation_maps": per_gamma,
           "objective": sel.objective.tolist(), "semantic": sel.semantic.tolist(),

@@ -101,7 +101,7 @@ def gamma_cell(config, key, data) -> dict:
     return maps[-1][f"{names[0]}->{names[1]}"]
   options = dict(common.plain(config.cdh), num_sweeps=config.gamma_sweeps)
   sel = jhash.cdh_select_gamma(config.bits, key, train, list(config.gamma_grid),
-                                       score=score, **options)
+                               score=score, progress=True, **options)
   return {"grid": sel.gammas.tolist(), "maps": maps, "objective": sel.objective.tolist(),
           "semantic": sel.semantic.tolist(), "generative": sel.generative.tolist()}
 

@@ -398,13 +398,14 @@ def summary_writer_class():
   costs 4-6 s per process; runs here log Python floats only, so torch is hidden from that
   one import (``sys.modules["torch"] = None`` makes ``import torch`` fail) and restored.
   """
-  if "tensorboardX" not in sys.modules and "torch" not in sys.modules:
+  hide = "tensorboardX" not in sys.modules and "torch" not in sys.modules
+  if hide:
     sys.modules["torch"] = None
-    try:
-      import tensorboardX
-    finally:
+  try:
+    from tensorboardX import SummaryWriter
+  finally:
+    if hide:
       del sys.modules["torch"]
-  from tensorboardX import SummaryWriter
   return SummaryWriter
 
 

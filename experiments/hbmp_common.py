@@ -1,17 +1,11 @@
-"""What the HBMP experiments share: the fast weighted mAP, the HBMP cell, the pursuit as one call.
-
-Weighted Hamming mAP on a large database: ``jhash.metrics.mean_average_precision(...,
-weights=alphas)`` groups real-valued distances by sorting every query's row, and XLA's
-CPU sort makes that about 45 s for 1,000 queries against 69,000 items.
-``ranked_map`` gives the same tie-aware mAP from the library's chunk kernel
-(``jhash.metrics.average_precision``) on integer distances: the database's distinct
-codes are ranked per query in NumPy (weighted distances equal to 1e-9 of ``sum |w|``
-tie), each item takes the rank of its code, and the kernel counts tie groups by
-histogram. The tests check it against ``mean_average_precision``.
+"""What the HBMP experiments share: scores with and without bit weights, the HBMP cell, the
+pursuit as one call.
 
 Everything here reaches HBMP through its public method (``jhash.methods.hbmp`` and its
 ``extras``): ``whole_pursuit`` compiles the pursuit of every bit as one call from
-``extras.pursuit``.
+``extras.pursuit``. Weighted Hamming mAP over a large database is
+``jhash.metrics.weighted_mean_average_precision`` (the same value as
+``mean_average_precision(..., weights=)`` without its per-row sort).
 """
 
 from __future__ import annotations
@@ -27,64 +21,16 @@ from jax import lax
 import jhash
 from experiments import harness
 
-# Distances closer than this fraction of sum |w| tie in ``ranked_map``.
-TIE_RESOLUTION = 2.0 ** -30
-
 
 # ----------------------------------------------------------------------------- ranking
-
-
-@functools.lru_cache(maxsize=16)
-def _ap_kernel(max_distance: int):
-  return jax.jit(functools.partial(jhash.metrics.average_precision, max_distance=max_distance))
-
-
-def _dense_ranks(query_codes, unique_codes, weights) -> np.ndarray:
-  """Rank of each distinct database code per query by weighted distance: int32 [q, u]."""
-  q = np.asarray(query_codes, np.float64)
-  w = np.asarray(weights, np.float64)
-  dist = 0.5 * (w.sum() - (q * w[None, :]) @ unique_codes.T.astype(np.float64))
-  scale = max(float(np.abs(w).sum()), 1e-30)
-  keys = np.round(dist / (scale * TIE_RESOLUTION)).astype(np.int64)
-  return np.stack([np.unique(row, return_inverse=True)[1].reshape(-1) for row in keys]
-                  ).astype(np.int32)
-
-
-def ranked_map(query_codes, db_codes, query_labels, db_labels, weights=None,
-               relevance: str = "auto") -> float:
-  """Tie-aware mAP of (weighted) Hamming ranking over the whole database.
-
-  Equal to ``jhash.metrics.mean_average_precision(..., weights=weights)`` (queries with
-  no relevant item count as 0); for ``weights=None`` it calls it.
-  """
-  if weights is None:
-    return jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels,
-                                                db_labels, relevance=relevance)
-  db = np.asarray(db_codes)
-  unique, inverse = np.unique(db, axis=0, return_inverse=True)
-  inverse = inverse.reshape(-1)
-  ranks = _dense_ranks(query_codes, unique, weights)
-  bound = 1 << int(np.ceil(np.log2(max(unique.shape[0], 2))))   # few compiled sizes
-  kernel = _ap_kernel(bound - 1)
-  query_labels, db_labels = np.asarray(query_labels), np.asarray(db_labels)
-  kind = ("same_class" if query_labels.ndim == 1 else "share_label") if relevance == "auto" \
-      else relevance
-  chunk = max(1, min(256, (1 << 23) // max(db.shape[0], bound)))
-  total = 0.0
-  for start in range(0, ranks.shape[0], chunk):
-    rows = slice(start, start + chunk)
-    rel = jhash.metrics.relevance(jax.numpy.asarray(query_labels[rows]),
-                                  jax.numpy.asarray(db_labels), kind)
-    ap, _ = kernel(jax.numpy.asarray(ranks[rows][:, inverse]), rel)
-    total += float(np.sum(np.asarray(ap, np.float64)))
-  return total / ranks.shape[0]
 
 
 def retrieval_scores(query_codes, db_codes, query_labels, db_labels, weights,
                      ndcg_k: int | None = None) -> dict:
   """mAP (and NDCG@k for multi-hot labels) with unweighted and weighted ranking."""
-  out = {"map": ranked_map(query_codes, db_codes, query_labels, db_labels),
-         "map_weighted": ranked_map(query_codes, db_codes, query_labels, db_labels, weights)}
+  args = (query_codes, db_codes, query_labels, db_labels)
+  out = {"map": jhash.metrics.mean_average_precision(*args),
+         "map_weighted": jhash.metrics.weighted_mean_average_precision(*args, weights)}
   if ndcg_k:
     args = (query_codes, db_codes, query_labels, db_labels, ndcg_k)
     out["ndcg"] = jhash.metrics.ndcg_at_k(*args)

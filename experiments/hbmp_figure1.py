@@ -13,7 +13,6 @@ of the whole pursuit as one compiled call for each solver and level.
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import jax
@@ -112,7 +111,8 @@ def run_level(config, method, key, batch, positions) -> dict:
   maps = {}
   for b in config.map_bits:
     q, db = codes[query, :b], codes[database, :b]
-    maps[str(b)] = {"map": hbmp_common.ranked_map(q, db, labels[query], labels[database]),
+    maps[str(b)] = {"map": jhash.metrics.mean_average_precision(q, db, labels[query],
+                                                                labels[database]),
                "map_weighted": jhash.metrics.mean_average_precision(
                    q, db, labels[query], labels[database], weights=alphas_at[b])}
   return {"residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),

@@ -49,7 +49,6 @@ import numpy as np
 import jhash
 from jhash import data as jdata
 from experiments import harness
-from experiments import hbmp_common
 from experiments import plots
 
 KEYS = ("trainer", "seed", "num_seeds", "bits", "datasets", "methods", "evaluation",
@@ -96,8 +95,8 @@ def validate(config) -> None:
   harness.check_keys(config.plots, PLOT_KEYS, "config.plots")
   _check_ints(config.bits, "config.bits", minimum=1)
   _check_ints([config.seed], "config.seed", minimum=0)
-  _check_ints([config.num_seeds, config.checkpoint_every], "config.num_seeds / "
-              "checkpoint_every", minimum=1)
+  _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
+  _check_ints([config.checkpoint_every], "config.checkpoint_every", minimum=1)
   for label, spec in config.datasets.items():
     _check_dataset(label, spec)
   for label in config.methods:
@@ -170,7 +169,7 @@ def check_trainable(config, batches_of) -> None:
   curve metric a method does not report, fails here, before any cell trains."""
   bits = min(config.bits)
   reported = {}
-  for dataset in config.datasets:
+  for dataset in reversed(list(config.datasets)):   # the first cells' data set stays cached
     train = batches_of(dataset, seeds(config)[0])[0]
     for label, spec in config.methods.items():
       try:
@@ -247,7 +246,7 @@ def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: b
 def weighted_metrics(q_codes, db_codes, q_labels, db_labels, weights, evaluation) -> dict:
   """Tie-aware mAP (and NDCG@k) ranked by the weighted Hamming distance."""
   args = (q_codes, db_codes, q_labels, db_labels)
-  out = {"map_weighted": hbmp_common.ranked_map(*args, weights)}
+  out = {"map_weighted": jhash.metrics.weighted_mean_average_precision(*args, weights)}
   if evaluation.ndcg_at:
     out[f"ndcg_at_{evaluation.ndcg_at}_weighted"] = jhash.metrics.ndcg_at_k(
         *args, evaluation.ndcg_at, weights=weights)

@@ -12,7 +12,6 @@ import pytest
 import _experiment_runs as runs
 import jhash
 from experiments import harness
-from experiments import hbmp_common
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +114,8 @@ def test_step_sizes_regress_fits_at_least_as_well_as_line(step_sizes):
   runs.assert_pngs(workdir, ("residual.png", "map_vs_bits.png"))
 
 
-def test_ranked_map_equals_the_library_weighted_map(rng):
+def test_fast_weighted_map_equals_the_library_weighted_map(rng):
+  # jhash.metrics.weighted_mean_average_precision (moved here from these experiments).
   base = np.where(rng.normal(size=(30, 10)) >= 0, 1, -1).astype(np.int8)
   db = base[rng.integers(0, 30, 700)]                   # many identical codes: ties
   queries = base[rng.integers(0, 30, 60)]
@@ -125,10 +125,16 @@ def test_ranked_map_equals_the_library_weighted_map(rng):
                               (rng.random((60, 5)) < 0.3, rng.random((700, 5)) < 0.3)):
     want = jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels,
                                                 weights=weights)
-    got = hbmp_common.ranked_map(queries, db, q_labels, db_labels, weights)
+    got = jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels,
+                                                        weights)
     assert got == pytest.approx(want, abs=1e-6)
-    assert hbmp_common.ranked_map(queries, db, q_labels, db_labels) == pytest.approx(
-        jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels))
+  # Equal weights rank as plain Hamming distance does.
+  assert jhash.metrics.weighted_mean_average_precision(
+      queries, db, q_labels, db_labels, np.ones(10, np.float32)) == pytest.approx(
+          jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels), abs=1e-6)
+  with pytest.raises(ValueError, match="weights must have shape"):
+    jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels,
+                                                  weights[:3])
 
 
 def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatch):
