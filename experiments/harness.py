@@ -353,8 +353,9 @@ class Workdir:
   def curve_writer(self, cell: str, start_step: int = 0):
     """A tensorboardX ``SummaryWriter`` for ``cell``; steps after ``start_step`` that an
     earlier, killed run wrote are purged (hidden) by TensorBoard."""
-    return summary_writer_class()(str(self.path / "tensorboard" / _safe(cell)),
-                         purge_step=start_step + 1 if start_step else None)
+    writer = summary_writer_class()
+    return writer(str(self.path / "tensorboard" / _safe(cell)),
+                  purge_step=start_step + 1 if start_step else None)
 
   # --- training -----------------------------------------------------------------
   def fit(self, cell: str, method, key, batch, *, checkpoint_every: int,

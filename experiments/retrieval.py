@@ -165,12 +165,14 @@ def _check_plots(config) -> None:
 
 def check_trainable(config, batches_of) -> None:
   """Trace ``init`` and every phase's ``update`` of every method on every data set (first
-  seed, shortest code; no compilation): a method that cannot train on a data set, or a
-  curve metric a method does not report, fails here, before any cell trains."""
+  seed, shortest code; no compilation): a method that cannot train on a data set, a cut-off
+  past the database, or a curve metric a method does not report fails here, before any
+  cell trains."""
   bits = min(config.bits)
   reported = {}
   for dataset in reversed(list(config.datasets)):   # the first cells' data set stays cached
-    train = batches_of(dataset, seeds(config)[0])[0]
+    train, _, database = batches_of(dataset, seeds(config)[0])
+    _check_cutoffs(config.evaluation, jhash.num_items(database), dataset)
     for label, spec in config.methods.items():
       try:
         reported[label] = reported_metrics(build_method(config, label, bits), train)
@@ -181,6 +183,13 @@ def check_trainable(config, batches_of) -> None:
     for label in spec.methods:
       harness.check_choice(spec.metric, sorted(reported[label]),
                            f"config.plots.curves.{name}.metric (reported by {label})")
+
+
+def _check_cutoffs(evaluation, num_items: int, dataset: str) -> None:
+  for k in list(evaluation.precision_at) + [evaluation.ndcg_at or 1]:
+    if k > num_items:
+      raise harness.ConfigError(f"config.evaluation: the cut-off {k} exceeds the {num_items} "
+                                f"database items of config.datasets.{dataset}.")
 
 
 def reported_metrics(method, train) -> set[str]:
