@@ -30,7 +30,10 @@ def _train_map(method, state, batch):
                                                     batch["labels"]))
 
 
-@pytest.mark.parametrize("name", FIVE)
+# KSH, HashNet and MMHH share DCH's code path (pairwise with another loss, each loss
+# tested in test_deep_losses.py): their learning runs are slow-only.
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in ("ksh", "hashnet", "mmhh") else n for n in FIVE])
 def test_training_lowers_the_loss_and_raises_training_map(name, digits):
   method = jhash.methods.REGISTRY[name](16, batch_size=50, **{"num_epochs": 4,
                                                              **OPTIONS.get(name, {})}) \

@@ -32,7 +32,17 @@ def test_every_registered_method_is_in_the_suite():
   assert set(SMALL) == set(methods.REGISTRY)
 
 
-@pytest.mark.parametrize("name", sorted(methods.REGISTRY))
+# KSH, HashNet and MMHH are pairwise with another loss: the same code as "pairwise" and
+# "dch" (their losses are tested in test_deep_losses.py), so their runs are slow-only.
+SAME_PATH_AS_PAIRWISE = {"ksh", "hashnet", "mmhh"}
+
+
+def _conformance_params():
+  return [pytest.param(name, marks=pytest.mark.slow) if name in SAME_PATH_AS_PAIRWISE
+          else name for name in sorted(methods.REGISTRY)]
+
+
+@pytest.mark.parametrize("name", _conformance_params())
 def test_conformance(name, rng):
   batch = _batch(rng)
   method = methods.REGISTRY[name](8, **SMALL[name])
@@ -153,7 +163,10 @@ def test_view_selection(rng):
     methods.view_features({"views": (None, batch["views"][1])}, 0)
 
 
-@pytest.mark.parametrize("name", ["lsh", "itq", "hbmp", "pairwise", "adsh"])
+@pytest.mark.parametrize("name", ["lsh", "itq", "pairwise",
+                                  # the same check_views call; slow-only:
+                                  pytest.param("hbmp", marks=pytest.mark.slow),
+                                  pytest.param("adsh", marks=pytest.mark.slow)])
 def test_encode_refuses_views_unlike_training(name, rng):
   batch = _batch(rng)                                   # views of widths 12 and 9
   method = methods.REGISTRY[name](8, **SMALL[name])
