@@ -8,8 +8,8 @@
 * ``pursuit``: the whole inference as a user would port the paper to NumPy: the residual
   formed each step, power iteration (shifted when the dominant eigenvalue is negative)
   from several starts, sign, single-flip local search, the random rule for degenerate
-  steps, and step sizes; ``regress`` by the vectorised least squares above. Used by the
-  benchmark as the baseline; it records the time of each part of each bit.
+  steps, and step sizes; ``regress`` by the vectorised least squares above. It records the
+  time of each part of each bit (the benchmark times its own NumPy port).
 """
 
 from __future__ import annotations
