@@ -24,6 +24,7 @@ the authors' code.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable, NamedTuple
 
 import jax
@@ -124,7 +125,7 @@ def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
 
 
 def _split_options(loss: Callable, options: dict) -> tuple[dict, dict]:
-  import inspect
+  """(the loss's keyword options, the rest for ``pairwise``)."""
   names = {p.name for p in inspect.signature(loss).parameters.values()
            if p.kind is inspect.Parameter.KEYWORD_ONLY}
   return ({k: v for k, v in options.items() if k in names},
