@@ -293,6 +293,7 @@ def bit_objective(ab: jax.Array, z: jax.Array, b: jax.Array, gamma: jax.Array) -
 
 
 class _Inner(NamedTuple):
+  """One bit's inner updates, carried by ``update_bit``'s while loop."""
   b: jax.Array         # float32 [n]
   ab: jax.Array        # float32 [n], A b
   num_active: jax.Array

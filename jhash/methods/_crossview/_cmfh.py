@@ -42,6 +42,7 @@ from jhash.methods._crossview import _common
 
 
 class CMFHState(NamedTuple):
+  """CMFH's per-view means, hash functions and bases; the latent V; view and term weights."""
   means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
   projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], P_v^T (the hash functions)
   bases: tuple[jax.Array, ...]         # per view float32 [d_v, K], U_v

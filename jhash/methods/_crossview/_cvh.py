@@ -45,6 +45,7 @@ from jhash.methods._crossview import _common
 
 
 class CVHState(NamedTuple):
+  """CVH's per-view training means and projections, and each bit's eigenvalue."""
   means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
   projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], A_v, unit-variance columns
   eigenvalues: jax.Array               # float32 [K], lambda of each bit, descending

@@ -47,6 +47,7 @@ from jhash.methods._crossview import _common
 
 
 class SCMState(NamedTuple):
+  """SCM's per-view means and whiteners, the cross-view matrix and the bits learned so far."""
   means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
   whiteners: tuple[jax.Array, ...]     # per view float32 [d_v, d_v], (C_vv + r_v I)^{-1/2}
   cross: jax.Array                     # float32 [D, D], X^T R_t X / n on cross-view blocks, 0 on
