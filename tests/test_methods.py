@@ -17,13 +17,20 @@ SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner":
          "hashnet": {"batch_size": 32, "num_epochs": 1},
          "dch": {"batch_size": 32, "num_epochs": 1},
          "mmhh": {"batch_size": 32, "num_epochs": 1},
-         "adsh": {"batch_size": 32, "rounds": 1, "steps_per_round": 3, "num_samples": 40}}
+         "adsh": {"batch_size": 32, "rounds": 1, "steps_per_round": 3, "num_samples": 40},
+         "mch": {"base_options": {"batch_size": 32, "num_epochs": 1}, "agent_epochs": 1,
+                 "agent_batch_size": 32}}
 # Methods whose codes depend on the key (the others are closed forms).
 RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise", "ksh", "hashnet", "dch",
-              "mmhh", "adsh"}
+              "mmhh", "adsh", "mch"}
+# Methods that read images (the others read the feature views).
+IMAGES = {"mch"}
 
 
-def _batch(rng, n=120, dims=(12, 9)):
+def _batch(rng, n=120, dims=(12, 9), images=False):
+  if images:
+    return {"views": (rng.uniform(size=(n, 28, 28)).astype(np.float32),),
+            "labels": rng.integers(0, 4, n).astype(np.int32)}
   views = tuple(rng.normal(size=(n, d)).astype(np.float32) for d in dims)
   return {"views": views, "labels": rng.integers(0, 4, n).astype(np.int32)}
 
@@ -35,19 +42,22 @@ def test_every_registered_method_is_in_the_suite():
 # KSH, HashNet and MMHH are pairwise with another loss: the same code as "pairwise" and
 # "dch" (their losses are tested in test_deep_losses.py), so their runs are slow-only.
 SAME_PATH_AS_PAIRWISE = {"ksh", "hashnet", "mmhh"}
+# MCH's run is slow-only too: test_mch.py fits it, traces its agent's step once, encodes
+# it in chunks and empty, on images (the base's path is "dch"'s).
+COVERED_ELSEWHERE = SAME_PATH_AS_PAIRWISE | {"mch"}
 
 
 def _conformance_params():
-  return [pytest.param(name, marks=pytest.mark.slow) if name in SAME_PATH_AS_PAIRWISE
+  return [pytest.param(name, marks=pytest.mark.slow) if name in COVERED_ELSEWHERE
           else name for name in sorted(methods.REGISTRY)]
 
 
 @pytest.mark.parametrize("name", _conformance_params())
 def test_conformance(name, rng):
-  batch = _batch(rng)
+  batch = _batch(rng, images=name in IMAGES)
   method = methods.REGISTRY[name](8, **SMALL[name])
   assert isinstance(method, methods.HashingMethod)
-  assert method.num_bits == 8 and method.name == name
+  assert method.num_bits == 8 and method.name == {"mch": "mch-dch"}.get(name, name)
   key = jax.random.PRNGKey(3)
   state = jhash.init(method, key, batch)
   # update keeps the state's type, tree and shapes, and is traced once. (chex keys

@@ -23,6 +23,11 @@ from jhash.losses._ksh import ksh_loss
 from jhash.losses._ksh import rbf_anchor_features
 from jhash.losses._ksh import rbf_anchor_statistics
 from jhash.losses._likelihood import pairwise_likelihood
+from jhash.losses._mch import code_loss_table
+from jhash.losses._mch import codes_at_distance
+from jhash.losses._mch import hamming_of_signs
+from jhash.losses._mch import keep_rewards
+from jhash.losses._mch import reinforce_loss
 from jhash.losses._mmhh import mmhh_loss
 from jhash.losses._mmhh import mmhh_margin_weights
 from jhash.losses._pairs import balanced_pair_weights

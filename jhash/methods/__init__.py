@@ -26,10 +26,13 @@ from jhash.methods._itq import ITQState
 from jhash.methods._itq import itq
 from jhash.methods._lsh import LSHState
 from jhash.methods._lsh import lsh
+from jhash.methods._mch import MCHState
+from jhash.methods._mch import mch
 from jhash.methods._pairwise import PairwiseState
 from jhash.methods._pairwise import pairwise
 from jhash.methods import cdh_parts
 from jhash.methods import hbmp_parts
+from jhash.methods import mch_parts
 
 # name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {
@@ -47,3 +50,16 @@ REGISTRY = {
     "dch": dch,
     "mmhh": mmhh,
 }
+
+
+def mch_of(num_bits: int, *, base: str = "dch", base_options: dict | None = None,
+           **options) -> HashingMethod:
+  """``mch`` over a base model named in ``REGISTRY`` (for configs): ``mch(REGISTRY[base](
+  num_bits, **base_options), **options)``."""
+  if base not in REGISTRY or base == "mch":
+    raise ValueError(f"base must name a deep base model in jhash.methods.REGISTRY (ksh, "
+                     f"hashnet, adsh, dch, mmhh, pairwise); got {base!r}.")
+  return mch(REGISTRY[base](num_bits, **dict(base_options or {})), **options)
+
+
+REGISTRY["mch"] = mch_of

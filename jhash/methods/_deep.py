@@ -165,6 +165,15 @@ def adsh_targets(similarity: jax.Array) -> jax.Array:
   return similarity * (1.0 + r) - r
 
 
+def adsh_code_loss(num_bits: int) -> jax.Array:
+  """ADSH's pair loss on codes by similarity and Hamming distance, float32 [2, K + 1]:
+  ``(b_i^T b_j - K S~_ij)^2 / K`` with ``b_i^T b_j = K - 2 d`` and ``S~`` in {-1, +1} (the
+  paper's; ``/ K`` only sets the scale). MCH's reward reads it."""
+  inner = num_bits - 2.0 * jnp.arange(num_bits + 1, dtype=jnp.float32)
+  target = num_bits * jnp.array([-1.0, 1.0])[:, None]
+  return (inner[None, :] - target) ** 2 / num_bits
+
+
 def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
          steps_per_round: int = 50, num_samples: int = 2000, backbone: models.Model | None = None,
          view: int | None = None, optimizer: optax.GradientTransformation | None = None,
@@ -243,12 +252,16 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     objective = losses.adsh_objective(codes, u, s_tilde, drawn, gamma)
     return state._replace(codes=codes), {"objective": objective, "changed": changed}
 
+  def outputs(state, x):
+    return training.predict(network(x), state.train,
+                            training.standardize(x, state.mean, state.scale))
+
   def scores(state, batch):
-    def one_chunk(b):
-      x = read(b)
-      return training.predict(network(x), state.train,
-                              training.standardize(x, state.mean, state.scale)).logits
-    return _api.map_in_chunks(one_chunk, batch, encode_chunk)
+    return _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
+
+  def code_loss(state):
+    del state
+    return adsh_code_loss(num_bits)
 
   def encode(state, batch):
     return codes_lib.sign(scores(state, batch))
@@ -270,5 +283,5 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     phases += (_api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
                _api.Phase("codes", code_step, None, num_steps=1))
   return _api.HashingMethod(init, network_step, encode, rounds * (steps_per_round + 1),
-                            num_bits, name, check_batch, extras=_pairwise.Extras(scores),
+                            num_bits, name, check_batch, extras=_pairwise.Extras(scores, outputs, code_loss, read),
                             batch_size=batch_size, phases=phases, check_encode=check_encode)

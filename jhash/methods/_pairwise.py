@@ -203,12 +203,16 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
                                         axis=0)))
     return state._replace(train=train, memory=bank), {"loss": value, "bit_balance": balance}
 
+  def outputs(state, x):
+    return training.predict(network(x), state.train,
+                            training.standardize(x, state.mean, state.scale))
+
   def scores(state, batch):
-    def one_chunk(b):
-      x = read(b)
-      return training.predict(network(x), state.train,
-                              training.standardize(x, state.mean, state.scale)).logits
-    return _api.map_in_chunks(one_chunk, batch, encode_chunk)
+    return _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
+
+  def code_loss(state):
+    return losses.code_loss_table(loss, num_bits,
+                                  lambda codes: activation(codes, state.train.step))
 
   def encode(state, batch):
     return codes_lib.sign(scores(state, batch))
@@ -227,10 +231,18 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     _api.check_views(state.widths, batch, view, name)
 
   return _api.HashingMethod(init, update, encode, 0, num_bits, name, check_batch,
-                            extras=Extras(scores), batch_size=batch_size,
+                            extras=Extras(scores, outputs, code_loss, read), batch_size=batch_size,
                             num_epochs=num_epochs, check_encode=check_encode)
 
 
 class Extras(NamedTuple):
-  """Further pure functions of ``pairwise``."""
+  """Further pure functions of ``pairwise`` (and ``adsh``), which MCH builds on."""
   scores: Callable[[PairwiseState, dict], jax.Array]   # float32 [n, K], the head's outputs
+  # outputs(state, x) -> HashOutputs (logits [n, K], features [n, F]) in evaluation mode,
+  # x the network's raw inputs [n, ...] (as ``network_inputs`` reads them).
+  outputs: Callable[[PairwiseState, jax.Array], models.HashOutputs] | None = None
+  # code_loss(state) -> float32 [2, K + 1]: the pair loss on codes, by similarity and
+  # Hamming distance (``jhash.losses.code_loss_table``), MCH's reward.
+  code_loss: Callable[[PairwiseState], jax.Array] | None = None
+  # network_inputs(batch) -> [n, ...]: what the network reads from a batch.
+  network_inputs: Callable[[dict], jax.Array] | None = None

@@ -9,6 +9,7 @@ float32 [n, num_bits] (the codes are their sign) and the penultimate features [n
   out as torchvision's;
 * ``_model``: ``Model(init, apply, input_shape, module)``, ``model(module)`` and
   ``backbone(input_shape, num_bits)``, which picks the network from one item's shape;
+* ``_policy``: ``PolicyMLP``, MCH's crop agent (five dense layers, two action logits);
 * ``_torchvision``: ``load_torchvision_resnet``, torchvision's ImageNet weights.
 """
 
@@ -17,6 +18,7 @@ from jhash.models._model import backbone
 from jhash.models._model import check_input
 from jhash.models._model import model
 from jhash.models._layers import HashOutputs
+from jhash.models._policy import PolicyMLP
 from jhash.models._resnet import BasicBlock
 from jhash.models._resnet import Bottleneck
 from jhash.models._resnet import ResNet

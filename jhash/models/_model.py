@@ -36,6 +36,7 @@ from jhash import _checks
 from jhash.models._layers import HashOutputs
 from jhash.models._resnet import ARCHS
 from jhash.models._resnet import ResNet
+from jhash.models._policy import PolicyMLP
 from jhash.models._small import MLP
 from jhash.models._small import SmallCNN
 
@@ -66,7 +67,7 @@ class Model(NamedTuple):
 
 def _item_rank(module: nn.Module) -> int | None:
   """The rank of one item a known module takes (1: features, 3: images), else None."""
-  if isinstance(module, MLP):
+  if isinstance(module, (MLP, PolicyMLP)):
     return 1
   if isinstance(module, (SmallCNN, ResNet)):
     return 3

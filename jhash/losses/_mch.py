@@ -1,0 +1,115 @@
+"""MCH's reward and policy-gradient loss (Lu et al., "Multiple Code Hashing for Efficient
+Image Retrieval"; ``../METHODS.md`` section 3 restates the formulas).
+
+The reward of keeping a crop's code ``c_i`` next to an image's code ``b_i`` is the fall of
+the base model's pairwise loss when the image's distance to each other item ``j`` becomes
+the asymmetric ``d*_ij = min(d_H(b_i, b_j), d_H(c_i, b_j))``, as hash-bucket search sees it
+(the item is found at the nearer of its buckets). Every base loss here is a function of a
+pair's similarity and its codes' inner product ``K - 2 d``, so on codes it is a table
+``T[s, d]`` over ``s`` in {0, 1} and ``d`` in 0..K (``code_loss_table``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jhash import _checks
+
+
+def codes_at_distance(num_bits: int) -> jax.Array:
+  """float32 [K + 1, K]: row ``d`` is the all-ones code with its first ``d`` bits flipped,
+  so its Hamming distance to the all-ones code is ``d``."""
+  bits = jnp.arange(num_bits)
+  return jnp.where(bits[None, :] < jnp.arange(num_bits + 1)[:, None], -1.0, 1.0)
+
+
+def code_loss_table(loss: Callable, num_bits: int,
+                    activation: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
+  """A pairwise loss on binary codes, as a table over similarity and Hamming distance.
+
+  ``T[s, d] = loss(a(1), a(c_d), [[s]], [[1]])``: the loss of one pair of weight 1, the
+  all-ones code against ``c_d`` (``codes_at_distance``), both through ``activation`` (the
+  continuous outputs the loss reads for an output equal to the code; default identity).
+  Terms of a loss on single codes (quantisation) are the same in every entry, so they
+  cancel in the reward's differences.
+
+  Args:
+    loss: ``loss(u, v, similarity, weights) -> float32 []`` (``jhash.losses``'s
+      signature).
+    num_bits: K.
+    activation: ``activation(codes) -> outputs`` applied to both sides.
+  Returns:
+    float32 [2, K + 1]: row 0 dissimilar pairs, row 1 similar pairs.
+  """
+  act = (lambda c: c) if activation is None else activation
+  anchor = act(jnp.ones((1, num_bits), jnp.float32))
+  others = act(codes_at_distance(num_bits))
+
+  def one(s, other):
+    return loss(anchor, other[None, :], jnp.full((1, 1), s, jnp.float32),
+                jnp.ones((1, 1), jnp.float32))
+
+  return jax.vmap(lambda s: jax.vmap(lambda o: one(s, o))(others))(jnp.array([0.0, 1.0]))
+
+
+def hamming_of_signs(a: jax.Array, b: jax.Array) -> jax.Array:
+  """Hamming distances between codes in {-1, +1}: int32 [m, n] from [m, K] and [n, K]."""
+  k = a.shape[-1]
+  inner = a.astype(jnp.float32) @ b.astype(jnp.float32).T
+  return jnp.round((k - inner) / 2.0).astype(jnp.int32)
+
+
+def keep_rewards(codes: jax.Array, crop_codes: jax.Array, others: jax.Array,
+                 similarity: jax.Array, weights: jax.Array, table: jax.Array) -> jax.Array:
+  """The reward of keeping each crop's code: the weighted mean fall of the pair loss.
+
+      r_i = sum_j w_ij (T[s_ij, d_ij] - T[s_ij, min(d_ij, d*_ij)]) / sum_j w_ij,
+
+  with ``d_ij = d_H(b_i, o_j)``, ``d*_ij = d_H(c_i, o_j)`` over the other items ``o_j``
+  (pairs of weight 0, such as an item with itself, do not count; an item with no counted
+  pair gets 0). Positive when the crop's code brings the image nearer to similar items
+  (or away from nothing), negative when it lets dissimilar ones find it.
+
+  Args:
+    codes: float [b, K] in {-1, +1}, the images' codes ``b_i``.
+    crop_codes: float [b, K], the crops' codes ``c_i``.
+    others: float [m, K], the other items' codes ``o_j``.
+    similarity: float [b, m] in {0, 1}.
+    weights: float [b, m], pair weights (``balanced_pair_weights``).
+    table: float [2, K + 1], ``code_loss_table``.
+  Returns:
+    float32 [b].
+  """
+  for name, a in (("codes", codes), ("crop_codes", crop_codes), ("others", others),
+                  ("similarity", similarity), ("weights", weights), ("table", table)):
+    _checks.rank(a, 2, name)
+  d = hamming_of_signs(codes, others)
+  d_kept = jnp.minimum(d, hamming_of_signs(crop_codes, others))
+  s = similarity.astype(jnp.int32)
+  fall = table[s, d] - table[s, d_kept]
+  w = weights.astype(jnp.float32)
+  total = jnp.sum(w, axis=1)
+  return jnp.sum(w * fall, axis=1) / jnp.where(total > 0, total, 1.0)
+
+
+def reinforce_loss(logits: jax.Array, actions: jax.Array, advantages: jax.Array) -> jax.Array:
+  """REINFORCE (Williams, 1992) as a loss: ``-mean_i A_i log pi(a_i | h_i)``.
+
+  Its gradient is the policy-gradient estimate ``-mean_i A_i grad log pi(a_i | h_i)``:
+  with actions drawn from the policy and ``A_i = r_i - baseline`` (a baseline that does
+  not depend on the action), its expectation is minus the gradient of the expected
+  reward. ``advantages`` carry no gradient.
+
+  Args:
+    logits: float [b, A], the policy's action logits.
+    actions: int [b], the actions taken.
+    advantages: float [b].
+  Returns:
+    float32 [].
+  """
+  log_pi = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  taken = jnp.take_along_axis(log_pi, actions[:, None].astype(jnp.int32), axis=1)[:, 0]
+  return -jnp.mean(jax.lax.stop_gradient(advantages) * taken)

@@ -1,0 +1,143 @@
+"""Crops of images, batched: random crops for training the agent, five fixed crops for encoding.
+
+Boxes are ``(top, left, height, width)`` in pixels, float32 [4]. Two ways to cut one:
+
+* ``fixed_crop``: integer boxes of a static size, ``lax.dynamic_slice`` then
+  ``jax.image.resize`` to the output shape (the five crops of encoding, whose size
+  ``sigma`` fixes);
+* ``crop_resize``: any box, sub-pixel included, in one ``jax.image.scale_and_translate``
+  (random training crops, whose size varies from item to item, which ``dynamic_slice``
+  cannot take under jit).
+
+Both resample with the antialiased linear kernel of ``jax.image.resize`` and cut exactly
+the box's pixels when the output has the box's size (tested). Resized, they differ only
+in the outermost output pixels: ``fixed_crop`` resizes the cut crop, so its border
+repeats the box's edge pixels, while ``crop_resize`` samples the whole image, so its
+border blends in the pixels just outside the box. For training crops, which are random,
+that is immaterial.
+
+Both are written for one image ``[H, W, C]`` and lifted over a batch with ``vmap``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+NUM_FIXED = 5   # four corners, then the centre
+
+
+def check_ratio(ratio, name: str, side: int) -> float:
+  """``ratio`` as a float in (0, 1] whose crop of ``side`` pixels is at least one pixel."""
+  try:
+    value = float(ratio)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a number in (0, 1]; got {ratio!r}.") from None
+  if not 0.0 < value <= 1.0:
+    raise ValueError(f"{name} must be in (0, 1] (a crop's side over the image's side); "
+                     f"got {value}.")
+  if value * side < 1.0:
+    raise ValueError(f"{name}={value} cuts crops smaller than a pixel from images of side "
+                     f"{side}: it must be at least {1.0 / side:.4g}.")
+  return value
+
+
+def fixed_boxes(height: int, width: int, sigma: float) -> np.ndarray:
+  """The five crops' boxes: top-left, top-right, bottom-left, bottom-right, centre.
+
+  Each crop is ``round(sigma H) x round(sigma W)`` pixels (at least 1), corners flush with
+  the image's, the centre crop at ``floor((H - h) / 2), floor((W - w) / 2)``.
+
+  Returns:
+    int32 [5, 4], rows ``(top, left, height, width)``.
+  """
+  h = max(1, int(round(sigma * height)))
+  w = max(1, int(round(sigma * width)))
+  tops = (0, 0, height - h, height - h, (height - h) // 2)
+  lefts = (0, width - w, 0, width - w, (width - w) // 2)
+  return np.array([(t, l, h, w) for t, l in zip(tops, lefts)], np.int32)
+
+
+def fixed_crop(image: jax.Array, top: jax.Array, left: jax.Array, size: tuple[int, int],
+               out_shape: tuple[int, int]) -> jax.Array:
+  """The ``size`` pixels at ``(top, left)`` of ``image`` [H, W, C], resized to ``out_shape``.
+
+  ``lax.dynamic_slice`` (``size`` static, the position traced) then ``jax.image.resize``
+  (linear, antialiased); a crop already of ``out_shape`` is returned as cut.
+  """
+  channels = image.shape[-1]
+  crop = lax.dynamic_slice(image, (top, left, 0), tuple(size) + (channels,))
+  if tuple(size) == tuple(out_shape):
+    return crop
+  return jax.image.resize(crop, tuple(out_shape) + (channels,), "linear")
+
+
+def five_crops(images: jax.Array, sigma: float) -> jax.Array:
+  """The five fixed crops of each image, resized back to the image's size.
+
+  Args:
+    images: float [n, H, W, C].
+    sigma: a crop's side over the image's side, in (0, 1]; ``sigma = 1`` gives the
+      images themselves.
+  Returns:
+    float32 [n, 5, H, W, C]: top-left, top-right, bottom-left, bottom-right, centre.
+  """
+  _, height, width, _ = images.shape
+  boxes = fixed_boxes(height, width, sigma)
+  size = tuple(int(s) for s in boxes[0, 2:])
+  tops, lefts = jnp.asarray(boxes[:, 0]), jnp.asarray(boxes[:, 1])
+  one_image = lambda image: jax.vmap(
+      lambda t, l: fixed_crop(image, t, l, size, (height, width)))(tops, lefts)
+  return jax.vmap(one_image)(images.astype(jnp.float32))
+
+
+def crop_resize(image: jax.Array, box: jax.Array, out_shape: tuple[int, int]) -> jax.Array:
+  """The region ``box`` = (top, left, height, width) of ``image`` [H, W, C], resampled to
+  ``out_shape`` [h, w] with the antialiased linear kernel of ``jax.image.resize``.
+
+  The box may be fractional; its size is traced, so one compiled call takes boxes of any
+  size. Returns float32 [h, w, C].
+  """
+  top, left, height, width = box[0], box[1], box[2], box[3]
+  h, w = out_shape
+  scale = jnp.stack([h / height, w / width])
+  translation = jnp.stack([-top * scale[0], -left * scale[1]])
+  return jax.image.scale_and_translate(
+      image.astype(jnp.float32), (h, w, image.shape[-1]), (0, 1), scale, translation,
+      method="linear", antialias=True)
+
+
+def random_boxes(key: jax.Array, num: int, height: int, width: int,
+                 ratio_range: tuple[float, float]) -> jax.Array:
+  """``num`` random boxes: side ratio uniform in ``ratio_range`` (the same for both
+  sides), position uniform over the places the box fits.
+
+  Returns:
+    float32 [num, 4], rows ``(top, left, height, width)`` in pixels.
+  """
+  k_ratio, k_top, k_left = jax.random.split(key, 3)
+  low, high = ratio_range
+  ratio = jax.random.uniform(k_ratio, (num,), minval=low, maxval=high)
+  h, w = ratio * height, ratio * width
+  top = jax.random.uniform(k_top, (num,)) * (height - h)
+  left = jax.random.uniform(k_left, (num,)) * (width - w)
+  return jnp.stack([top, left, h, w], axis=1)
+
+
+def random_crops(key: jax.Array, images: jax.Array,
+                 ratio_range: tuple[float, float]) -> tuple[jax.Array, jax.Array]:
+  """One random crop of each image, resized back to the image's size.
+
+  Args:
+    key: a PRNG key.
+    images: float [n, H, W, C].
+    ratio_range: (low, high), the crops' side ratio is uniform in it.
+  Returns:
+    (crops float32 [n, H, W, C], boxes float32 [n, 4]).
+  """
+  n, height, width, _ = images.shape
+  boxes = random_boxes(key, n, height, width, ratio_range)
+  crops = jax.vmap(lambda image, box: crop_resize(image, box, (height, width)))(images, boxes)
+  return crops, boxes

@@ -1,0 +1,31 @@
+"""MCH's building blocks, public for use on their own (benchmarks, experiments, research).
+
+``jhash.methods.mch`` is the whole method (Multiple Code Hashing); these are its parts:
+
+* crops: ``five_crops`` (the fixed crops of encoding), ``fixed_boxes``, ``fixed_crop``,
+  ``random_crops`` and ``random_boxes`` (training), ``crop_resize`` (any box);
+* the agent: ``agent_inputs`` (its states), ``minibatch_rewards``, ``policy_step`` (one
+  REINFORCE step), ``keep_probability``, ``AgentState``;
+* encoding: ``dedupe_mask`` (a repeated code of an item is not kept twice);
+* the method and its state: ``mch``, ``MCHState``, ``MCHExtras``.
+
+The reward and the policy-gradient loss are in ``jhash.losses`` (``keep_rewards``,
+``code_loss_table``, ``reinforce_loss``) and the policy network in ``jhash.models``
+(``PolicyMLP``).
+"""
+
+from jhash.methods._mch import AgentState
+from jhash.methods._mch import MCHExtras
+from jhash.methods._mch import MCHState
+from jhash.methods._mch import agent_inputs
+from jhash.methods._mch import crop_resize
+from jhash.methods._mch import dedupe_mask
+from jhash.methods._mch import five_crops
+from jhash.methods._mch import fixed_boxes
+from jhash.methods._mch import fixed_crop
+from jhash.methods._mch import keep_probability
+from jhash.methods._mch import mch
+from jhash.methods._mch import minibatch_rewards
+from jhash.methods._mch import policy_step
+from jhash.methods._mch import random_boxes
+from jhash.methods._mch import random_crops
