@@ -138,6 +138,47 @@ def single_flip_gains(a, z, b, gamma) -> np.ndarray:
   return out
 
 
+def wstep_objective(w, x, b, kind, l2=0.0) -> float:
+  """The W-step's objective of one bit-view pair on items ``x`` [n, d] with bits ``b`` [n]:
+  ``mean_i sigmoid(b_i w^T [x_i, 1])`` ("probability") or
+  ``mean_i log sigmoid(b_i w^T [x_i, 1]) - l2 ||w[:-1]||^2`` ("log_likelihood")."""
+  w = np.asarray(w, np.float64)
+  t = np.asarray(b, np.float64) * (with_bias(x) @ w)
+  if kind == "probability":
+    return float(np.mean(sigmoid(t)))
+  return float(np.mean(-np.logaddexp(0.0, -t)) - l2 * np.sum(w[:-1] ** 2))
+
+
+def logistic_regression(x, b, l2, iters=100) -> np.ndarray:
+  """The maximiser of the "log_likelihood" W-step objective (L2-regularised logistic
+  regression, bias not penalised) by Newton's method with step halving: float64 [d + 1].
+
+  Gradient ``X1^T (b sigmoid(-b t)) / n - 2 l2 w'`` and Hessian
+  ``-X1^T diag(s (1 - s)) X1 / n - 2 l2 I'`` (``t = X1 w``, ``s = sigmoid(t)``, ``'``:
+  the bias entry zeroed).
+  """
+  x1 = with_bias(x)
+  b = np.asarray(b, np.float64)
+  n, d1 = x1.shape
+  penalised = np.ones(d1)
+  penalised[-1] = 0.0
+  w = np.zeros(d1)
+  for _ in range(iters):
+    t = x1 @ w
+    s = sigmoid(t)
+    grad = x1.T @ (b * sigmoid(-b * t)) / n - 2 * l2 * penalised * w
+    if np.max(np.abs(grad)) < 1e-10:
+      break
+    hess = -(x1.T * (s * (1 - s))) @ x1 / n - 2 * l2 * np.diag(penalised)
+    step = -np.linalg.solve(hess, grad)
+    base = wstep_objective(w, x, b, "log_likelihood", l2)
+    while wstep_objective(w + step, x, b, "log_likelihood", l2) < base and \
+        np.max(np.abs(step)) > 1e-12:
+      step = step / 2
+    w = w + step
+  return w
+
+
 def encode(weights, views, log_prior_odds) -> np.ndarray:
   """Generative codes by the product rule, with None for unobserved views.
 
