@@ -16,17 +16,25 @@ Config keys (``experiments/configs/quickstart.py`` is an example):
 * ``methods``: label -> ``{"method": a REGISTRY name, **its hyperparameters}``.
 * ``evaluation``: ``map_ties`` (mAP conventions: ``"aware"`` gives ``map``, ``"index"``
   gives ``map_index_ties``), ``precision_at`` (ks of ``precision_at_K``), ``radius``
-  (``precision_radius_R`` and ``recall_radius_R``, None: none), ``ndcg_at`` (k of
+  (an int R or a tuple of them: ``precision_radius_R`` and ``recall_radius_R``, None:
+  none), ``ndcg_at`` (k of
   ``ndcg_at_K``, graded by shared labels; None: none), ``weighted`` (for a method whose
   ``extras.weights(state)`` gives bit weights, HBMP's alphas: ``map_weighted`` and
   ``ndcg_at_K_weighted`` with weighted Hamming ranking). A method with several codes per
   item (``encode_multi``) also gets every Hamming metric with ``_multi``: the database
-  coded by ``jhash.encode_multi``, an item's distance the minimum over its codes.
+  coded by ``jhash.encode_multi``, an item's distance the minimum over its codes, and
+  ``codes_per_item_multi``, the mean number of codes kept per database item. Optional:
+  ``f1_buckets`` (True: at ``plots.f1_bucket_bits``, the F1-bucket curve, pooled F1
+  within radius r against the buckets a lookup visits, of the single codes and of the
+  multi-code database) and ``sweep`` (``{parameter: values}`` of a multi-code method's
+  encoding, MCH's ``sigma`` and ``xi``: the trained state re-encoded with each value,
+  reporting ``METRIC_multi@PARAMETER=VALUE`` for the metrics of ``SWEEP_METRICS``).
 * ``tables``: the metrics printed as tables (rows data set x method, columns bits).
 * ``plots``: ``pr_curve_bits`` (precision-recall within Hamming radius at this length,
   ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
   training metric against the step, ``NAME.png``, one panel per data set and method,
-  one line per code length).
+  one line per code length); optional ``f1_bucket_bits`` (``f1_buckets.png``: F1 against
+  buckets visited at this length, single codes solid, multi-code dashed).
 * ``checkpoint_every``: steps between checkpoints inside a cell (saved at the first host
   round trip after them; a minibatch phase comes back once per epoch).
 
@@ -40,6 +48,7 @@ and the training curves as TensorBoard event files (``tensorboard/<cell>/``).
 from __future__ import annotations
 
 import functools
+import inspect
 import pathlib
 import time
 
@@ -54,7 +63,11 @@ from experiments import plots
 KEYS = ("trainer", "seed", "num_seeds", "bits", "datasets", "methods", "evaluation",
         "tables", "plots", "checkpoint_every")
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
+EVALUATION_OPTIONAL = ("f1_buckets", "sweep")
 PLOT_KEYS = ("pr_curve_bits", "curves")
+PLOT_OPTIONAL = ("f1_bucket_bits",)
+# The multi-code numbers a sweep reports for each value of a swept encoding parameter.
+SWEEP_METRICS = ("map", "precision_radius_0", "recall_radius_0", "codes_per_item")
 MAP_NAMES = {"aware": "map", "index": "map_index_ties"}
 
 
@@ -70,19 +83,35 @@ def method_kwargs(config, label: str) -> dict:
   return {k: v for k, v in config.methods[label].to_dict().items() if k != "method"}
 
 
+def radii(evaluation) -> list[int]:
+  """The radii of ``evaluation.radius`` (None, an int or a tuple of ints) as a list."""
+  r = evaluation.radius
+  if r is None:
+    return []
+  return [r] if isinstance(r, int) else list(r)
+
+
+def sweep(evaluation) -> dict:
+  """``evaluation.sweep`` as ``{parameter: [values]}`` ({} when absent)."""
+  spec = evaluation.get("sweep") if hasattr(evaluation, "get") else None
+  return {} if spec is None else {k: list(v) for k, v in dict(spec).items()}
+
+
 def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[str]:
   """The names of the numbers a cell reports under ``evaluation``."""
   names = [MAP_NAMES[t] for t in evaluation.map_ties]
   names += [f"precision_at_{k}" for k in evaluation.precision_at]
-  if evaluation.radius is not None:
-    names += [f"precision_radius_{evaluation.radius}", f"recall_radius_{evaluation.radius}"]
+  for r in radii(evaluation):
+    names += [f"precision_radius_{r}", f"recall_radius_{r}"]
   if evaluation.ndcg_at:
     names.append(f"ndcg_at_{evaluation.ndcg_at}")
   out = list(names)
   if weighted and evaluation.weighted:
     out += ["map_weighted"] + [f"{n}_weighted" for n in names if n.startswith("ndcg")]
   if multi:
-    out += [f"{n}_multi" for n in names]
+    out += [f"{n}_multi" for n in names] + ["codes_per_item_multi"]
+    out += [f"{m}_multi@{p}={v}" for p, values in sweep(evaluation).items() for v in values
+            for m in SWEEP_METRICS]
   return out
 
 
@@ -91,8 +120,10 @@ def validate(config) -> None:
   config names that does not exist: keys, protocols and their options, methods and
   their hyperparameters, metric conventions, tables and plot settings."""
   harness.check_keys(config, KEYS)
-  harness.check_keys(config.evaluation, EVALUATION_KEYS, "config.evaluation")
-  harness.check_keys(config.plots, PLOT_KEYS, "config.plots")
+  harness.check_keys(config.evaluation, EVALUATION_KEYS + EVALUATION_OPTIONAL,
+                     "config.evaluation", required=EVALUATION_KEYS)
+  harness.check_keys(config.plots, PLOT_KEYS + PLOT_OPTIONAL, "config.plots",
+                     required=PLOT_KEYS)
   _check_ints(config.bits, "config.bits", minimum=1)
   _check_ints([config.seed], "config.seed", minimum=0)
   _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
@@ -144,19 +175,48 @@ def _check_evaluation(config) -> None:
   for ties in ev.map_ties:
     harness.check_choice(ties, MAP_NAMES, "config.evaluation.map_ties")
   _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
-  if ev.radius is not None and not 0 <= ev.radius <= min(config.bits):
-    raise harness.ConfigError(f"config.evaluation.radius: must be None or an int in [0, "
-                              f"{min(config.bits)}] (the shortest code); got {ev.radius!r}.")
+  rs = ev.radius
+  if rs is not None and (
+      not isinstance(rs, (int, tuple, list)) or isinstance(rs, bool)
+      or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= min(config.bits)
+             for r in ([rs] if isinstance(rs, int) else rs))):
+    raise harness.ConfigError(f"config.evaluation.radius: must be None, or an int or a tuple "
+                              f"of ints in [0, {min(config.bits)}] (the shortest code); got "
+                              f"{rs!r}.")
+  for param, values in sweep(ev).items():
+    for label in config.methods:
+      if param not in _parameters(config, label):
+        continue
+      for v in values:
+        try:
+          build_method(config, label, min(config.bits), **{param: v})
+        except (TypeError, ValueError) as e:
+          raise harness.ConfigError(f"config.evaluation.sweep.{param}: {v!r} for "
+                                    f"config.methods.{label}: {e}") from None
   if ev.ndcg_at is not None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
   for metric in config.tables:
     harness.check_choice(metric, metric_names(ev), "config.tables")
 
 
+def _parameters(config, label: str) -> set[str]:
+  """The keyword arguments a method's factory (or, for MCH, ``mch``) takes."""
+  names = set(inspect.signature(jhash.methods.REGISTRY[config.methods[label].method]).parameters)
+  if config.methods[label].method == "mch":
+    names |= set(inspect.signature(jhash.methods.mch).parameters)
+  return names
+
+
 def _check_plots(config) -> None:
   bits = config.plots.pr_curve_bits
   if bits is not None:
     harness.check_choice(bits, list(config.bits), "config.plots.pr_curve_bits (one of bits)")
+  f1_bits = config.plots.get("f1_bucket_bits")
+  if f1_bits is not None:
+    harness.check_choice(f1_bits, list(config.bits), "config.plots.f1_bucket_bits (one of bits)")
+    if not config.evaluation.get("f1_buckets"):
+      raise harness.ConfigError("config.plots.f1_bucket_bits needs config.evaluation."
+                                "f1_buckets = True.")
   for name, spec in config.plots.curves.items():
     harness.check_keys(spec, ("metric", "methods"), f"config.plots.curves.{name}")
     for label in spec.methods:
@@ -211,9 +271,9 @@ def reported_metrics(method, train) -> set[str]:
 # ----------------------------------------------------------------------------- cells
 
 
-def build_method(config, label: str, bits: int) -> jhash.HashingMethod:
+def build_method(config, label: str, bits: int, **overrides) -> jhash.HashingMethod:
   factory = jhash.methods.REGISTRY[config.methods[label].method]
-  return factory(bits, **method_kwargs(config, label))
+  return factory(bits, **{**method_kwargs(config, label), **overrides})
 
 
 def cell_name(dataset: str, method: str, bits: int, seed: int | None = None) -> str:
@@ -229,8 +289,9 @@ def method_weights(method, state):
 
 def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool,
                     db_mask=None) -> dict:
-  """mAP (each tie convention), P@k, precision/recall within the radius, NDCG@k and, for
-  ``curve``, the PR curve over every radius; ``db_mask`` for multi-code databases."""
+  """mAP (each tie convention), P@k, precision/recall within the radii, NDCG@k and, for
+  ``curve``, the PR curve over every radius (and the F1-bucket curve with
+  ``evaluation.f1_buckets``); ``db_mask`` for multi-code databases."""
   args = (q_codes, db_codes, q_labels, db_labels)
   kw = {} if db_mask is None else {"db_mask": db_mask}
   out = {MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
@@ -239,13 +300,16 @@ def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: b
     ks = tuple(evaluation.precision_at)
     values = np.asarray(jhash.metrics.precision_at_k(*args, ks, **kw))
     out.update({f"precision_at_{k}": float(v) for k, v in zip(ks, values)})
-  if evaluation.radius is not None or curve:
+  if radii(evaluation) or curve:
     pr = jhash.metrics.pr_curve_by_radius(*args, **kw)
-    if evaluation.radius is not None:
-      out[f"precision_radius_{evaluation.radius}"] = float(pr["precision"][evaluation.radius])
-      out[f"recall_radius_{evaluation.radius}"] = float(pr["recall"][evaluation.radius])
+    for r in radii(evaluation):
+      out[f"precision_radius_{r}"] = float(pr["precision"][r])
+      out[f"recall_radius_{r}"] = float(pr["recall"][r])
     if curve:
       out["pr_radius"] = {k: np.asarray(v).tolist() for k, v in pr.items()}
+  if curve and evaluation.get("f1_buckets"):
+    f1 = jhash.metrics.f1_bucket_curve(*args, **kw)
+    out["f1_buckets"] = {k: np.asarray(v).tolist() for k, v in f1.items()}
   if evaluation.ndcg_at:
     out[f"ndcg_at_{evaluation.ndcg_at}"] = jhash.metrics.ndcg_at_k(*args, evaluation.ndcg_at,
                                                                    **kw)
@@ -275,7 +339,29 @@ def evaluate(method, state, query, database, evaluation, curve: bool) -> dict:
   if method.encode_multi is not None:
     codes, mask = jhash.encode_multi(method, state, database)
     multi = hamming_metrics(q_codes, codes, *labels, evaluation, curve, db_mask=mask)
+    multi["codes_per_item"] = float(np.mean(np.sum(np.asarray(mask), axis=1)))
     out.update({f"{k}_multi": v for k, v in multi.items()})
+  return out
+
+
+def sweep_metrics(rebuild, state, query, database, evaluation) -> dict:
+  """The multi-code metrics of ``SWEEP_METRICS`` with each swept encoding parameter set
+  in turn (``rebuild(**{parameter: value})`` gives the method; the state is reused)."""
+  out = {}
+  single = None
+  for param, values in sweep(evaluation).items():
+    for v in values:
+      method = rebuild(**{param: v})
+      if single is None:
+        single = jhash.encode(method, state, query)
+      codes, mask = jhash.encode_multi(method, state, database)
+      args = (single, codes, query["labels"], database["labels"])
+      pr = jhash.metrics.pr_curve_by_radius(*args, db_mask=mask)
+      got = {"map": jhash.metrics.mean_average_precision(*args, db_mask=mask),
+             "precision_radius_0": float(pr["precision"][0]),
+             "recall_radius_0": float(pr["recall"][0]),
+             "codes_per_item": float(np.mean(np.sum(np.asarray(mask), axis=1)))}
+      out.update({f"{m}_multi@{param}={v}": float(got[m]) for m in SWEEP_METRICS})
   return out
 
 
@@ -288,8 +374,12 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int,
                          config.methods[label].method, bits)
   state, history = workdir.fit(cell_name(dataset, label, bits, seed), method, key, train,
                                checkpoint_every=config.checkpoint_every)
-  result = evaluate(method, state, query, database, config.evaluation,
-                    curve=bits == config.plots.pr_curve_bits)
+  curve = bits in (config.plots.pr_curve_bits, config.plots.get("f1_bucket_bits"))
+  result = evaluate(method, state, query, database, config.evaluation, curve=curve)
+  if method.encode_multi is not None and sweep(config.evaluation):
+    rebuild = lambda **o: build_method(config, label, bits, **{
+        k: v for k, v in o.items() if k in _parameters(config, label)})
+    result.update(sweep_metrics(rebuild, state, query, database, config.evaluation))
   result["history"] = {k: v.tolist() for k, v in history.items()}
   return result
 
@@ -391,6 +481,8 @@ def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
     plots.panels(panels, workdir / f"{family}_vs_bits.png")
   if config.plots.pr_curve_bits is not None:
     pr_plot(config, metrics, workdir / "pr_radius.png")
+  if config.plots.get("f1_bucket_bits") is not None:
+    f1_plot(config, metrics, workdir / "f1_buckets.png")
   for name, spec in config.plots.curves.items():
     curve_plot(config, metrics, spec, workdir / f"{name}.png")
 
@@ -407,6 +499,24 @@ def pr_plot(config, metrics: dict, path) -> None:
       series.append({"label": m, "x": mean("recall"), "y": mean("precision")})
     panels.append({"title": d, "xlabel": "recall", "ylabel": "precision", "series": series})
   plots.panels(panels, path, title=f"Precision-recall within Hamming radius r = 0..{bits}")
+
+
+def f1_plot(config, metrics: dict, path) -> None:
+  """F1 within radius r against buckets visited (log scale), single codes solid,
+  multi-code dashed, first seed; one panel per data set."""
+  bits = config.plots.f1_bucket_bits
+  panels = []
+  for d in config.datasets:
+    series = []
+    for m in config.methods:
+      result = metrics[cell_name(d, m, bits)]["per_seed"][str(config.seed)]
+      for key, style, suffix in (("f1_buckets", "o-", ""), ("f1_buckets_multi", "s--", " (multi)")):
+        if key in result:
+          series.append({"label": m + suffix, "x": result[key]["buckets"],
+                         "y": result[key]["f1"], "style": style})
+    panels.append({"title": d, "xlabel": "buckets visited", "ylabel": "F1", "logx": True,
+                   "series": series})
+  plots.panels(panels, path, title=f"F1 against buckets visited, {bits} bits")
 
 
 def curve_plot(config, metrics: dict, spec, path) -> None:
