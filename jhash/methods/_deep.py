@@ -76,6 +76,16 @@ def mmhh(num_bits: int, **options) -> _api.HashingMethod:
       quantisation weight) and of ``jhash.methods.pairwise``.
   Returns:
     A minibatch ``HashingMethod`` named "mmhh".
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+    >>> method = jhash.methods.mmhh(16, batch_size=64, num_epochs=1)
+    >>> state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> history["loss"].shape
+    (2,)
   """
   loss_options, options = _split_options(losses.mmhh_loss, options)
   loss = functools.partial(losses.mmhh_loss, **loss_options)
@@ -95,6 +105,16 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
       ``jhash.methods.pairwise``.
   Returns:
     A minibatch ``HashingMethod`` named "ksh".
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+    >>> method = jhash.methods.ksh(16, batch_size=64, num_epochs=1)
+    >>> state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> jhash.encode(method, state, batch).shape
+    (128, 16)
   """
   loss_options, options = _split_options(losses.ksh_loss, options)
   loss = functools.partial(losses.ksh_loss, **loss_options)
@@ -113,6 +133,16 @@ def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
     **options: ``jhash.methods.pairwise``'s.
   Returns:
     A minibatch ``HashingMethod`` named "hashnet".
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+    >>> method = jhash.methods.hashnet(16, batch_size=64, num_epochs=1)
+    >>> state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> sorted(history)
+    ['bit_balance', 'loss']
   """
   beta = functools.partial(losses.hashnet_beta, period=period, rate=rate, power=power)
 
@@ -194,6 +224,16 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     code steps ``objective`` (the paper's ``J`` over the drawn items, after the update)
     and ``changed`` (the fraction of code bits flipped). The training set must be in
     memory (``init`` reads every label).
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(128, 8)).astype(np.float32)
+    >>> batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+    >>> method = jhash.methods.adsh(16, rounds=2, steps_per_round=2, num_samples=64)
+    >>> state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> [p.name for p in method.phases], state.codes.shape
+    (['network', 'codes', 'network', 'codes'], (128, 16))
   """
   num_bits = _api.check_num_bits(num_bits)
   rounds = _checks.positive_int(rounds, "rounds")
