@@ -100,7 +100,7 @@ def setup(n, seed=0):
   two = data.make_two_view(ds.views[0][:n], ds.labels[:n])
   batch = two.batch()
   method = cdh_parts.cdh(K, gamma=GAMMA, max_inner=MAX_INNER)
-  state = method.init(jax.random.PRNGKey(seed), batch)
+  state = method.init(jax.random.key(seed), batch)
   views = tuple(jnp.asarray(v) for v in batch["views"])
   z = cdh_parts.generative_terms(state.weights, views)
   return np.asarray(batch["labels"]), state.codes, z
@@ -133,7 +133,7 @@ def median_time(fn, repeats):
 def measure(n, numpy_repeats, jax_repeats, run_numpy=True):
   labels, codes, z = setup(n)
   labels_j = jnp.asarray(labels, jnp.int32)
-  uniforms = jax.random.uniform(jax.random.PRNGKey(1), (K, MAX_INNER))
+  uniforms = jax.random.uniform(jax.random.key(1), (K, MAX_INNER))
   sweep = jhash_sweep_fn()
   compiled = sweep.lower(codes, labels_j, z, uniforms).compile()
   mem = compiled.memory_analysis()

@@ -168,7 +168,7 @@ def random_label_sets(rng, num_sets: int, num_labels: int = 21) -> np.ndarray:
 
 
 def run_jhash(r, num_bits):
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   start = time.perf_counter()
   res = jax.block_until_ready(hb.infer_codes(r, num_bits, key, **SETTINGS))
   first = time.perf_counter() - start
@@ -227,11 +227,11 @@ def figure_1c(num_instances, repeats, bits=(8, 16, 24, 32, 40, 48)):
                              ("class, line", classes, "line"),
                              (f"instance ({num_instances}), regress", instances, "regress")):
     fractions, seconds = [], []
-    jax.block_until_ready(hb.infer_codes(r, num_bits, jax.random.PRNGKey(99),
+    jax.block_until_ready(hb.infer_codes(r, num_bits, jax.random.key(99),
                                          step_size=step_size))   # compile
     for seed in range(repeats):
       start = time.perf_counter()
-      res = jax.block_until_ready(hb.infer_codes(r, num_bits, jax.random.PRNGKey(seed),
+      res = jax.block_until_ready(hb.infer_codes(r, num_bits, jax.random.key(seed),
                                                  step_size=step_size))
       seconds.append(time.perf_counter() - start)
       fractions.append(np.asarray(res.residual_norms) / float(res.initial_norm))

@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def key():
-  return jax.random.PRNGKey(0)
+  return jax.random.key(0)
 
 
 @pytest.fixture

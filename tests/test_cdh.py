@@ -70,7 +70,7 @@ def _run_bits(codes, sup, y, views, weights, gamma, merit, sweeps, seed, check):
   """Update bits 0..K-1 ``sweeps`` times with the jitted ``update_bit``; ``check`` each."""
   z = ref.generative_linear_terms(weights, views)
   carry = _bstep.start_sweep(jnp.asarray(codes), merit)
-  key = jax.random.PRNGKey(seed)
+  key = jax.random.key(seed)
   for t in range(sweeps * K):
     k = t % K
     if k == 0 and t:
@@ -243,7 +243,7 @@ def test_incremental_gram_and_a_equal_rebuilt_from_scratch():
     before = np.asarray(carry.codes)
     carry, _ = _update_bit("exponential")(
         carry, k, jnp.asarray(z[:, k], jnp.float32), sup, jnp.float32(0.0),
-        jax.random.uniform(jax.random.PRNGKey(k), (MAX_INNER,)))
+        jax.random.uniform(jax.random.key(k), (MAX_INNER,)))
     changed.append(int(np.sum(before[:, k] != np.asarray(carry.codes)[:, k])))
   assert sum(changed) > 0
 
@@ -307,7 +307,7 @@ def test_vmapped_wstep_equals_a_loop_over_bits_and_improves(kind, rng):
   true = rng.normal(size=(d, K))
   codes = np.where(x @ true + 0.5 * rng.normal(size=(n, K)) >= 0, 1, -1).astype(np.int8)
   weights = (jnp.asarray(rng.normal(size=(K, d + 1)) * 0.3, jnp.float32),)
-  batches = _wstep.minibatches(jax.random.uniform(jax.random.PRNGKey(0), (60, 64)), n)
+  batches = _wstep.minibatches(jax.random.uniform(jax.random.key(0), (60, 64)), n)
   options = dict(kind=kind, l2=1e-3, learning_rate=0.05)
   new, before, after = jax.jit(functools.partial(_wstep.wstep, **options))(
       weights, (x,), jnp.asarray(codes), batches)
@@ -407,7 +407,7 @@ def mfeat_run():
   batch = ds.batch()
   method = cdh_lib.cdh(16)
   method = method._replace(update=chex.assert_max_traces(method.update, n=1))
-  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False,
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False,
                              donate=False)
   return method, state, history, batch
 
@@ -416,7 +416,7 @@ def test_method_conformance(mfeat_run):
   method, state, history, batch = mfeat_run
   assert isinstance(method, HashingMethod) and method.name == "cdh" and method.num_steps == 2
   # update keeps the state's type and shapes; traced once for every call in this file.
-  new_state, metrics = jax.jit(method.update)(state, batch, jax.random.PRNGKey(5))
+  new_state, metrics = jax.jit(method.update)(state, batch, jax.random.key(5))
   assert type(new_state) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new_state)
   for name in ("active_set_size", "flipped", "inner_steps", "bit_objective"):
@@ -430,7 +430,7 @@ def test_method_conformance(mfeat_run):
     assert set(np.unique(np.asarray(codes))) <= {-1, 1}
   assert state.codes.dtype == jnp.int8 and set(np.unique(np.asarray(state.codes))) <= {-1, 1}
   # The same key gives the same codes.
-  again, _ = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False, donate=False)
+  again, _ = jhash.fit(method, jax.random.key(0), batch, progress=False, donate=False)
   np.testing.assert_array_equal(state.codes, again.codes)
   chex.assert_trees_all_close(state.weights, again.weights)
 
@@ -462,7 +462,7 @@ def test_wstep_fits_the_codes_the_bstep_just_made(mfeat_run):
   W-step's objective against those codes (float64) rises for every bit and view.
   """
   method, _, _, batch = mfeat_run
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   # The fixture's method: its compiled init and update run again, with no new trace.
   old = jhash.init(method, key, batch)
   new, _ = jhash.fit(method, key, batch, 1, progress=False, donate=False)
@@ -499,7 +499,7 @@ def test_swapping_two_views_of_equal_width_is_not_refused_and_gives_wrong_codes(
   train, query = slice(0, n // 2), slice(n // 2, n)
   batch = {"views": tuple(v[train] for v in views), "labels": labels[train]}
   method = cdh_lib.cdh(8, w_iters=50, max_inner=8)
-  state, _ = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False)
+  state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
   assert [w.shape[1] - 1 for w in state.weights] == [d, d]   # all it records of the views
   a, b = (v[query] for v in views)
 
@@ -524,7 +524,7 @@ def test_pairs_supervision_and_linear_merit_through_the_method(rng):
   batch = {"views": views, "Y": (rows[keep], cols[keep], values)}
   method = cdh_lib.cdh(4, merit="linear", supervision="pairs", gamma=0.05, w_iters=20)
   assert method.check_batch(batch) == n
-  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, 1, progress=False)
+  state, history = jhash.fit(method, jax.random.key(0), batch, 1, progress=False)
   assert history["objective_after_bstep"][0] >= history["objective_before"][0] - 1e-6
   y = np.zeros((n, n))
   y[rows[keep], cols[keep]] = values
@@ -541,11 +541,11 @@ def test_bad_input_raises_naming_the_argument(mfeat_run):
   method, state, _, batch = mfeat_run
   fou, kar = batch["views"]
   with pytest.raises(ValueError, match="views"):
-    method.init(jax.random.PRNGKey(0), {"views": (fou, kar[:-1]), "labels": batch["labels"]})
+    method.init(jax.random.key(0), {"views": (fou, kar[:-1]), "labels": batch["labels"]})
   nan = fou.copy()
   nan[3, 4] = np.nan
   with pytest.raises(ValueError, match=r"views\[0\]"):
-    method.init(jax.random.PRNGKey(0), {"views": (nan, kar), "labels": batch["labels"]})
+    method.init(jax.random.key(0), {"views": (nan, kar), "labels": batch["labels"]})
   with pytest.raises(ValueError, match="views"):
     method.encode(state, {"views": (None, None)})
   with pytest.raises(ValueError, match="views"):
@@ -555,7 +555,7 @@ def test_bad_input_raises_naming_the_argument(mfeat_run):
   with pytest.raises(ValueError, match=r"views\[1\]"):
     method.encode(state, {"views": (None, fou)})
   with pytest.raises(ValueError, match="labels"):
-    method.init(jax.random.PRNGKey(0), {"views": (fou, kar)})
+    method.init(jax.random.key(0), {"views": (fou, kar)})
 
 
 def test_bad_supervision_raises_naming_y():
@@ -573,9 +573,9 @@ def test_bad_supervision_raises_naming_y():
   method = cdh_lib.cdh(4, supervision="pairs")
   views = (np.zeros((3, 2), np.float32),)
   with pytest.raises(ValueError, match="Y must be symmetric"):
-    method.init(jax.random.PRNGKey(0), {"views": views, "Y": y})
+    method.init(jax.random.key(0), {"views": views, "Y": y})
   with pytest.raises(ValueError, match="Y is required"):
-    method.init(jax.random.PRNGKey(0), {"views": views})
+    method.init(jax.random.key(0), {"views": views})
   with pytest.raises(ValueError, match="Y must hold only"):
     method.check_batch({"views": views, "Y": (np.array([0]), np.array([2]), np.array([5]))})
   assert method.check_batch({"views": views, "Y": (np.array([0]), np.array([2]),

@@ -143,7 +143,7 @@ def test_method_with_chunks_learns_and_one_chunk_matches_the_default():
   rng = np.random.default_rng(0)
   idx = np.sort(rng.choice(ds.labels.size, 300, replace=False))
   batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
-  key = jax.random.PRNGKey(3)
+  key = jax.random.key(3)
   small = dict(w_iters=30, max_inner=8)
   default, _ = jhash.fit(jhash.methods.cdh(16, **small), key, batch, num_steps=1)
   whole, _ = jhash.fit(jhash.methods.cdh(16, chunk_size=300, **small), key, batch, num_steps=1)
@@ -211,7 +211,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     ds = jhash.data.load_mfeat(["fou", "kar"])
     idx = np.sort(rng.choice(ds.labels.size, 301, replace=False))
     batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
-    key = jax.random.PRNGKey(0)
+    key = jax.random.key(0)
     opts = dict(chunk_size=150, w_iters=20, max_inner=8)
     s1, _ = jhash.fit(jhash.methods.cdh(16, **opts), key, batch, num_steps=1)
     s8, _ = jhash.fit(jhash.methods.cdh(16, mesh=mesh, **opts), key, batch, num_steps=1)
@@ -232,21 +232,21 @@ def test_sharded_bstep_equals_single_device():
 
 
 def test_chunk_order_per_sweep_or_fixed():
-  k1, k2 = jax.random.PRNGKey(1), jax.random.PRNGKey(2)
+  k1, k2 = jax.random.key(1), jax.random.key(2)
   assert _chunks.chunk_order(k1, 50, 50) is None            # one chunk: items in order
   a, b = (np.asarray(_chunks.chunk_order(k, 50, 20)) for k in (k1, k2))
   assert sorted(a) == list(range(50)) and not np.array_equal(a, b)
   np.testing.assert_array_equal(a, jax.random.permutation(jax.random.fold_in(k1, 1), 50))
   f1, f2 = (np.asarray(_chunks.chunk_order(k, 50, 20, "fixed", seed=7)) for k in (k1, k2))
   np.testing.assert_array_equal(f1, f2)
-  np.testing.assert_array_equal(f1, jax.random.permutation(jax.random.PRNGKey(7), 50))
+  np.testing.assert_array_equal(f1, jax.random.permutation(jax.random.key(7), 50))
 
 
 def test_fixed_split_fits_and_differs_from_per_sweep_only_in_the_split():
   ds = data.load_mfeat(["fou", "kar"])
   idx = np.sort(np.random.default_rng(1).choice(ds.labels.size, 240, replace=False))
   batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   opts = dict(chunk_size=80, w_iters=20, max_inner=8)
   fixed, hist = jhash.fit(jhash.methods.cdh(8, chunk_split="fixed", chunk_seed=3, **opts),
                           key, batch, num_steps=2, progress=False)

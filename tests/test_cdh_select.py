@@ -22,7 +22,7 @@ def mfeat_small():
 
 @pytest.fixture(scope="module")
 def selection(mfeat_small):
-  return jhash.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small,
+  return jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small,
                                         [0.0, 0.01, 0.5], num_steps=1, **OPTS)
 
 
@@ -47,7 +47,7 @@ def test_paper_rule_keeps_the_highest_training_objective(selection, mfeat_small)
 
 
 def test_a_fit_at_one_grid_point_equals_a_plain_fit(selection, mfeat_small):
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   method = jhash.methods.cdh(BITS, gamma=0.01, **OPTS)
   state, _ = jhash.fit(method, key, mfeat_small, num_steps=1, progress=False)
   np.testing.assert_array_equal(np.asarray(state.codes), np.asarray(selection.states[1].codes))
@@ -60,7 +60,7 @@ def test_a_validation_score_ranks_the_grid(selection, mfeat_small):
     calls.append(float(state.gamma))
     return -abs(float(state.gamma) - 0.01)     # prefers the middle grid point
 
-  chosen = jhash.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small,
+  chosen = jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small,
                                           [0.0, 0.01, 0.5], num_steps=1, score=score, **OPTS)
   assert chosen.gamma == pytest.approx(0.01)
   assert calls == pytest.approx([0.0, 0.01, 0.5])
@@ -70,4 +70,4 @@ def test_a_validation_score_ranks_the_grid(selection, mfeat_small):
 @pytest.mark.parametrize("grid", [[], [0.1, -1.0], [np.nan]])
 def test_bad_grid_names_itself(mfeat_small, grid):
   with pytest.raises(ValueError, match="gammas"):
-    jhash.cdh_select_gamma(BITS, jax.random.PRNGKey(0), mfeat_small, grid)
+    jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small, grid)

@@ -183,7 +183,7 @@ def three_view_batch(rng):
 def test_cvh_matches_scipy_generalized_eigh(small_batch, three_view_batch):
   for method, batch in ((SMALL["cvh"], small_batch), (THREE["cvh"], three_view_batch)):
     views = batch["views"]
-    state = jhash.init(method, jax.random.PRNGKey(0), batch)
+    state = jhash.init(method, jax.random.key(0), batch)
     ref_a, ref_vals = cvh_reference(views, method.num_bits)
     np.testing.assert_allclose(np.asarray(state.eigenvalues), ref_vals, rtol=1e-4, atol=1e-4)
     _assert_same_bits(_centred(views), ref_a, state.projections)
@@ -195,7 +195,7 @@ def test_cvh_two_views_is_cca(small_batch):
   # A second reference: the eigenvalues are the canonical correlations (of the
   # ridge-regularised covariances), the singular values of
   # (C11 + r1 I)^{-1/2} C12 (C22 + r2 I)^{-1/2}.
-  state = jhash.init(SMALL["cvh"], jax.random.PRNGKey(0), small_batch)
+  state = jhash.init(SMALL["cvh"], jax.random.key(0), small_batch)
   x1, x2 = _centred(small_batch["views"])
   n = x1.shape[0]
 
@@ -228,10 +228,10 @@ def test_scm_matches_dense_reference(small_batch, three_view_batch, kind):
   views, k, n = batch["views"], method.num_bits, batch["labels"].shape[0]
   ref_w, ref_vals, ref_codes, ref_crosses = scm_reference(views, label_matrix, k)
   # init: the semantic cross-covariance K X^T S X / n, without an n x n matrix.
-  state = jhash.init(method, jax.random.PRNGKey(0), batch)
+  state = jhash.init(method, jax.random.key(0), batch)
   scale = np.abs(ref_crosses[0]).max()
   np.testing.assert_allclose(np.asarray(state.cross), ref_crosses[0], rtol=1e-4, atol=1e-5 * scale)
-  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False)
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
   assert int(state.step) == k
   np.testing.assert_allclose(history["eigenvalue"], ref_vals, rtol=1e-4)
   np.testing.assert_allclose(np.asarray(state.eigenvalues), ref_vals, rtol=1e-4)
@@ -246,9 +246,9 @@ def test_scm_matches_dense_reference(small_batch, three_view_batch, kind):
 
 
 def test_scm_updates_past_num_bits_change_nothing(small_batch):
-  state, _ = jhash.fit(SMALL["scm"], jax.random.PRNGKey(0), small_batch, progress=False)
+  state, _ = jhash.fit(SMALL["scm"], jax.random.key(0), small_batch, progress=False)
   assert int(state.step) == 8
-  again, metrics_ = SMALL_UPDATE["scm"](state, small_batch, jax.random.PRNGKey(1))
+  again, metrics_ = SMALL_UPDATE["scm"](state, small_batch, jax.random.key(1))
   chex.assert_trees_all_equal(state, again)
   assert float(metrics_["eigenvalue"]) == 0.0
 
@@ -257,7 +257,7 @@ def test_scm_updates_past_num_bits_change_nothing(small_batch):
 
 def test_cmfh_round_matches_numpy_transcription(small_batch):
   views = small_batch["views"]
-  state = jhash.init(SMALL["cmfh"], jax.random.PRNGKey(2), small_batch)
+  state = jhash.init(SMALL["cmfh"], jax.random.key(2), small_batch)
   # the paper's hyperparameters from the random start and from a fitted state,
   # then weights large enough for every term to matter (they are state arrays).
   changed = {"view_weights": jnp.asarray([2.0, 0.5]), "mu": jnp.float32(0.7),
@@ -265,7 +265,7 @@ def test_cmfh_round_matches_numpy_transcription(small_batch):
   for hyper in ({}, {}, changed):
     state = state._replace(**hyper)
     v, us, ps = cmfh_round_reference(views, state)
-    state, m = SMALL_UPDATE["cmfh"](state, small_batch, jax.random.PRNGKey(0))
+    state, m = SMALL_UPDATE["cmfh"](state, small_batch, jax.random.key(0))
     np.testing.assert_allclose(np.asarray(state.latent), v, rtol=2e-3, atol=2e-3 * np.abs(v).max())
     for u_ref, u in zip(us, state.bases):
       np.testing.assert_allclose(np.asarray(u), u_ref, rtol=2e-3, atol=2e-3 * np.abs(u_ref).max())
@@ -291,7 +291,7 @@ def test_cmfh_round_matches_numpy_transcription(small_batch):
 
 
 def test_cmfh_objective_never_increases(three_view_batch):
-  _, history = jhash.fit(THREE["cmfh"], jax.random.PRNGKey(1), three_view_batch, progress=False)
+  _, history = jhash.fit(THREE["cmfh"], jax.random.key(1), three_view_batch, progress=False)
   obj, before = history["objective"], history["objective_before"]
   assert obj.shape == (30,)
   assert np.all(obj <= before * (1 + 1e-6)), (before, obj)
@@ -306,11 +306,11 @@ def test_cmfh_objective_never_increases(three_view_batch):
 def test_conformance(name, small_batch):
   method = SMALL[name]
   assert method.name == name and method.num_bits == 8
-  key = jax.random.PRNGKey(3)
+  key = jax.random.key(3)
   state = jhash.init(method, key, small_batch)
   # update keeps the state's type, tree, shapes and dtypes, and is traced once.
-  new, metrics_ = SMALL_UPDATE[name](state, small_batch, jax.random.PRNGKey(1))
-  new, metrics_ = SMALL_UPDATE[name](new, small_batch, jax.random.PRNGKey(2))
+  new, metrics_ = SMALL_UPDATE[name](state, small_batch, jax.random.key(1))
+  new, metrics_ = SMALL_UPDATE[name](new, small_batch, jax.random.key(2))
   assert type(new) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new)
   assert all(np.ndim(v) == 0 for v in metrics_.values())
@@ -320,7 +320,7 @@ def test_conformance(name, small_batch):
   assert set(np.unique(np.asarray(codes))) <= {-1, 1}
   again, _ = jhash.fit(method, key, small_batch, progress=False)
   np.testing.assert_array_equal(codes, jhash.encode(method, again, small_batch))
-  other, _ = jhash.fit(method, jax.random.PRNGKey(4), small_batch, progress=False)
+  other, _ = jhash.fit(method, jax.random.key(4), small_batch, progress=False)
   # CVH and SCM are deterministic closed forms; CMFH starts from a random V.
   assert np.array_equal(codes, jhash.encode(method, other, small_batch)) == (name != "cmfh")
 
@@ -328,7 +328,7 @@ def test_conformance(name, small_batch):
 @pytest.mark.parametrize("name", ["cvh", "scm", "cmfh"])
 def test_encode_uses_the_observed_views(name, small_batch):
   method = SMALL[name]
-  state, _ = jhash.fit(method, jax.random.PRNGKey(0), small_batch, progress=False)
+  state, _ = jhash.fit(method, jax.random.key(0), small_batch, progress=False)
   x1, x2 = small_batch["views"]
   p1 = (x1 - np.asarray(state.means[0])) @ np.asarray(state.projections[0], np.float64)
   p2 = (x2 - np.asarray(state.means[1])) @ np.asarray(state.projections[1], np.float64)
@@ -348,7 +348,7 @@ def test_encode_uses_the_observed_views(name, small_batch):
 @pytest.mark.parametrize("name", ["cvh", "scm", "cmfh"])
 def test_bad_batches(name, small_batch):
   method = SMALL[name]
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   x1, x2 = small_batch["views"]
   labels = small_batch["labels"]
   bad = {
@@ -376,7 +376,7 @@ def test_bad_batches(name, small_batch):
 
 def test_bad_arguments(small_batch):
   x1, x2 = small_batch["views"]
-  key = jax.random.PRNGKey(0)
+  key = jax.random.key(0)
   with pytest.raises(ValueError, match="labels are required"):
     jhash.init(SMALL["scm"], key, {"views": (x1, x2)})
   with pytest.raises(ValueError, match="labels must be"):
@@ -414,7 +414,7 @@ def mfeat():
 
 def _cross_view_maps(method, ds, split):
   """mAP of pix queries against fou codes of the database, and of the reverse."""
-  state, _ = jhash.fit(method, jax.random.PRNGKey(0), ds.batch(split["train"]), progress=False)
+  state, _ = jhash.fit(method, jax.random.key(0), ds.batch(split["train"]), progress=False)
   pix, fou = ds.views
   # encode un-jitted: its few operations have the same shapes for all three
   # methods, so they compile once.

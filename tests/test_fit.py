@@ -16,7 +16,7 @@ def _batch(rng, n=80, d=10):
 def test_resumed_fit_equals_uninterrupted(rng):
   batch = _batch(rng)
   method = methods.itq(6, num_iters=10)
-  key = jax.random.PRNGKey(7)
+  key = jax.random.key(7)
   full, full_hist = jhash.fit(method, key, batch, progress=False)
   half, hist1 = jhash.fit(method, key, batch, 4, progress=False)
   half = jax.tree.map(lambda x: np.array(x), half)  # as if read back from disk
@@ -30,7 +30,7 @@ def test_resumed_fit_equals_uninterrupted(rng):
 
 def test_on_step_sees_every_step(rng):
   seen = []
-  jhash.fit(methods.itq(4, num_iters=5), jax.random.PRNGKey(0), _batch(rng), progress=False,
+  jhash.fit(methods.itq(4, num_iters=5), jax.random.key(0), _batch(rng), progress=False,
             on_step=lambda step, state, metrics: seen.append(step))
   assert seen == [1, 2, 3, 4, 5]
 
@@ -48,12 +48,12 @@ def test_on_step_sees_every_step(rng):
 ])
 def test_bad_batches_raise_naming_the_argument(bad, match):
   with pytest.raises(ValueError, match=match):
-    jhash.fit(methods.lsh(4), jax.random.PRNGKey(0), bad, progress=False)
+    jhash.fit(methods.lsh(4), jax.random.key(0), bad, progress=False)
 
 
 def test_error_message_has_expected_and_received_shapes():
   with pytest.raises(ValueError) as info:
-    jhash.fit(methods.lsh(4), jax.random.PRNGKey(0),
+    jhash.fit(methods.lsh(4), jax.random.key(0),
               {"views": (np.zeros((4, 3)),), "labels": np.zeros((5,), np.int32)}, progress=False)
   assert "[4]" in str(info.value) and "(5,)" in str(info.value)
 
@@ -62,4 +62,4 @@ def test_bad_key_and_steps(rng):
   with pytest.raises(ValueError, match="key"):
     jhash.fit(methods.lsh(4), 0, _batch(rng), progress=False)
   with pytest.raises(ValueError, match="num_steps"):
-    jhash.fit(methods.lsh(4), jax.random.PRNGKey(0), _batch(rng), num_steps=-1, progress=False)
+    jhash.fit(methods.lsh(4), jax.random.key(0), _batch(rng), num_steps=-1, progress=False)

@@ -35,7 +35,7 @@ def _affinity(kind: str) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _run(kind: str, step_size: str, seed: int = 0):
-  res = hb.infer_codes(_affinity(kind), BITS, jax.random.PRNGKey(seed), step_size=step_size)
+  res = hb.infer_codes(_affinity(kind), BITS, jax.random.key(seed), step_size=step_size)
   return jax.tree.map(np.asarray, res)
 
 
@@ -163,7 +163,7 @@ def test_shifted_power_iteration_finds_the_largest_algebraic_eigenvalue(rng):
   assert abs(w[0]) > abs(w[-1])                # the largest magnitude is negative
   qj = jnp.asarray(q)
   matvec = lambda x: qj @ x
-  starts = hb.random_starts(jax.random.PRNGKey(2), 3, q.shape[0])
+  starts = hb.random_starts(jax.random.key(2), 3, q.shape[0])
   best, every = jax.jit(lambda s: hb.top_eigenvector(matvec, s, 400, 1e-6))(starts)
   single = jax.jit(lambda x0: hb.shifted_power_iteration(matvec, x0, 400, 1e-6))
   np.testing.assert_allclose(best.rayleigh, w[-1], rtol=1e-4)
@@ -289,10 +289,10 @@ def test_method_conformance(rng):
   method = hb.hbmp(8, num_items=4, hash_function=None)      # stage i alone
   assert isinstance(method, jhash.methods.HashingMethod)
   assert method.num_bits == 8 and method.num_steps == 8 and method.name == "hbmp"
-  key = jax.random.PRNGKey(3)
+  key = jax.random.key(3)
   state = jhash.init(method, key, batch)
   # update keeps the state's type and shapes, and (below) is traced once for every fit.
-  shapes = jax.eval_shape(method.update, state, batch, jax.random.PRNGKey(1))
+  shapes = jax.eval_shape(method.update, state, batch, jax.random.key(1))
   assert type(shapes[0]) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, shapes[0])
   assert all(np.ndim(v) == 0 for v in shapes[1].values())
@@ -314,7 +314,7 @@ def test_method_conformance(rng):
   np.testing.assert_array_equal(method.extras.target_codes(state), codes)
   state2, _ = jhash.fit(method, key, batch, progress=False)
   np.testing.assert_array_equal(codes, encode(state2, batch))
-  state3, _ = jhash.fit(method, jax.random.PRNGKey(4), batch, progress=False)
+  state3, _ = jhash.fit(method, jax.random.key(4), batch, progress=False)
   assert not np.array_equal(codes, encode(state3, batch))
   # 4 classes: all 2^3 = 8 codes up to negation are used, none twice; R = 8 (2I - 1)
   # is fitted exactly well before, so the later bits come from the random rule.
@@ -343,8 +343,8 @@ def test_method_label_sets_items_and_encode(rng):
   batch = {"views": (rng.normal(size=(90, 5)).astype(np.float32),), "labels": labels}
   sets = hb.unique_label_sets(labels)
   method = hb.hbmp(16, level="label_sets", num_items=len(sets.sets), hash_function=None)
-  traced = jhash.init(method, jax.random.PRNGKey(0), batch)
-  eager = method.init(jax.random.PRNGKey(0), batch)
+  traced = jhash.init(method, jax.random.key(0), batch)
+  eager = method.init(jax.random.key(0), batch)
   np.testing.assert_array_equal(traced.item_labels, sets.sets)
   np.testing.assert_array_equal(traced.instance_items, sets.index)
   for a, b in zip(jax.tree.leaves(traced), jax.tree.leaves(eager)):
@@ -361,7 +361,7 @@ def test_method_label_sets_items_and_encode(rng):
   train[2, [2, 4]] = True
   small = {"views": (np.zeros((3, 5), np.float32),), "labels": train}
   few = hb.hbmp(4, level="label_sets", hash_function=None)
-  state = few.init(jax.random.PRNGKey(0), small)
+  state = few.init(jax.random.key(0), small)
   codes = np.array([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1]], np.int8)
   state = state._replace(pursuit=state.pursuit._replace(codes=jnp.asarray(codes)))
   unseen = np.zeros((1, 6), bool)
@@ -371,9 +371,9 @@ def test_method_label_sets_items_and_encode(rng):
                                           "labels": unseen})
   np.testing.assert_array_equal(got[0], codes[item])
   with pytest.raises(ValueError, match="num_items must equal"):
-    jhash.init(hb.hbmp(16, level="label_sets", num_items=3), jax.random.PRNGKey(0), batch)
+    jhash.init(hb.hbmp(16, level="label_sets", num_items=3), jax.random.key(0), batch)
   inferred = jhash.init(hb.hbmp(16, level="label_sets", hash_function=None),
-                        jax.random.PRNGKey(0), batch)
+                        jax.random.key(0), batch)
   np.testing.assert_array_equal(inferred.item_labels, sets.sets)
 
 

@@ -153,7 +153,7 @@ def blobs_run():
                                             "learning_rate": 0.05})
   counted = method._replace(phases=tuple(
       p._replace(update=_counting(p.update, p.name)) for p in method.phases))
-  key = jax.random.PRNGKey(3)
+  key = jax.random.key(3)
   state, history = jhash.fit(counted, key, batch, progress=False)
   # Each phase's step is traced a fixed number of times for the whole run (the
   # minibatch loop traces once for its metrics' shapes, once for the loop).
@@ -201,7 +201,7 @@ def test_hbmp_with_hash_functions_conforms(blobs_run):
   assert TRACES == traces
   for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(state)):
     np.testing.assert_array_equal(a, b)
-  other, _ = jhash.fit(counted, jax.random.PRNGKey(4), batch, progress=False)
+  other, _ = jhash.fit(counted, jax.random.key(4), batch, progress=False)
   new = np.random.default_rng(5).normal(size=(30, 12)).astype(np.float32) * 4.0
   assert not np.array_equal(jhash.encode(method, state, {"views": (new,)}),
                             jhash.encode(method, other, {"views": (new,)}))
@@ -226,7 +226,7 @@ def test_hbmp_cnn_reads_images_at_instance_level(rng):
                                             "learning_rate": 1e-2, "channels": [4],
                                             "dense": 8})
   batch = {"views": (images,), "labels": labels}
-  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False)
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
   assert history["bit_error"].shape == (8 * 3,)
   # The CNN learns the target codes of the training images from their pixels.
   assert history["bit_error"][-3:].mean() < history["bit_error"][:3].mean() - 0.1, \
@@ -249,11 +249,11 @@ def test_bad_hash_function_arguments_name_themselves(rng):
     hb.hash_functions("linear", 6, learning_rate=-1.0)
   with pytest.raises(ValueError, match="image view"):
     method = jhash.methods.hbmp(2, num_items=2, hash_function="cnn")
-    jhash.init(method, jax.random.PRNGKey(0),
+    jhash.init(method, jax.random.key(0),
                {"views": (rng.normal(size=(10, 5)).astype(np.float32),),
                 "labels": np.arange(10, dtype=np.int32) % 2})
   fns = hb.hash_functions("linear", 3)
   with pytest.raises(ValueError, match="targets must hold one code per training instance"):
-    hb.fit_hash_functions(fns, jax.random.PRNGKey(0),
+    hb.fit_hash_functions(fns, jax.random.key(0),
                           {"views": (np.zeros((5, 2), np.float32),)},
                           np.ones((4, 3), np.int8))

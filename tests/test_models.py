@@ -114,7 +114,7 @@ def _randomize(variables, rng):
 
 def _random_variables(net, x, rng):
   """Variables of ``net`` for a batch like ``x``, random, without running ``init``."""
-  return _randomize(jax.eval_shape(net.init, jax.random.PRNGKey(0), x), rng)
+  return _randomize(jax.eval_shape(net.init, jax.random.key(0), x), rng)
 
 
 def _jit_apply(net):

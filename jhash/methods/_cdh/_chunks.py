@@ -36,12 +36,12 @@ def chunk_order(key: jax.Array, num_items: int, chunk_size: int, split: str = "p
     key: the sweep's key; ``"per_sweep"`` draws from ``fold_in(key, 1)``.
     num_items: n.
     chunk_size: items per chunk at most.
-    split: ``"per_sweep"`` or ``"fixed"`` (from ``PRNGKey(seed)``, the same every sweep).
+    split: ``"per_sweep"`` or ``"fixed"`` (from ``jax.random.key(seed)``, the same every sweep).
     seed: the fixed split's seed.
   """
   if num_chunks(num_items, chunk_size) == 1:
     return None
-  split_key = jax.random.PRNGKey(seed) if split == "fixed" else jax.random.fold_in(key, 1)
+  split_key = jax.random.key(seed) if split == "fixed" else jax.random.fold_in(key, 1)
   return jax.random.permutation(split_key, num_items).astype(jnp.int32)
 
 
