@@ -274,3 +274,23 @@ def test_bad_input_is_named(tiny):
   with pytest.raises(ValueError, match="images"):
     jhash.fit(jhash.methods.mch(jhash.methods.dch(8, batch_size=32, num_epochs=1)),
               jax.random.key(0), flat, progress=False)
+
+
+def test_crop_augmentation_of_the_base_model():
+  from jhash.methods import _pairwise
+  x = jax.random.uniform(jax.random.key(0), (40, 28, 28, 1))
+  key = jax.random.key(1)
+  always = _pairwise._augmentation((0.4, 0.6), 1.0)(x, key)
+  want, _ = mch_parts.random_crops(jax.random.split(key)[0], x, (0.4, 0.6))
+  np.testing.assert_array_equal(always, want)
+  np.testing.assert_array_equal(_pairwise._augmentation((0.4, 0.6), 0.0)(x, key), x)
+  half = np.asarray(_pairwise._augmentation((0.4, 0.6), 0.5)(x, key))
+  cropped = np.array([not np.array_equal(half[i], x[i]) for i in range(40)])
+  assert 8 <= cropped.sum() <= 32
+  np.testing.assert_array_equal(half[cropped], np.asarray(want)[cropped])
+  for bad in ((0.0, 0.5), (0.6, 0.4), "wide"):
+    with pytest.raises(ValueError, match="crop_augment"):
+      jhash.methods.dch(8, crop_augment=bad)
+  flat = {"views": (np.zeros((8, 12), np.float32),), "labels": np.arange(8) % 2}
+  with pytest.raises(ValueError, match="crop_augment crops images"):
+    jhash.fit(jhash.methods.dch(8, crop_augment=(0.5, 1.0)), key, flat, progress=False)

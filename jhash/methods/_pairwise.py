@@ -34,6 +34,7 @@ from jhash import codes as codes_lib
 from jhash import losses
 from jhash import models
 from jhash import training
+from jhash.methods import _crops
 
 PairLoss = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -103,6 +104,29 @@ def _check_loss(loss) -> PairLoss:
   return loss
 
 
+def _augmentation(crop_augment, probability):
+  """``augment(x, key) -> x``: random crops of images (``crop_augment``), or the identity."""
+  if crop_augment is None:
+    return lambda x, key: x
+  try:
+    low, high = (float(v) for v in crop_augment)
+    ok = 0.0 < low <= high <= 1.0
+  except (TypeError, ValueError):
+    ok = False
+  if not ok:
+    raise ValueError(f"crop_augment must be None or (low, high) with 0 < low <= high <= 1; "
+                     f"got {crop_augment!r}.")
+  if not 0.0 <= float(probability) <= 1.0:
+    raise ValueError(f"crop_probability must be in [0, 1]; got {probability!r}.")
+
+  def augment(x, key):
+    k_crop, k_use = jax.random.split(key)
+    crops, _ = _crops.random_crops(k_crop, x, (low, high))
+    use = jax.random.bernoulli(k_use, float(probability), (x.shape[0],))
+    return jnp.where(use.reshape((-1,) + (1,) * (x.ndim - 1)), crops, x)
+  return augment
+
+
 def identity_activation(logits: jax.Array, step: jax.Array) -> jax.Array:
   """The head's outputs as they are."""
   del step
@@ -113,7 +137,8 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
              view: int | None = None, optimizer: optax.GradientTransformation | None = None,
              learning_rate: float = 1e-3, batch_size: int = 64, num_epochs: int = 20,
              activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-             memory: bool = False, encode_chunk: int = 1024,
+             memory: bool = False, crop_augment: tuple[float, float] | None = None,
+             crop_probability: float = 0.5, encode_chunk: int = 1024,
              name: str = "pairwise") -> _api.HashingMethod:
   """Deep supervised hashing with a pairwise loss over the pairs of each minibatch.
 
@@ -139,6 +164,12 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
       training item (``PairwiseState.memory``; each step writes its minibatch's
       outputs). Its size grows linearly with the training set: ``n * K * 4`` bytes of
       outputs plus the labels (60,000 items at 64 bits: 15 MB).
+    crop_augment: (low, high): each training image is, with ``crop_probability``, replaced
+      by a random crop (side ratio uniform in the range, resized back to the image's size)
+      keeping the image's labels, the random-crop augmentation of the deep hashing
+      toolboxes (torchvision's ``RandomCrop`` / ``RandomResizedCrop``), which also teaches
+      the network to code crops (MCH's base model). None: no augmentation.
+    crop_probability: the chance that a training image is cropped.
     encode_chunk: items per chunk when encoding (bounds the activations' memory).
     name: the method's name (in progress bars and results).
   Returns:
@@ -164,6 +195,7 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   read = lambda batch: _api.network_inputs(batch, view)
+  augment = _augmentation(crop_augment, crop_probability)
 
   def network(x) -> models.Model:
     return backbone if backbone is not None else _default_backbone(_item_shape(x), num_bits)
@@ -184,8 +216,7 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     return loss(u, v, similarity, weights), {"u": u}
 
   def update(state, batch, key):
-    del key
-    x = read(batch)
+    x = augment(read(batch), key)
     labels = batch["labels"]
     index = batch.get("index")
     if state.memory is not None and index is None:
@@ -225,6 +256,11 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     x = jax.eval_shape(read, batch)
     net = network(x)
     models.check_input(net, x, "views")
+    if crop_augment is not None:
+      if len(x.shape) != 4:
+        raise ValueError(f"crop_augment crops images: {name}'s view must hold images [n, H, "
+                         f"W] or [n, H, W, C]; got {x.shape}.")
+      _crops.check_ratio(crop_augment[0], "crop_augment", min(x.shape[1:3]))
     return n
 
   def check_encode(state, batch):

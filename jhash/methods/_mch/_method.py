@@ -37,7 +37,7 @@ from jhash import models
 from jhash import training
 from jhash.methods import _pairwise
 from jhash.methods._mch import _agent
-from jhash.methods._mch import _crops
+from jhash.methods import _crops
 
 
 class MCHState(NamedTuple):
