@@ -6,7 +6,10 @@ import pytest
 
 import jhash
 
-ENTRY_POINTS = [jhash.fit, jhash.encode, jhash.methods.pairwise]
+ENTRY_POINTS = [jhash.fit, jhash.encode, jhash.methods.pairwise, jhash.methods.lsh,
+                jhash.methods.itq, jhash.methods.cdh, jhash.methods.hbmp, jhash.methods.cvh,
+                jhash.methods.scm, jhash.methods.cmfh, jhash.search.hamming_topk,
+                jhash.metrics.mean_average_precision]
 
 
 @pytest.mark.parametrize("fn", ENTRY_POINTS, ids=lambda f: f.__qualname__)

@@ -33,6 +33,15 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
     center: subtract the training mean before projecting.
   Returns:
     HashingMethod with ``num_steps = 0``.
+
+  Example: a point and a slightly moved copy share most of their 32 bits.
+    >>> import jax, numpy as np, jhash
+    >>> x = np.random.default_rng(0).normal(size=(100, 16)).astype(np.float32)
+    >>> method = jhash.methods.lsh(32)
+    >>> state = jhash.init(method, jax.random.key(0), {"views": (x,)})
+    >>> codes = np.asarray(jhash.encode(method, state, {"views": (np.stack([x[0], x[0] + 0.01]),)}))
+    >>> codes.shape, int(np.sum(codes[0] != codes[1])) <= 2
+    ((2, 32), True)
   """
   num_bits = _api.check_num_bits(num_bits)
 

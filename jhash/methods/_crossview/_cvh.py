@@ -80,6 +80,18 @@ def cvh(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     aligned views, all observed, float ``[n, d_v]``. ``encode`` hashes from the
     observed views (one: its own ``sign(A_v^T (x - m_v))``; several: the sign of
     the mean of their projections; ``None`` marks an unobserved view).
+
+  Example: two views of one hidden signal; each view alone gives nearly the same codes.
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> hidden = rng.normal(size=(300, 4))
+    >>> a, b = (hidden @ rng.normal(size=(4, d)) + 0.1 * rng.normal(size=(300, d)) for d in (10, 6))
+    >>> method = jhash.methods.cvh(4)
+    >>> state = jhash.init(method, jax.random.key(0), {"views": (a, b)})
+    >>> from_a = jhash.encode(method, state, {"views": (a, None)})
+    >>> from_b = jhash.encode(method, state, {"views": (None, b)})
+    >>> from_a.shape, bool(np.mean(np.asarray(from_a) == np.asarray(from_b)) > 0.9)
+    ((300, 4), True)
   """
   num_bits = _api.check_num_bits(num_bits)
   reg = _common.check_nonneg_float(reg, "reg")

@@ -115,6 +115,21 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     observed, and ``labels`` (class ids int ``[n]`` or multi-hot bool
     ``[n, C]``). ``encode`` as CVH's: one observed view, its own hash
     function; several, the sign of the mean of their projections.
+
+  Example: image-like queries retrieve text-like items of their class.
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> labels = np.arange(200) % 4
+    >>> a, b = ((3 * rng.normal(size=(4, d)))[labels] + rng.normal(size=(200, d)) for d in (8, 5))
+    >>> method = jhash.methods.scm(8)
+    >>> state, history = jhash.fit(method, jax.random.key(0), {"views": (a, b), "labels": labels},
+    ...                            progress=False)
+    >>> history["eigenvalue"].shape
+    (8,)
+    >>> image = jhash.encode(method, state, {"views": (a, None)})
+    >>> text = jhash.encode(method, state, {"views": (None, b)})
+    >>> jhash.metrics.mean_average_precision(image, text, labels, labels) > 0.9
+    True
   """
   num_bits = _api.check_num_bits(num_bits)
   reg = _common.check_nonneg_float(reg, "reg")

@@ -177,6 +177,23 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     gets its class's code (class ids), or the code of its label set (the nearest by
     Hamming distance of the multi-hot rows when the set was not in training); at
     instance level, the batch must be the training set itself.
+
+  Example: four separated classes; the linear hash functions give each class its code.
+    >>> import jax, numpy as np, jhash
+    >>> rng = np.random.default_rng(0)
+    >>> labels = np.arange(160) % 4
+    >>> x = (4 * rng.normal(size=(4, 12)))[labels] + rng.normal(size=(160, 12))
+    >>> method = jhash.methods.hbmp(8, num_items=4, hash_options={"num_epochs": 20,
+    ...                             "batch_size": 40, "learning_rate": 0.05})
+    >>> state, history = jhash.fit(method, jax.random.key(0), {"views": (x,), "labels": labels},
+    ...                            progress=False)
+    >>> history["residual_norm"].shape   # one pursuit step per bit
+    (8,)
+    >>> codes = jhash.encode(method, state, {"views": (x,)})    # from the features alone
+    >>> bool(np.all(codes == state.target_codes))   # the pursuit's code of each item's class
+    True
+    >>> len({tuple(c) for c in np.asarray(codes)})   # one code for each class
+    4
   """
   num_bits = _api.check_num_bits(num_bits)
   if level not in LEVELS:
