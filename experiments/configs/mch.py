@@ -71,12 +71,12 @@ def get_config(arg=None):
   config.checkpoint_every = 400
   if arg == "sensitivity":
     config.bits = (32,)
-    config.methods = _methods(("dch",), crop_range=(0.3, 1.0))
+    config.methods = _methods(("dch", "mmhh"), crop_range=(0.3, 1.0))
     config.evaluation.sweep = {"sigma": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
                                "xi": (0.1, 0.3, 0.5, 0.7, 0.9)}
     config.tables = ("recall_radius_0", "recall_radius_0_multi", "map", "map_multi",
                      "codes_per_item_multi")
-    config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch",)}}
+    config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch", "mch_mmhh")}}
   if arg == "quick":
     config.bits = (16,)
     config.datasets.canvases.num_items = 1500
