@@ -19,8 +19,10 @@ Protocol: the canvases of ``experiments/configs/base_models.py`` (10,000 multi-l
           ``precision_radius_0``, ...) are the base model's (``encode`` is the base's
           whole-image code) and its ``_multi`` numbers MCH's (queries keep their single
           code; database items their kept codes, found at the nearest). The sensitivity
-          config re-encodes one trained MCH-DCH at 32 bits with sigma 0.3 .. 1.0 and xi
-          0.1 .. 0.9 (its training crops span 0.3 .. 1.0, so every sigma is in range).
+          config re-encodes MCH-DCH (the paper's choice) and MCH-MMHH (the base whose
+          agent keeps crops on the canvases), each trained once at 32 bits, with sigma
+          0.3 .. 1.0 and xi 0.1 .. 0.9 (training crops span 0.3 .. 1.0, so every sigma
+          is in range).
 """
 
 import ml_collections
