@@ -25,6 +25,7 @@ standardised features, or the small CNN on images.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -182,6 +183,18 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
     raise ValueError(f"learning_rate must be a positive float; got {learning_rate!r}.")
   if not isinstance(weight_decay, (int, float)) or weight_decay < 0:
     raise ValueError(f"weight_decay must be a float >= 0; got {weight_decay!r}.")
+  args = (kind, num_bits, view, rate, weight_decay, batch_size, num_epochs, hidden, channels,
+          dense, encode_chunk, model)
+  try:
+    hash(args)
+  except TypeError:   # e.g. widths given as lists: built afresh
+    return _hash_functions(*args)
+  return _cached_hash_functions(*args)
+
+
+def _hash_functions(kind, num_bits, view, rate, weight_decay, batch_size, num_epochs, hidden,
+                    channels, dense, encode_chunk, model) -> HashFunctions:
+  """``hash_functions`` with its arguments checked (``rate`` the learning rate)."""
   images = kind in IMAGE_KINDS
   optimizer = optax.adamw(float(rate), weight_decay=float(weight_decay))
   read = _batch_reader(images, view)
@@ -237,6 +250,11 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
 
   return HashFunctions(init, epoch, scores, encode, read, check_batch, num_bits, num_epochs,
                        kind, step, batch_size, model, view)
+
+
+# One HashFunctions per setting: jit caches are keyed on the functions, so hash functions
+# (and HBMP methods) built with the same settings share their compiled steps.
+_cached_hash_functions = functools.lru_cache(maxsize=64, typed=True)(_hash_functions)
 
 
 # ----------------------------------------------------------------------------- standalone

@@ -25,6 +25,7 @@ of classes, or of unique label sets, ``len(unique_label_sets(labels).sets)``).
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -210,6 +211,26 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
       num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
       tol=tol, local_search=local_search, max_flips=max_flips)
   hashing = _stage_two(hash_function, hash_options, num_bits, view)
+  args = (num_bits, level, metric, num_items, view, step_size, num_restarts, num_iters, tol,
+          local_search, max_flips, pursuit, hashing)
+  return _shared(_build, *args)
+
+
+def _shared(factory, *args):
+  """``factory(*args)``, kept per argument tuple when the arguments can be hashed: jit
+  caches are keyed on functions, so methods (and phases) built from the same settings
+  share their compiled functions."""
+  try:
+    hash(args)
+  except TypeError:
+    return factory.__wrapped__(*args)
+  return factory(*args)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _build(num_bits, level, metric, num_items, view, step_size, num_restarts, num_iters, tol,
+           local_search, max_flips, pursuit, hashing) -> _api.HashingMethod:
+  """``hbmp`` with its arguments checked, its pursuit and its hash functions built."""
 
   def check_batch(batch):
     """The complete check of a training batch, values included (outside jit)."""
@@ -277,32 +298,23 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
       return state
     return state._replace(hashing=hashing.init(key, hashing.inputs(batch)))
 
-  def pursue(state, batch, key):
-    del batch
-    new, metrics = pursuit.step(state.pursuit, state.affinity, key)
-    return state._replace(pursuit=new), metrics
+  # The number of bits, the rule and the items are in the state: methods that differ
+  # only in them share these functions (and so their compiled steps).
+  pursue = _shared(_pursue_function, pursuit.step)
+  if hashing is None:
+    train = scores = None
 
-  def train(state, batch, key):
-    # One minibatch of stage ii: each instance's target is its item's code.
-    del key
-    targets = state.target_codes[batch["index"]]
-    new, metrics = hashing.step(state.hashing, hashing.inputs(batch), targets)
-    return state._replace(hashing=new), metrics
-
-  def encode_targets(state, batch):
-    return state.pursuit.codes[batch_items(state, batch)]
-
-  def encode(state, batch):
-    if hashing is None:
+    def encode(state, batch):
       raise ValueError(
           "hbmp(..., hash_function=None) learns target codes of its training items only "
           "and has no function of the features: encode would read the batch's labels. "
           "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
           "a hash_function ('linear', 'mlp', 'cnn').")
-    return hashing.encode(state.hashing, hashing.inputs(batch))
+  else:
+    train, encode, scores = _shared(_stage_two_functions, hashing)
 
-  def scores(state, batch):
-    return hashing.scores(state.hashing, hashing.inputs(batch))
+  def encode_targets(state, batch):
+    return state.pursuit.codes[batch_items(state, batch)]
 
   def batch_items(state, batch):
     labels = batch.get("labels")
@@ -338,7 +350,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     return jnp.argmin(differ, axis=1)
 
   extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit, encode_targets,
-                      None if hashing is None else scores, hashing)
+                      scores, hashing)
   phases = (_api.Phase("pursuit", pursue, None, num_steps=num_bits),)
   if hashing is not None:
     phases += (_api.Phase("hash_functions", train, hashing.batch_size,
@@ -346,7 +358,8 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
 
   def bind(batch):
     # The number of classes / label sets sets the state's shapes: read it from the
-    # training labels before init is traced.
+    # training labels before init is traced. (The bound method is kept per count by
+    # ``_shared``: fitting this method again reuses its compiled functions.)
     if level == "instance" or num_items is not None or batch.get("labels") is None:
       return None
     found = (_class_items(batch["labels"], None)[0] if level == "class"
@@ -363,6 +376,34 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
   return _api.HashingMethod(init, pursue, encode, num_bits, num_bits, "hbmp",
                             check_batch=check_batch, extras=extras, phases=phases,
                             bind=bind, check_encode=check_encode)
+
+
+@functools.lru_cache(maxsize=64)
+def _pursue_function(step):
+  """The pursuit phase's update: one bit of the pursuit ``step`` per call."""
+  def pursue(state, batch, key):
+    del batch
+    new, metrics = step(state.pursuit, state.affinity, key)
+    return state._replace(pursuit=new), metrics
+  return pursue
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_two_functions(hashing: _hashfn.HashFunctions):
+  """``(train, encode, scores)`` of ``hbmp`` for its hash functions."""
+  def train(state, batch, key):
+    # One minibatch of stage ii: each instance's target is its item's code.
+    del key
+    targets = state.target_codes[batch["index"]]
+    new, metrics = hashing.step(state.hashing, hashing.inputs(batch), targets)
+    return state._replace(hashing=new), metrics
+
+  def encode(state, batch):
+    return hashing.encode(state.hashing, hashing.inputs(batch))
+
+  def scores(state, batch):
+    return hashing.scores(state.hashing, hashing.inputs(batch))
+  return train, encode, scores
 
 
 def _stage_two(hash_function, hash_options, num_bits: int,

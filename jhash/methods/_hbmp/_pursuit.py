@@ -190,6 +190,18 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
     raise ValueError(f"tol must be a float >= 0; got {tol!r}.")
   if max_flips is not None:
     max_flips = _checks.nonneg_int(max_flips, "max_flips")
+  return _matrix_pursuit(num_bits, rule, num_restarts, num_iters, tol, bool(local_search),
+                         max_flips)
+
+
+# One MatrixPursuit per setting, and one ``step`` per solver setting (it does not
+# depend on the number of bits or the rule, which live in the state): jit caches are
+# keyed on the functions, so methods built with the same settings share their compiled
+# steps.
+@functools.lru_cache(maxsize=64, typed=True)
+def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int, tol,
+                    local_search: bool, max_flips: int | None) -> MatrixPursuit:
+  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips)
 
   def init(affinity):
     affinity = jnp.asarray(affinity, jnp.float32)
@@ -201,6 +213,14 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
         step=jnp.int32(0), gram=jnp.zeros((b, b), jnp.float32),
         corr=jnp.zeros((b,), jnp.float32), residual_norms=jnp.zeros((b,), jnp.float32),
         initial_norm=jnp.linalg.norm(off), step_size=jnp.int32(rule))
+
+  return MatrixPursuit(init, step, num_bits)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
+                  max_flips: int | None) -> Callable:
+  """``step(state, R, key)`` of ``matrix_pursuit`` for one solver setting."""
 
   def choose(state, affinity, key):
     """The new code: the best start, polished; the random rule when degenerate.
@@ -271,7 +291,7 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
                "objective": objective, "alpha": alphas[bit], **info}
     return new, metrics
 
-  return MatrixPursuit(init, step, num_bits)
+  return step
 
 
 def check_num_bits_for_items(num_bits: int, n: int) -> None:
