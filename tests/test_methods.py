@@ -60,14 +60,16 @@ def test_conformance(name, rng):
   assert method.num_bits == 8 and method.name == {"mch": "mch-dch"}.get(name, name)
   key = jax.random.PRNGKey(3)
   state = jhash.init(method, key, batch)
-  # update keeps the state's type, tree and shapes, and is traced once. (chex keys
-  # its counter by source text, and several methods share a no-op update's text.)
+  # update keeps the state's type, tree and shapes (weak types included), and is traced
+  # once. (chex keys its counter by source text, and several methods share a no-op
+  # update's text.) Checked on shapes, without compiling a second copy of the step:
+  # jhash.fit below compiles and runs it.
   chex.clear_trace_counter()
   update = jax.jit(chex.assert_max_traces(method.update, n=1))
   # A minibatch method's step reads a minibatch carrying its items' positions.
   step_batch = batch if method.batch_size is None else {**batch, "index": np.arange(120)}
-  new_state, metrics = update(state, step_batch, jax.random.PRNGKey(1))
-  new_state, metrics = update(new_state, step_batch, jax.random.PRNGKey(2))
+  new_state, metrics = jax.eval_shape(update, state, step_batch, jax.random.PRNGKey(1))
+  new_state, metrics = jax.eval_shape(update, new_state, step_batch, jax.random.PRNGKey(2))
   assert type(new_state) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new_state)
   # metrics are scalars or fixed-size arrays (one entry per bit, say)
