@@ -586,13 +586,39 @@ def test_bad_supervision_raises_naming_y():
     cdh_lib.cdh(4, gamma=-1.0)
 
 
-def test_the_kept_semantic_term_is_the_codes_own(mfeat_run):
-  # The state carries the semantic term of its codes, so a sweep's "before" is the last
-  # sweep's "after" without recomputing the O(n^2 K) term: check it against the
-  # float64 reference on the fitted state.
-  method, state, history, batch = mfeat_run
+def test_each_sweeps_before_is_the_last_sweeps_after_and_the_reference_j(mfeat_run):
+  # The state keeps J's two terms, so a sweep reads its "before" from them instead of
+  # recomputing J. Sweep s's before must be sweep s-1's after and the float64
+  # reference J of the state sweep s starts from. gamma is replaced after init (as a
+  # grid over gamma does): the kept terms leave gamma out, so they stay valid.
+  method, _, _, batch = mfeat_run
+  key = jax.random.key(1)
+  start = jhash.init(method, key, batch)._replace(gamma=jnp.float32(0.3))
+  states = [jax.tree.map(np.asarray, start)]
+  _, history = jhash.fit(method, key, batch, 3, state=start, progress=False, donate=False,
+                         on_step=lambda step, s, m: states.append(jax.tree.map(np.asarray, s)))
   y = ref.dense_supervision(batch["labels"])
-  want = ref.semantic_term(np.asarray(state.codes), y, "exponential")
-  assert float(state.semantic) == pytest.approx(want, rel=1e-4)
-  np.testing.assert_allclose(history["objective_before"][1], history["objective"][0],
-                             rtol=1e-5)
+  want = []
+  for s in states:   # the reference J and its terms, from each state's codes and weights
+    semantic = ref.semantic_term(s.codes, y, "exponential")
+    generative = ref.generative_term(s.codes, s.weights, batch["views"], 0.3)
+    assert float(s.semantic) == pytest.approx(semantic, rel=1e-5)
+    assert 0.3 * float(s.generative_sum) / len(y) == pytest.approx(generative, rel=1e-5)
+    want.append(semantic + generative)
+  before, after = history["objective_before"], history["objective"]
+  np.testing.assert_allclose(before, want[:-1], rtol=1e-5)
+  np.testing.assert_allclose(after, want[1:], rtol=1e-5)
+  # Equal up to float32 rounding, not bit for bit: XLA reassociates gamma * sum / n
+  # differently in the sweep that computes it and in the next one (1 ulp at most seen).
+  np.testing.assert_allclose(before[1:], after[:-1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("num_bits", 0), ("merit", "quadratic"), ("supervision", "dense"),
+    ("w_objective", "hinge"), ("gamma", -1.0), ("max_inner", 0), ("w_iters", -1),
+    ("w_batch_size", 0), ("num_sweeps", -1), ("block_rows", 0), ("chunk_size", 1),
+    ("chunk_split", "random"), ("chunk_seed", -1), ("prior_eps", 0.5)])
+def test_each_bad_factory_argument_names_itself(name, value):
+  args = {"num_bits": 8, name: value}
+  with pytest.raises(ValueError, match=name):
+    cdh_lib.cdh(args.pop("num_bits"), **args)

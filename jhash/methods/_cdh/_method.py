@@ -13,7 +13,7 @@ views by the generative rule (``_encode``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -34,13 +34,21 @@ SUPERVISIONS = ("labels", "pairs")
 
 
 class CDHState(NamedTuple):
-  """CDH's codes of the training items, view models, bit priors and gamma."""
+  """CDH's codes of the training items, view models, bit priors and gamma.
+
+  ``semantic`` and ``generative_sum`` are ``J``'s two terms as of the last ``init`` or
+  ``update`` (``J = semantic + gamma * generative_sum / n``): the next sweep's "before"
+  is read from them, not recomputed. ``gamma`` is kept out of ``generative_sum``, so
+  ``state._replace(gamma=...)`` (a grid over gamma) leaves both valid; a state with
+  other codes or weights needs its terms recomputed (``extras.terms``).
+  """
   codes: jax.Array                  # int8 [n, K], the learned codes B of the training items
   weights: tuple[jax.Array, ...]    # per view float32 [K, d_v + 1]; last column the bias
   log_prior_odds: jax.Array         # float32 [K], log P_k(+1) - log P_k(-1) (clipped)
   gamma: jax.Array                  # float32 [], weight of the generative term
-  semantic: jax.Array               # float32 [], the semantic term of ``codes`` (kept so
-                                    #   a sweep computes the O(n^2 K) term once, not twice)
+  semantic: jax.Array               # float32 [], the semantic term of ``codes``
+  generative_sum: jax.Array         # float32 [], sum_ik (V/2 + b_ik Z_ik) of ``codes`` and
+                                    #   ``weights`` (the generative term without gamma / n)
 
 
 class CDHExtras(NamedTuple):
@@ -55,7 +63,59 @@ class CDHExtras(NamedTuple):
   supervision: Callable
 
 
+class _Settings(NamedTuple):
+  """``cdh``'s arguments, checked by ``_checked`` (ints as ints); see ``cdh``."""
+  num_bits: int
+  gamma: Any
+  merit: str
+  supervision: str
+  w_objective: str
+  max_inner: int
+  init_scale: float | None
+  w_learning_rate: float
+  w_iters: int
+  w_batch_size: int
+  w_l2: float
+  prior_eps: float
+  num_sweeps: int
+  block_rows: int
+  chunk_size: int
+  chunk_split: str
+  chunk_seed: int
+  mesh: Mesh | None
+
+
+def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
+  if value not in allowed:
+    raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
+
+
+def _checked(settings: _Settings) -> _Settings:
+  """``settings`` checked (an error naming the argument), counts as Python ints."""
+  num_bits = _api.check_num_bits(settings.num_bits)
+  _one_of(settings.merit, _bstep.MERITS, "merit")
+  _one_of(settings.supervision, SUPERVISIONS, "supervision")
+  _one_of(settings.w_objective, _wstep.W_OBJECTIVES, "w_objective")
+  _check_gamma(settings.gamma)
+  counts = dict(max_inner=_checks.positive_int(settings.max_inner, "max_inner"),
+                w_iters=_checks.nonneg_int(settings.w_iters, "w_iters"),
+                w_batch_size=_checks.positive_int(settings.w_batch_size, "w_batch_size"),
+                num_sweeps=_checks.nonneg_int(settings.num_sweeps, "num_sweeps"),
+                block_rows=_checks.positive_int(settings.block_rows, "block_rows"),
+                chunk_size=_checks.positive_int(settings.chunk_size, "chunk_size"))
+  _one_of(settings.chunk_split, _chunks.SPLITS, "chunk_split")
+  chunk_seed = _checks.nonneg_int(settings.chunk_seed, "chunk_seed")
+  if counts["chunk_size"] < 2:
+    raise ValueError(f"chunk_size must be at least 2 items; got {counts['chunk_size']}.")
+  if settings.mesh is not None:
+    _bstep.row_shard(settings.mesh)   # a 1-D mesh, or a clear error now
+  if not 0 < settings.prior_eps < 0.5:
+    raise ValueError(f"prior_eps must be in (0, 0.5); got {settings.prior_eps!r}.")
+  return settings._replace(num_bits=num_bits, chunk_seed=chunk_seed, **counts)
+
+
 def _training_views(batch: dict, name: str = "views") -> tuple[jax.Array, ...]:
+  """Every view's features, float [n, d_v]; all must be observed."""
   _checks.batch(batch)
   views = batch["views"]
   missing = [i for i, v in enumerate(views) if v is None]
@@ -72,6 +132,155 @@ def _check_gamma(gamma: Any) -> None:
     g = float(np.asarray(gamma))
     if not np.isfinite(g) or g < 0:
       raise ValueError(f"gamma must be a finite scalar >= 0; got {g}.")
+
+
+def _read_supervision(kind: str, batch: dict) -> sv.Supervision:
+  """``Y`` of a training batch: from ``batch["labels"]`` (``kind = "labels"``) or
+  ``batch["Y"]`` (``"pairs"``), checked."""
+  n = _checks.batch(batch)
+  if kind == "labels":
+    _checks.labelled_rows(batch.get("labels"))
+    return sv.from_labels(batch.get("labels"))
+  return sv.from_batch_entry(batch.get("Y"), n)
+
+
+def _draw(settings: _Settings, key: jax.Array, n: int):
+  """A sweep's randomness, from one draw (random number generation is slow to compile
+  on the CPU).
+
+  Returns:
+    ``starts``: float32 [chunks, K, max_inner], the B-step's random starts per chunk;
+    ``order``: int32 [n], the chunks' permutation (``_chunks.chunk_order``; None for
+    one chunk); ``batches``: int32 [w_iters, min(w_batch_size, n)], the W-step's
+    minibatches.
+  """
+  m = min(settings.w_batch_size, n)
+  chunks = _chunks.num_chunks(n, settings.chunk_size)
+  num_starts = chunks * settings.num_bits * settings.max_inner
+  u = jax.random.uniform(key, (num_starts + settings.w_iters * m,))
+  starts = u[:num_starts].reshape(chunks, settings.num_bits, settings.max_inner)
+  batches = _wstep.minibatches(u[num_starts:].reshape(settings.w_iters, m), n)
+  order = _chunks.chunk_order(key, n, settings.chunk_size, settings.chunk_split,
+                              settings.chunk_seed)
+  return starts, order, batches
+
+
+def _initial_weights(key: jax.Array, widths: Sequence[int], num_bits: int,
+                     init_scale: float | None) -> tuple[jax.Array, ...]:
+  """``w_{k,v} ~ N(0, s^2)``, bias 0: per view float32 [K, d_v + 1].
+
+  One draw for every view, cut into per-view blocks; ``s = 1 / sqrt(d_v)`` when
+  ``init_scale`` is None.
+  """
+  normal = jax.random.normal(key, (num_bits, sum(widths)), jnp.float32)
+  weights, offset = [], 0
+  for d in widths:
+    scale = (1.0 / np.sqrt(d)) if init_scale is None else float(init_scale)
+    w = normal[:, offset:offset + d] * scale
+    weights.append(jnp.concatenate([w, jnp.zeros((num_bits, 1), jnp.float32)], axis=1))
+    offset += d
+  return tuple(weights)
+
+
+def _init(settings: _Settings, key: jax.Array, batch: dict) -> CDHState:
+  """The paper's start: random view models, ``B_ik = sign(Z_ik)`` and ``J``'s terms."""
+  views = _training_views(batch)
+  sup = _read_supervision(settings.supervision, batch)   # fails at init, not at a sweep
+  weights = _initial_weights(key, [x.shape[1] for x in views], settings.num_bits,
+                             settings.init_scale)
+  z = _encode.generative_terms(weights, views)
+  codes = codes_lib.sign(z)
+  return CDHState(codes, weights, _encode.log_prior_odds(codes, settings.prior_eps),
+                  jnp.asarray(settings.gamma, jnp.float32),
+                  _objective.semantic_term(codes, sup, settings.merit),
+                  _objective.generative_sum(codes, z, len(views)))
+
+
+def _check_state(state: CDHState, views, num_bits: int) -> None:
+  if state.codes.shape != (views[0].shape[0], num_bits):
+    raise ValueError(f"batch must hold the {state.codes.shape[0]} training items the state "
+                     f"was fitted to; got views with {views[0].shape[0]} rows.")
+  _check_views_match(state, views)
+
+
+def _terms(settings: _Settings, state: CDHState, batch: dict) -> tuple[jax.Array, jax.Array]:
+  """``J``'s semantic and generative terms, recomputed from the state: float32 [] each."""
+  views = _training_views(batch)
+  _check_state(state, views, settings.num_bits)
+  sup = _read_supervision(settings.supervision, batch)
+  z = _encode.generative_terms(state.weights, views)
+  return (_objective.semantic_term(state.codes, sup, settings.merit),
+          _objective.generative_term(state.codes, z, state.gamma, len(views)))
+
+
+def _kept_objective(state: CDHState) -> jax.Array:
+  """``J`` of the state from its kept terms: float32 []."""
+  n = state.codes.shape[0]
+  return state.semantic + _objective.scale_generative(state.generative_sum, state.gamma, n)
+
+
+def _update(settings: _Settings, state: CDHState, batch: dict, key: jax.Array):
+  """One sweep, B-step then W-step: ``(CDHState, metrics)`` (listed in ``cdh``)."""
+  views = _training_views(batch)
+  _check_state(state, views, settings.num_bits)
+  _check_gamma(state.gamma)
+  sup = _read_supervision(settings.supervision, batch)
+  num_views = len(views)
+  z = _encode.generative_terms(state.weights, views)
+  starts, order, batches = _draw(settings, key, views[0].shape[0])
+  codes, stats = _chunks.sweep(state.codes, z, sup, state.gamma, starts, order,
+                               merit=settings.merit, block_rows=settings.block_rows,
+                               mesh=settings.mesh)
+  semantic = _objective.semantic_term(codes, sup, settings.merit)
+  after_b = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
+  weights, w_before, w_after = _wstep.wstep(
+      state.weights, views, codes, batches, kind=settings.w_objective, l2=settings.w_l2,
+      learning_rate=settings.w_learning_rate)
+  total = _objective.generative_sum(codes, _encode.generative_terms(weights, views),
+                                    num_views)
+  new_state = CDHState(codes, weights, _encode.log_prior_odds(codes, settings.prior_eps),
+                       state.gamma, semantic, total)
+  metrics = {
+      "objective": _kept_objective(new_state),
+      "objective_before": _kept_objective(state),
+      "objective_after_bstep": after_b,
+      "w_objective_before": w_before,
+      "w_objective": w_after,
+      **_bit_metrics(stats),
+  }
+  return new_state, metrics
+
+
+def _bit_metrics(stats: _bstep.BitStats) -> dict[str, jax.Array]:
+  """The sweep's per-bit metrics, each [K]."""
+  return {
+      "active_set_size": stats.active,
+      "flipped": stats.flipped,
+      "inner_steps": stats.inner_steps,
+      "converged": stats.converged,
+      "bit_objective_before": stats.objective_before,
+      "bit_objective": stats.objective,
+  }
+
+
+def _encode_codes(state: CDHState, batch: dict) -> jax.Array:
+  """Generative codes from the observed views (``None`` for the others): int8 [n, K]."""
+  _checks.batch(batch)
+  views = batch["views"]
+  _check_views_match(state, views)
+  feats = [None if x is None else _api.view_features(batch, i) for i, x in enumerate(views)]
+  return _encode.encode(state.weights, state.log_prior_odds, feats)
+
+
+def _check_batch(settings: _Settings, batch: dict) -> int:
+  """Everything about a training batch, values included; its number of items.
+
+  Call it outside jit (``jhash.fit`` jits ``update``, where the values of ``Y`` cannot
+  be read).
+  """
+  views = _training_views(batch)
+  _read_supervision(settings.supervision, batch)
+  return views[0].shape[0]
 
 
 def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
@@ -133,7 +342,9 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   Returns:
     A ``HashingMethod`` whose ``extras`` is a ``CDHExtras``. ``update`` is one sweep, B-step then
     W-step; its metrics: ``objective`` (``J`` after the sweep),
-    ``objective_before``, ``objective_after_bstep``, ``w_objective_before``,
+    ``objective_before`` (``J`` of the state passed in, from the terms it keeps: the
+    previous sweep's ``objective`` to float32 rounding), ``objective_after_bstep``,
+    ``w_objective_before``,
     ``w_objective`` (means over ``(k, v)``), and per bit, ``[K]``:
     ``active_set_size`` (``|I|`` at the bit's first inner update), ``flipped``
     (``sum |F|``), ``inner_steps``, ``converged`` (active set ended empty),
@@ -156,142 +367,32 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
     >>> jhash.metrics.mean_average_precision(query, state.codes, labels[:20], labels) > 0.9
     True
   """
-  num_bits = _api.check_num_bits(num_bits)
-  if merit not in _bstep.MERITS:
-    raise ValueError(f"merit must be one of {_bstep.MERITS}; got {merit!r}.")
-  if supervision not in SUPERVISIONS:
-    raise ValueError(f"supervision must be one of {SUPERVISIONS}; got {supervision!r}.")
-  if w_objective not in _wstep.W_OBJECTIVES:
-    raise ValueError(f"w_objective must be one of {_wstep.W_OBJECTIVES}; got {w_objective!r}.")
-  _check_gamma(gamma)
-  max_inner = _checks.positive_int(max_inner, "max_inner")
-  w_iters = _checks.nonneg_int(w_iters, "w_iters")
-  w_batch_size = _checks.positive_int(w_batch_size, "w_batch_size")
-  num_sweeps = _checks.nonneg_int(num_sweeps, "num_sweeps")
-  block_rows = _checks.positive_int(block_rows, "block_rows")
-  chunk_size = _checks.positive_int(chunk_size, "chunk_size")
-  if chunk_split not in _chunks.SPLITS:
-    raise ValueError(f"chunk_split must be one of {_chunks.SPLITS}; got {chunk_split!r}.")
-  chunk_seed = _checks.nonneg_int(chunk_seed, "chunk_seed")
-  if chunk_size < 2:
-    raise ValueError(f"chunk_size must be at least 2 items; got {chunk_size}.")
-  if mesh is not None:
-    _bstep.row_shard(mesh)   # a 1-D mesh, or a clear error now
-  if not 0 < prior_eps < 0.5:
-    raise ValueError(f"prior_eps must be in (0, 0.5); got {prior_eps!r}.")
-
-  def read_supervision(batch):
-    n = _checks.batch(batch)
-    if supervision == "labels":
-      _checks.labelled_rows(batch.get("labels"))
-      sup = sv.from_labels(batch.get("labels"))
-    else:
-      sup = sv.from_batch_entry(batch.get("Y"), n)
-    return sup
-
-  def _draw(key, n):
-    # A single draw per sweep (random number generation is slow to compile on the
-    # CPU): the B-step's random starts per chunk, then the W-step's minibatches;
-    # the chunks' permutation (``_chunks.chunk_order``) when there are several.
-    m = min(w_batch_size, n)
-    chunks = _chunks.num_chunks(n, chunk_size)
-    num_starts = chunks * num_bits * max_inner
-    u = jax.random.uniform(key, (num_starts + w_iters * m,))
-    starts = u[:num_starts].reshape(chunks, num_bits, max_inner)
-    batches = _wstep.minibatches(u[num_starts:].reshape(w_iters, m), n)
-    order = _chunks.chunk_order(key, n, chunk_size, chunk_split, chunk_seed)
-    return starts, order, batches
+  settings = _checked(_Settings(
+      num_bits, gamma, merit, supervision, w_objective, max_inner, init_scale, w_learning_rate,
+      w_iters, w_batch_size, w_l2, prior_eps, num_sweeps, block_rows, chunk_size, chunk_split,
+      chunk_seed, mesh))
 
   def init(key, batch):
-    views = _training_views(batch)
-    read_supervision(batch)   # fail at init, not at the first sweep
-    widths = [x.shape[1] for x in views]
-    # One draw for every view, cut into per-view blocks.
-    normal = jax.random.normal(key, (num_bits, sum(widths)), jnp.float32)
-    weights, offset = [], 0
-    for d in widths:
-      scale = (1.0 / np.sqrt(d)) if init_scale is None else float(init_scale)
-      w = normal[:, offset:offset + d] * scale
-      weights.append(jnp.concatenate([w, jnp.zeros((num_bits, 1), jnp.float32)], axis=1))
-      offset += d
-    weights = tuple(weights)
-    codes = codes_lib.sign(_encode.generative_terms(weights, views))
-    semantic = _objective.semantic_term(codes, read_supervision(batch), merit)
-    return CDHState(codes, weights, _encode.log_prior_odds(codes, prior_eps),
-                    jnp.asarray(gamma, jnp.float32), semantic)
+    return _init(settings, key, batch)
 
-  def check_state(state, views):
-    if state.codes.shape != (views[0].shape[0], num_bits):
-      raise ValueError(f"batch must hold the {state.codes.shape[0]} training items the state "
-                       f"was fitted to; got views with {views[0].shape[0]} rows.")
-    _check_views_match(state, views)
+  def update(state, batch, key):
+    return _update(settings, state, batch, key)
 
   def terms(state, batch):
-    views = _training_views(batch)
-    check_state(state, views)
-    sup = read_supervision(batch)
-    z = _encode.generative_terms(state.weights, views)
-    return (_objective.semantic_term(state.codes, sup, merit),
-            _objective.generative_term(state.codes, z, state.gamma, len(views)))
+    return _terms(settings, state, batch)
 
   def objective(state, batch):
     semantic, generative = terms(state, batch)
     return semantic + generative
 
-  def update(state, batch, key):
-    views = _training_views(batch)
-    check_state(state, views)
-    _check_gamma(state.gamma)
-    sup = read_supervision(batch)
-    num_views = len(views)
-    z = _encode.generative_terms(state.weights, views)
-    # The semantic term of the codes is kept in the state: only the cheap O(n K)
-    # generative term is recomputed (the weights and gamma may have changed).
-    before = state.semantic + _objective.generative_term(state.codes, z, state.gamma,
-                                                         num_views)
-    starts, order, batches = _draw(key, views[0].shape[0])
-    codes, stats = _chunks.sweep(state.codes, z, sup, state.gamma, starts, order,
-                                 merit=merit, block_rows=block_rows, mesh=mesh)
-    semantic = _objective.semantic_term(codes, sup, merit)
-    after_b = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
-    weights, w_before, w_after = _wstep.wstep(
-        state.weights, views, codes, batches, kind=w_objective, l2=w_l2,
-        learning_rate=w_learning_rate)
-    z = _encode.generative_terms(weights, views)
-    after = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
-    new_state = CDHState(codes, weights, _encode.log_prior_odds(codes, prior_eps), state.gamma,
-                         semantic)
-    metrics = {
-        "objective": after,
-        "objective_before": before,
-        "objective_after_bstep": after_b,
-        "w_objective_before": w_before,
-        "w_objective": w_after,
-        "active_set_size": stats.active,
-        "flipped": stats.flipped,
-        "inner_steps": stats.inner_steps,
-        "converged": stats.converged,
-        "bit_objective_before": stats.objective_before,
-        "bit_objective": stats.objective,
-    }
-    return new_state, metrics
-
-  def encode(state, batch):
-    _checks.batch(batch)
-    views = batch["views"]
-    _check_views_match(state, views)
-    feats = [None if x is None else _api.view_features(batch, i) for i, x in enumerate(views)]
-    return _encode.encode(state.weights, state.log_prior_odds, feats)
+  def read_supervision(batch):
+    return _read_supervision(settings.supervision, batch)
 
   def check_batch(batch):
-    # Everything about a training batch, values included: call it outside jit
-    # (``jhash.fit`` jits ``update``, where the values of ``Y`` cannot be read).
-    views = _training_views(batch)
-    read_supervision(batch)
-    return views[0].shape[0]
+    return _check_batch(settings, batch)
 
-  return _api.HashingMethod(init, update, encode, num_sweeps, num_bits, "cdh",
-                            check_batch=check_batch,
+  return _api.HashingMethod(init, update, _encode_codes, settings.num_sweeps,
+                            settings.num_bits, "cdh", check_batch=check_batch,
                             extras=CDHExtras(objective, terms, read_supervision))
 
 

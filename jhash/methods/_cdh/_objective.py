@@ -44,9 +44,23 @@ def semantic_term(codes: jax.Array, sup: sv.Supervision, kind: str,
   return total / (float(n) * float(n))
 
 
+def generative_sum(codes: jax.Array, z: jax.Array, num_views: int) -> jax.Array:
+  """``sum_ik (V/2 + b_ik Z_ik)``: float32 [], the generative sum without ``gamma / n``.
+
+  Args:
+    codes: int8 [n, K] in {-1, +1}.
+    z: float32 [n, K], the generative linear terms (``_encode.generative_terms``).
+    num_views: V.
+  """
+  return 0.5 * num_views * codes.size + jnp.sum(codes.astype(jnp.float32) * z)
+
+
+def scale_generative(total: jax.Array, gamma: jax.Array, num_items: int) -> jax.Array:
+  """The generative term ``(gamma/n) total`` of a ``generative_sum``: float32 []."""
+  return gamma * total / num_items
+
+
 def generative_term(codes: jax.Array, z: jax.Array, gamma: jax.Array,
                     num_views: int) -> jax.Array:
   """``(gamma/n) sum_ik (V/2 + b_ik Z_ik)``: float32 []."""
-  n = codes.shape[0]
-  total = 0.5 * num_views * codes.size + jnp.sum(codes.astype(jnp.float32) * z)
-  return gamma * total / n
+  return scale_generative(generative_sum(codes, z, num_views), gamma, codes.shape[0])
