@@ -280,6 +280,120 @@ def test_flip_masks_enumerate_each_pattern_once_in_increasing_order(num_bits, ra
   assert (counts == radius).all()
 
 
+# Substring tables (multi-index hashing) --------------------------------------------------
+
+
+def crop_codes_database(rng, num_items, max_codes, num_bits, num_flips=3):
+  """MCH-like multi-codes in {-1,+1} [n, m, K] and mask [n, m]: a random whole-image code
+  per item (slot 0, always kept) and crop codes, each the whole code with 0 to
+  ``num_flips`` bits flipped (0: an item with several codes in one bucket)."""
+  whole = np.where(rng.random((num_items, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  codes = np.repeat(whole[:, None], max_codes, axis=1)
+  for i in range(num_items):
+    for c in range(1, max_codes):
+      codes[i, c, rng.choice(num_bits, size=rng.integers(0, num_flips + 1), replace=False)] *= -1
+  mask = rng.random((num_items, max_codes)) < 0.6
+  mask[:, 0] = True
+  return codes, mask
+
+
+def near_codes(rng, codes, mask, num_queries, most_flips=2):
+  """Database codes with 0 to ``most_flips`` bits flipped."""
+  pool = codes[mask]
+  q = pool[rng.integers(0, len(pool), size=num_queries)].copy()
+  for row in q:
+    row[rng.choice(q.shape[1], size=rng.integers(0, most_flips + 1), replace=False)] *= -1
+  return q
+
+
+def substring_hits_most(index, queries, max_radius):
+  """White-box: the most buckets within reach a query finds through the tables
+  (which branch of the substring search runs)."""
+  from jhash.index import _search  # pylint: disable=import-outside-toplevel
+  plan = _search._substring_plan(index, max_radius, True)
+  live = jnp.ones((queries.shape[0],), bool)
+  return plan, int(jnp.max(_search._substring_hits(index, jnp.asarray(queries), live, plan,
+                                                   max_radius)[3]))
+
+
+def test_substring_tables_list_every_bucket_by_substring(rng):
+  codes, mask = crop_codes_database(rng, 150, 3, 45)
+  index = index_lib.build_index(codes, num_bits=45, mask=mask, num_substrings=3)
+  layout = index_lib.substring_layout(45, 3)
+  assert [length for _, length in layout] == [15, 15, 15] and index.num_substrings == 3
+  keys = as_int(unpack(index.keys, 45))
+  offsets = np.asarray(index.substring_offsets)
+  buckets = np.asarray(index.substring_buckets)
+  base = 0
+  for j, (first, length) in enumerate(layout):
+    values = np.array([(k >> first) & ((1 << length) - 1) for k in keys])
+    table = offsets[base:base + (1 << length) + 1] - j * index.num_buckets
+    for v in np.unique(values).tolist() + [int(values.max()) + 1]:
+      if v < 1 << length:
+        np.testing.assert_array_equal(buckets[j, table[v]:table[v + 1]],
+                                      np.flatnonzero(values == v))
+    assert table[-1] == index.num_buckets
+    base += (1 << length) + 1
+  assert offsets.size == base
+  assert index_lib.build_index(codes, num_bits=45, mask=mask, num_substrings=0).num_substrings == 0
+  assert index_lib.default_num_substrings(850_000, 64) == 3
+  assert index_lib.default_num_substrings(850_000, 32) == 0
+  assert index_lib.default_num_substrings(300, 64) == 7
+
+
+@pytest.mark.parametrize("num_bits,num_substrings", [(64, 3), (40, 2)])
+def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
+  codes, mask = crop_codes_database(rng, 120, 4, num_bits)
+  codes[7, 1], mask[7, 1] = codes[7, 0], True    # an item with two codes in one bucket
+  codes[8, 0] = codes[9, 0]                      # two items in one bucket
+  for i in range(11, 15):                        # five items within radius 1 of item 10
+    codes[i, 0] = codes[10, 0]
+    codes[i, 0, rng.integers(num_bits)] *= -1
+  queries = np.concatenate([codes[[7, 8, 10]][:, 0], near_codes(rng, codes, mask, 13)])
+  index = index_lib.build_index(codes, num_bits=num_bits, mask=mask,
+                                num_substrings=num_substrings)
+  ids = np.arange(120)
+  slots = 3  # fewer than some queries find: results are cut, and num_found still counts
+  for max_radius, num_wanted in ((3, 10**6), (3, 2), (1, 1)):
+    plan, most = substring_hits_most(index, pack(queries), max_radius)
+    assert plan is not None and most <= 8  # the usual branch: no fall-back
+    res = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
+                                  max_radius=max_radius, max_results=slots, use_substrings=True)
+    expected = expected_results(codes, mask, ids, queries, num_wanted, max_radius, slots)
+    assert max(e["found"] for e in expected) > slots or num_wanted <= slots
+    assert_matches(res, expected, slots)
+    flips = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
+                                    max_radius=max_radius, max_results=slots,
+                                    use_substrings=False)
+    for x, y in zip(res, flips):
+      np.testing.assert_array_equal(x, y)
+  found = np.asarray(index_lib.radius_search(index, pack(queries[:2]), 0).item_ids)
+  assert list(found[0, :2]) == [7, -1] and list(found[1, :3]) == [8, 9, -1]  # each item once
+
+
+@pytest.mark.parametrize("cluster,branch", [(20, "many"), (90, "flip masks")])
+def test_substring_search_with_many_buckets_in_reach(rng, cluster, branch):
+  # One query has `cluster` buckets within radius 2: more than the usual 8 (all 64
+  # slots are ordered) or more than 64 (that block probes flip masks instead).
+  num_bits = 64
+  codes, mask = crop_codes_database(rng, 200, 2, num_bits, num_flips=1)
+  centre = codes[0, 0].copy()
+  for i in range(1, cluster + 1):
+    codes[i, 0] = centre
+    codes[i, 0, rng.choice(num_bits, size=1 + i % 2, replace=False)] *= -1
+  queries = np.concatenate([centre[None], near_codes(rng, codes, mask, 5)])
+  index = index_lib.build_index(codes, num_bits=num_bits, mask=mask, num_substrings=3)
+  _, most = substring_hits_most(index, pack(queries), 2)
+  assert (8 < most <= 64) if branch == "many" else most > 64
+  search = functools.partial(index_lib.bucket_search, num_wanted=10**6, max_radius=2,
+                             max_results=128, use_substrings=True)
+  res = search(index, pack(queries))
+  assert_matches(res, expected_results(codes, mask, np.arange(200), queries, 10**6, 2, 128), 128)
+  traced = jax.jit(search)(index, pack(queries))  # one program: falls back inside
+  for x, y in zip(traced, res):
+    np.testing.assert_array_equal(x, y)
+
+
 # FAISS export -----------------------------------------------------------------------------
 
 
@@ -370,6 +484,9 @@ def test_bad_input_errors_name_the_argument():
        r"max_results"),
       (lambda: index_lib.radius_search(index, q, -1), r"radius must be >= 0"),
       (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
+      (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=1), r"num_substrings"),
+      (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=17), r"num_substrings"),
+      (lambda: index_lib.bucket_search(index, q, use_substrings=1, **search), r"use_substrings"),
       (lambda: index_lib.to_faiss_flat(np.full((2, 1), 1 << 12, np.uint32), 12),
        r"packed sets bits past num_bits=12"),
       (lambda: index_lib.faiss_range_search(None, np.full((2, 1), 1 << 13, np.uint32), 12, 1),

@@ -31,6 +31,24 @@ functions and moves between devices like any pytree):
   count, ``item_code_mask`` marks the real ones): the bucket search reads them
   to return each item only at its first visit.
 
+* **Substring tables (optional, multi-index hashing).** The code is cut into
+  ``s`` substrings of ``L_j <= 24`` consecutive bits (``substring_layout``). Any
+  code within Hamming distance ``r`` of a query agrees with it to within
+  ``floor(r / s)`` bits on at least one substring (pigeonhole), so the buckets
+  within radius ``r`` are among those found by looking up the query's substrings,
+  each with ``floor(r / s)`` flips, in ``s`` tables: at ``K = 64``, ``s = 3``,
+  radius 2 that is 3 lookups instead of 2,081 probes. Table ``j`` lists every
+  bucket number by its substring value: the buckets whose substring is ``v`` are
+  ``substring_buckets[j, o[v]:o[v+1]]`` with ``o = substring_offsets[base_j:]``,
+  a direct-address table of ``2**L_j + 1`` entries (``base_j`` the total size of
+  the tables before ``j``), in increasing bucket number. The tables cost
+  ``4 (2**L_j + 1 + B)`` bytes each: 41 MB for 850,000 64-bit buckets in 3
+  tables (22, 21, 21 bits). ``build_index(num_substrings=...)`` sets ``s``
+  (``0``: no tables); the default builds them only when every substring can be
+  at least as long as ``log2(B)`` bits, so a lookup finds about one random bucket
+  (``default_num_substrings``): e.g. 64-bit codes, never codes of 32 bits or fewer
+  with a million buckets. The bucket search decides per call whether they pay.
+
 The build is host code (NumPy): a stable sort of 64-bit keys, which NumPy does
 several times faster than XLA's CPU sort. The search is jitted array code.
 """
@@ -49,6 +67,8 @@ from jhash import codes as codes_lib
 MAX_BITS = 64
 # Directory size cap: 2**24 + 1 int32 entries (64 MiB).
 _MAX_DIRECTORY_BITS = 24
+# Longest substring of a substring table: 2**24 + 1 int32 offsets (64 MiB).
+MAX_SUBSTRING_BITS = 24
 
 
 class BucketIndex(NamedTuple):
@@ -66,6 +86,9 @@ class BucketIndex(NamedTuple):
   directory: jax.Array       # int32 [2**p + 1]: first bucket whose key has top p bits >= s.
   search_steps: jax.Array    # int32 []: binary-search halvings inside one directory slot.
   bit_masks: jax.Array       # uint32 [K, W]: the packed code with only bit j set (gives K).
+  # Optional substring tables (None when built with num_substrings=0), s of them:
+  substring_offsets: jax.Array | None = None  # int32 [sum_j (2**L_j + 1)]: per table, by value.
+  substring_buckets: jax.Array | None = None  # int32 [s, B]: bucket numbers by substring value.
 
   @property
   def num_bits(self) -> int:
@@ -86,6 +109,11 @@ class BucketIndex(NamedTuple):
   @property
   def directory_bits(self) -> int:
     return (self.directory.shape[0] - 1).bit_length() - 1
+
+  @property
+  def num_substrings(self) -> int:
+    """Substring tables held (0: none)."""
+    return 0 if self.substring_buckets is None else self.substring_buckets.shape[0]
 
 
 def check_num_bits(num_bits: Any) -> int:
@@ -132,6 +160,65 @@ def _from_uint64(key: np.ndarray, w: int) -> np.ndarray:
   if w == 1:
     return lo[:, None]
   return np.stack([lo, (key >> np.uint64(32)).astype(np.uint32)], axis=1)
+
+
+def substring_layout(num_bits: int, num_substrings: int) -> tuple[tuple[int, int], ...]:
+  """``(first bit, length)`` of each substring: ``num_bits`` cut into ``num_substrings``
+  runs of consecutive bits, as even as possible (the longer ones first)."""
+  base, extra = divmod(num_bits, num_substrings)
+  lengths = [base + (j < extra) for j in range(num_substrings)]
+  starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
+  return tuple((int(a), int(n)) for a, n in zip(starts, lengths))
+
+
+def default_num_substrings(num_buckets: int, num_bits: int) -> int:
+  """Substring tables built by default: as many as keep every substring at least
+  ``bit_length(B)`` bits long (about one random bucket per lookup), at least enough
+  for substrings of at most 24 bits; 0 (none) when that leaves fewer than 2."""
+  count = num_bits // max(1, int(num_buckets).bit_length())
+  return max(count, -(-num_bits // MAX_SUBSTRING_BITS)) if count >= 2 else 0
+
+
+def _check_num_substrings(num_substrings: Any, num_bits: int) -> int | None:
+  if num_substrings is None:
+    return None
+  count = _checks.nonneg_int(num_substrings, "num_substrings")
+  fewest = max(2, -(-num_bits // MAX_SUBSTRING_BITS))
+  if count != 0 and not fewest <= count <= num_bits:
+    raise ValueError(f"num_substrings must be 0 (no substring tables) or from "
+                     f"{fewest} to {num_bits} for "
+                     f"num_bits={num_bits} (substrings of 1 to {MAX_SUBSTRING_BITS} bits); "
+                     f"got {count}.")
+  return count
+
+
+def _stable_order(values: np.ndarray, num_bits: int) -> np.ndarray:
+  """``argsort(values, kind="stable")`` of values below ``2**num_bits`` (<= 32), as
+  two passes of NumPy's radix sort on 16-bit halves (several times faster)."""
+  if num_bits <= 16:
+    return np.argsort(values.astype(np.uint16), kind="stable")
+  low = num_bits // 2
+  order = np.argsort((values & ((1 << low) - 1)).astype(np.uint16), kind="stable")
+  return order[np.argsort((values[order] >> low).astype(np.uint16), kind="stable")]
+
+
+def _substring_tables(bucket_keys: np.ndarray, num_bits: int, num_substrings: int):
+  """The substring tables of the module docstring: offsets int32, buckets int32 [s, B]."""
+  num_buckets = bucket_keys.size
+  offsets, buckets = [], np.empty((num_substrings, num_buckets), np.int32)
+  for j, (first, length) in enumerate(substring_layout(num_bits, num_substrings)):
+    value = ((bucket_keys >> np.uint64(first)) & np.uint64((1 << length) - 1)).astype(np.int64)
+    if first + length == num_bits:  # the top bits: keys are sorted, so values already are
+      buckets[j] = np.arange(num_buckets, dtype=np.int32)
+    else:
+      buckets[j] = _stable_order(value, length)
+    counts = np.bincount(value, minlength=1 << length)
+    table = np.empty(counts.size + 1, np.int64)
+    table[0] = j * num_buckets
+    np.cumsum(counts, out=table[1:])
+    table[1:] += j * num_buckets
+    offsets.append(table.astype(np.int32))
+  return np.concatenate(offsets), buckets
 
 
 def directory_bits_for(num_buckets: int, num_bits: int) -> int:
@@ -181,7 +268,7 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
 
 
 def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
-                mask: Any = None) -> BucketIndex:
+                mask: Any = None, num_substrings: int | None = None) -> BucketIndex:
   """Group codes into hash buckets keyed by the code itself (host-side build).
 
   Accepts one code per item (``[n, K]``), several codes per item as ``[n, m, K]``
@@ -197,10 +284,15 @@ def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
       (default ``arange(n)``); rows sharing an id are codes of the same item.
     mask: bool ``[n, m]`` for 3-D input (default all True). Items with no code
       kept are not indexed.
+    num_substrings: substring tables for multi-index hashing (module docstring):
+      0 for none, else 2 to K with substrings of at most 24 bits. Default
+      ``default_num_substrings(B, K)``. They make radius >= 1 searches of long
+      codes fast and never change results.
   Returns:
     A ``BucketIndex`` on the default device.
   """
   num_bits = check_num_bits(num_bits)
+  num_substrings = _check_num_substrings(num_substrings, num_bits)
   packed, ids = _flatten_input(codes_or_packed, num_bits, item_ids, mask)
   w = codes_lib.num_words(num_bits)
   in_order = bool(np.all(ids[1:] > ids[:-1]))
@@ -222,6 +314,12 @@ def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
   else:
     item_codes, item_code_mask = _group_codes(number, key, unique_ids.size, w)
   directory, steps = _directory(bucket_keys, num_bits)
+  if num_substrings is None:
+    num_substrings = default_num_substrings(bucket_keys.size, num_bits)
+  tables = (None, None)
+  if num_substrings:
+    tables = tuple(jnp.asarray(a) for a in _substring_tables(bucket_keys, num_bits,
+                                                             num_substrings))
   bit_masks = np.zeros((num_bits, w), np.uint32)
   bit_masks[np.arange(num_bits), np.arange(num_bits) // 32] = (
       np.uint32(1) << (np.arange(num_bits) % 32).astype(np.uint32))
@@ -234,7 +332,9 @@ def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
       item_code_mask=jnp.asarray(item_code_mask),
       directory=jnp.asarray(directory),
       search_steps=jnp.asarray(steps, jnp.int32),
-      bit_masks=jnp.asarray(bit_masks))
+      bit_masks=jnp.asarray(bit_masks),
+      substring_offsets=tables[0],
+      substring_buckets=tables[1])
 
 
 def _sort_pairs(key: np.ndarray, number: np.ndarray, num_bits: int, number_in_order: bool):
