@@ -16,8 +16,8 @@ image's bucket, so an item has several codes in one bucket). 1,000 queries, each
 random database code with 0, 1 or 2 random bits flipped (a third each), so buckets
 are hit. Measured, for all items within radius r = 0 and r = 2 (each item once):
 
-* jhash: ``build_index(codes [n, 6, W], num_bits=K, mask=...)`` (default
-  substring tables), then ``bucket_search`` without early stop (16 result
+* jhash: ``build_index(codes [n, 6, W], num_bits=K, mask=..., num_substrings=None)``
+  (the suggested substring tables: 3 at 64 bits, none at 32), then ``bucket_search`` without early stop (16 result
   slots, checked to be enough) and ``radius_search``, results copied to NumPy;
 * FAISS ``IndexBinaryHash(d, b = K)`` holding every code (an item entered once per
   code): ``range_search(x, r + 1)`` with ``nflip = r``, then code ids mapped to item
@@ -136,7 +136,8 @@ def run_bits(num_bits, num_items, num_codes, num_queries, repeats, rng):
   rows = {"threads": faiss.omp_get_max_threads(), "load": [os.getloadavg()[0]]}
 
   def build_jhash():
-    return jax.block_until_ready(index_lib.build_index(codes, num_bits=num_bits, mask=mask))
+    return jax.block_until_ready(index_lib.build_index(codes, num_bits=num_bits, mask=mask,
+                                                       num_substrings=None))
 
   def build_hash():
     findex = faiss.IndexBinaryHash(d, min(num_bits, 64))
@@ -230,8 +231,8 @@ def table(results, args, sizes, repeats):
       f"{num_queries:,} queries (database codes with 0, 1 or 2 bits flipped); all items "
       "within radius r, each once. Median of "
       f"{repeats} interleaved repeats ({10 * repeats} at radius 0). jhash: `build_index` with "
-      f"the mask and default substring tables; `bucket_search` without early stop "
-      f"({SLOTS} result slots) or `radius_search`, one jitted call, results copied to NumPy. "
+      "the mask and `num_substrings=None` (the suggested substring tables); `bucket_search` "
+      f"without early stop ({SLOTS} result slots) or `radius_search`, one jitted call, results copied to NumPy. "
       "FAISS: every code added (an item once per code); `range_search(x, r + 1)`, then code "
       "ids mapped to items and de-duplicated per query in NumPy, counted in its time. "
       "`IndexBinaryHash(d, b = K)` with `nflip = r`; `IndexBinaryMultiHash(d, nhash, d / "

@@ -335,10 +335,12 @@ def test_substring_tables_list_every_bucket_by_substring(rng):
     assert table[-1] == index.num_buckets
     base += (1 << length) + 1
   assert offsets.size == base
-  assert index_lib.build_index(codes, num_bits=45, mask=mask, num_substrings=0).num_substrings == 0
-  assert index_lib.default_num_substrings(850_000, 64) == 3
-  assert index_lib.default_num_substrings(850_000, 32) == 0
-  assert index_lib.default_num_substrings(300, 64) == 7
+  assert index_lib.build_index(codes, num_bits=45, mask=mask).num_substrings == 0  # opt-in
+  suggested = index_lib.build_index(codes, num_bits=45, mask=mask, num_substrings=None)
+  assert suggested.num_substrings == index_lib.suggested_num_substrings(index.num_buckets, 45) == 5
+  assert index_lib.suggested_num_substrings(850_000, 64) == 3
+  assert index_lib.suggested_num_substrings(850_000, 32) == 0
+  assert index_lib.suggested_num_substrings(300, 64) == 7
 
 
 @pytest.mark.parametrize("num_bits,num_substrings", [(64, 3), (40, 2)])
@@ -367,6 +369,11 @@ def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
                                     use_substrings=False)
     for x, y in zip(res, flips):
       np.testing.assert_array_equal(x, y)
+    if num_bits == 64 and max_radius == 3 and num_wanted == 2:  # inside jit: one program
+      traced = jax.jit(functools.partial(index_lib.bucket_search, num_wanted=num_wanted,
+                                         max_radius=max_radius, max_results=slots))
+      for x, y in zip(traced(index, pack(queries)), res):
+        np.testing.assert_array_equal(x, y)
   found = np.asarray(index_lib.radius_search(index, pack(queries[:2]), 0).item_ids)
   assert list(found[0, :2]) == [7, -1] and list(found[1, :3]) == [8, 9, -1]  # each item once
 

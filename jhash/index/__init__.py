@@ -1,14 +1,16 @@
 """Hash-bucket index: exact-match lookup and widening-radius bucket search (MCH's Algorithm 1).
 
+``build_index(num_substrings=...)`` adds optional substring tables (multi-index
+hashing; default 0, none; ``None`` for ``suggested_num_substrings(B, K)``; layout by
+``substring_layout``): at 64 bits they replace radius 2's 2,081 probes per query by 3
+lookups, for about the index's own memory again.
+
 ``bucket_search`` takes three tuning knobs as keyword arguments, ``probes_per_block``,
 ``searchsorted_method`` (one of ``SEARCHSORTED_METHODS``) and ``use_substrings``; they
 change its speed, never its results. The defaults of the first two are per backend,
 ``default_probes_per_block()`` and ``default_searchsorted_method()``; ``use_substrings``
 (default ``None``: decide by cost per call) chooses between probing every flip mask of
-radii 1..r and looking the query's substrings up in the index's substring tables
-(multi-index hashing), which ``build_index`` builds when ``num_substrings`` (default
-``default_num_substrings(B, K)``, laid out by ``substring_layout``) is not 0: at 64 bits
-they replace radius 2's 2,081 probes by 3 lookups.
+radii 1..r and looking the query's substrings up in the index's substring tables.
 
 FAISS export (``to_faiss_flat``, ``to_faiss_hash``, ``faiss_range_search``) imports
 FAISS only when called.
@@ -17,7 +19,7 @@ FAISS only when called.
 from jhash.index._build import BucketIndex
 from jhash.index._build import MAX_BITS
 from jhash.index._build import build_index
-from jhash.index._build import default_num_substrings
+from jhash.index._build import suggested_num_substrings
 from jhash.index._build import substring_layout
 from jhash.index._faiss import faiss_dimension
 from jhash.index._faiss import faiss_range_search
