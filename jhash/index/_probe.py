@@ -84,8 +84,8 @@ def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None
   with extra instructions. With ``scan`` and ``steps <= 4`` the whole run
   (at most ``2**steps`` keys) is read in one gather and compared at once instead:
   each gather of a large table is one parallel task on the CPU, a fixed cost that
-  dominates small batches (radius 0), while the binary search moves less data
-  for large batches of probes.
+  dominates small batches (radius 0), while the binary search (and separate
+  gathers of the run's two bounds) ran faster for large batches of probes.
 
   Args:
     index: a ``BucketIndex``.
@@ -99,8 +99,8 @@ def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None
   keys = index.keys
   num_keys = keys.shape[0]
   slot = key_prefix(probes, index.num_bits, index.directory_bits)
-  bounds = index.directory[pairs(slot)]
   if scan and steps is not None and steps <= _SCAN_STEPS:
+    bounds = index.directory[pairs(slot)]
     lo, hi = bounds[..., 0], bounds[..., 1]
     ranks = jnp.arange(1 << steps, dtype=jnp.int32).reshape((1,) * lo.ndim + (-1,))
     run = keys[jnp.minimum(lo[..., None] + ranks, num_keys - 1)]           # [..., run, W]
@@ -108,7 +108,8 @@ def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None
     below = in_run & key_less(run, probes[..., None, :])
     found = jnp.any(in_run & key_equal(run, probes[..., None, :]), axis=-1)
     return lo + jnp.sum(below, axis=-1, dtype=jnp.int32), found
-  lo, hi = bounds[..., 0].astype(jnp.uint32), bounds[..., 1].astype(jnp.uint32)
+  lo = index.directory[slot].astype(jnp.uint32)
+  hi = index.directory[slot + 1].astype(jnp.uint32)
 
   def halve(_, bounds):
     # Invariant: keys before lo are below the probe, keys from hi on are not. An
@@ -134,12 +135,17 @@ def bucket_ranges(index: _build.BucketIndex, probes: jax.Array, steps: int | Non
 
   When the bucket is absent ``count`` is 0 and ``start`` the insertion point, so
   ``bucket_items[start:start + count]`` is always the (maybe empty) bucket.
-  ``steps`` and ``scan`` as for ``find_buckets``.
+  ``steps`` and ``scan`` as for ``find_buckets``; with ``scan`` each bucket's bounds
+  are read in one gather too (for many probes, two gathers ran faster).
   """
   position, found = find_buckets(index, probes, steps, scan)
-  ends = index.offsets[jnp.minimum(pairs(position), index.keys.shape[0])]
-  start = ends[..., 0]
-  return start, jnp.where(found, ends[..., 1] - start, 0), found
+  last = index.keys.shape[0]
+  if scan:
+    ends = index.offsets[jnp.minimum(pairs(position), last)]
+    start, end = ends[..., 0], ends[..., 1]
+  else:
+    start, end = index.offsets[position], index.offsets[jnp.minimum(position + 1, last)]
+  return start, jnp.where(found, end - start, 0), found
 
 
 @functools.partial(jax.jit, static_argnames="steps")

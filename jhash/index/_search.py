@@ -295,7 +295,9 @@ def _probe_chunk(index, queries, num_wanted, window, method, steps, state, masks
                  ends_radius):
   """Probe one chunk of flip masks (all of one radius) for a block of queries."""
   probes = queries[:, None, :] ^ masks[None, :, :]
-  start, count, exists = _probe.bucket_ranges(index, probes, steps)
+  # The binary search as a loop: unrolled here it ran 1.4x slower (1M codes, radius 2).
+  del steps
+  start, count, exists = _probe.bucket_ranges(index, probes)
   exists &= valid[None, :]
   return _visit(index, queries, num_wanted, window, method, state, start,
                 jnp.where(exists, count, 0), exists, lambda probe: masks[probe], radius,
