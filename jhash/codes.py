@@ -83,6 +83,13 @@ def pack_bits(codes: jax.Array) -> jax.Array:
   codes = jnp.asarray(codes)
   if codes.ndim < 1 or codes.shape[-1] < 1:
     raise ValueError(f"codes must have a last axis of num_bits >= 1; got shape {codes.shape}.")
+  return _pack(codes)
+
+
+@jax.jit
+def _pack(codes: jax.Array) -> jax.Array:
+  # One compiled program per shape (run eagerly, its dozen operations would each be
+  # compiled for every new shape of codes); inlined when traced.
   bits = codes > 0
   lead = codes.shape[:-1]
   flat = bits.reshape(-1, codes.shape[-1])
