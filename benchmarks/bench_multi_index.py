@@ -17,8 +17,9 @@ random database code with 0, 1 or 2 random bits flipped (a third each), so bucke
 are hit. Measured, for all items within radius r = 0 and r = 2 (each item once):
 
 * jhash: ``build_index(codes [n, 6, W], num_bits=K, mask=..., num_substrings=None)``
-  (the suggested substring tables: 3 at 64 bits, none at 32), then ``bucket_search`` without early stop (16 result
-  slots, checked to be enough) and ``radius_search``, results copied to NumPy;
+  (the suggested substring tables: 3 at 64 bits, none at 32), then ``bucket_search``
+  without early stop (16 result slots, checked to be enough) and ``radius_search``,
+  results copied to NumPy;
 * FAISS ``IndexBinaryHash(d, b = K)`` holding every code (an item entered once per
   code): ``range_search(x, r + 1)`` with ``nflip = r``, then code ids mapped to item
   ids and de-duplicated per query (``np.unique`` over (query, item) pairs): that
@@ -232,7 +233,8 @@ def table(results, args, sizes, repeats):
       "within radius r, each once. Median of "
       f"{repeats} interleaved repeats ({10 * repeats} at radius 0). jhash: `build_index` with "
       "the mask and `num_substrings=None` (the suggested substring tables); `bucket_search` "
-      f"without early stop ({SLOTS} result slots) or `radius_search`, one jitted call, results copied to NumPy. "
+      f"without early stop ({SLOTS} result slots) or `radius_search`, one jitted call, "
+      "results copied to NumPy. "
       "FAISS: every code added (an item once per code); `range_search(x, r + 1)`, then code "
       "ids mapped to items and de-duplicated per query in NumPy, counted in its time. "
       "`IndexBinaryHash(d, b = K)` with `nflip = r`; `IndexBinaryMultiHash(d, nhash, d / "

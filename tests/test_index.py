@@ -309,11 +309,11 @@ def near_codes(rng, codes, mask, num_queries, most_flips=2):
 def substring_hits_most(index, queries, max_radius):
   """White-box: the most buckets within reach a query finds through the tables
   (which branch of the substring search runs)."""
-  from jhash.index import _search  # pylint: disable=import-outside-toplevel
-  plan = _search._substring_plan(index, max_radius, True)
+  from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
+  plan = _substrings.substring_plan(index, max_radius, True)
   live = jnp.ones((queries.shape[0],), bool)
-  return plan, int(jnp.max(_search._substring_hits(index, jnp.asarray(queries), live, plan,
-                                                   max_radius)[3]))
+  return plan, int(jnp.max(_substrings.find_hits(index, jnp.asarray(queries), live, plan,
+                                                 max_radius)[3]))
 
 
 def test_substring_tables_list_every_bucket_by_substring(rng):

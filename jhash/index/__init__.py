@@ -25,11 +25,11 @@ from jhash.index._faiss import faiss_dimension
 from jhash.index._faiss import faiss_range_search
 from jhash.index._faiss import to_faiss_flat
 from jhash.index._faiss import to_faiss_hash
+from jhash.index._probe import flip_masks
 from jhash.index._probe import lookup
 from jhash.index._search import SEARCHSORTED_METHODS
 from jhash.index._search import SearchResults
 from jhash.index._search import bucket_search
 from jhash.index._search import default_probes_per_block
 from jhash.index._search import default_searchsorted_method
-from jhash.index._search import flip_masks
 from jhash.index._search import radius_search

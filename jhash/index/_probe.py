@@ -7,10 +7,12 @@ probes; ``lookup`` is the checked, jitted public entry point (radius 0).
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jhash import codes as codes_lib
@@ -146,6 +148,29 @@ def bucket_ranges(index: _build.BucketIndex, probes: jax.Array, steps: int | Non
   else:
     start, end = index.offsets[position], index.offsets[jnp.minimum(position + 1, last)]
   return start, jnp.where(found, end - start, 0), found
+
+
+@functools.lru_cache(maxsize=32)
+def flip_masks(num_bits: int, radius: int) -> np.ndarray:
+  """All packed codes with exactly ``radius`` of ``num_bits`` bits set, increasing.
+
+  Returns:
+    uint32 [C(num_bits, radius), W], sorted by value as integers (which is the
+    co-lexicographic order of the set bit positions).
+  """
+  w = -(-num_bits // 32)
+  if radius == 0:
+    return np.zeros((1, w), np.uint32)
+  combos = np.fromiter(itertools.chain.from_iterable(
+      itertools.combinations(range(num_bits), radius)), np.int64).reshape(-1, radius)
+  value = np.bitwise_or.reduce(np.uint64(1) << combos.astype(np.uint64), axis=1)
+  value = np.sort(value)
+  words = [(value & np.uint64(0xFFFFFFFF)).astype(np.uint32)]
+  if w == 2:
+    words.append((value >> np.uint64(32)).astype(np.uint32))
+  masks = np.stack(words, axis=1)
+  masks.setflags(write=False)
+  return masks
 
 
 @functools.partial(jax.jit, static_argnames="steps")
