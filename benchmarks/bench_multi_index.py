@@ -31,7 +31,8 @@ are hit. Measured, for all items within radius r = 0 and r = 2 (each item once):
 
 Both FAISS indexes run with their default threads (both cores) and with one thread.
 Timings are medians over repeats, each repeat running every contender back to back
-so all see the same load on this shared machine: compare the ratios. Every query's
+(in reverse order every other repeat) so all see the same load on this shared
+machine: compare the ratios. Every query's
 item set is checked to be the same on all sides.
 """
 
@@ -123,6 +124,20 @@ def same_items(a, b):
   return all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
+def interleaved(contenders, repeats):
+  """Median seconds of each contender, all run in every repeat, the order reversed every
+  other repeat (a FAISS call on 2 threads leaves its threads spinning for a moment,
+  which slows whatever runs next)."""
+  times = {name: [] for name in contenders}
+  order = list(contenders)
+  for i in range(repeats):
+    for name in (order if i % 2 == 0 else order[::-1]):
+      start = time.perf_counter()
+      _report.block(contenders[name]())
+      times[name].append(time.perf_counter() - start)
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def with_threads(faiss, count, fn):
   return bench_index.with_threads(faiss, count, fn)
 
@@ -152,8 +167,8 @@ def run_bits(num_bits, num_items, num_codes, num_queries, repeats, rng):
 
   index, fhash = build_jhash(), build_hash()
   fmulti = {nhash: build_multi(nhash) for nhash in (2, 3, 4)}
-  t = _report.interleaved({"jhash": build_jhash, "hash": build_hash,
-                           "multi": lambda: build_multi(3)}, max(1, repeats // 2))
+  t = interleaved({"jhash": build_jhash, "hash": build_hash, "multi": lambda: build_multi(3)},
+                  max(1, repeats // 2))
   rows["build"] = t
   rows["index"] = (index.num_buckets, int(index.bucket_items.shape[0]), index.num_substrings)
 
@@ -196,7 +211,7 @@ def run_bits(num_bits, num_items, num_codes, num_queries, repeats, rng):
                                                              num_items)),
     }
     # Radius 0 takes about a millisecond: many more repeats against scheduling noise.
-    t = _report.interleaved(contenders, repeats * (10 if radius == 0 else 1))
+    t = interleaved(contenders, repeats * (10 if radius == 0 else 1))
     rows[f"radius {radius}"] = t
     rows[f"radius {radius} same"] = same
     rows[f"radius {radius} nhash"] = nhash
@@ -231,7 +246,8 @@ def table(results, args, sizes, repeats):
       "plus crop codes, each the whole-image code with 0 to 4 bits flipped), "
       f"{num_queries:,} queries (database codes with 0, 1 or 2 bits flipped); all items "
       "within radius r, each once. Median of "
-      f"{repeats} interleaved repeats ({10 * repeats} at radius 0). jhash: `build_index` with "
+      f"{repeats} interleaved repeats ({10 * repeats} at radius 0; the order reversed every "
+      "other repeat). jhash: `build_index` with "
       "the mask and `num_substrings=None` (the suggested substring tables); `bucket_search` "
       f"without early stop ({SLOTS} result slots) or `radius_search`, one jitted call, "
       "results copied to NumPy. "

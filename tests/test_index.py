@@ -372,8 +372,11 @@ def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
     if num_bits == 64 and max_radius == 3 and num_wanted == 2:  # inside jit: one program
       traced = jax.jit(functools.partial(index_lib.bucket_search, num_wanted=num_wanted,
                                          max_radius=max_radius, max_results=slots))
-      for x, y in zip(traced(index, pack(queries)), res):
-        np.testing.assert_array_equal(x, y)
+      closed_over = jax.jit(lambda n: index_lib.bucket_search(  # only num_wanted traced
+          index, pack(queries), num_wanted=n, max_radius=max_radius, max_results=slots))
+      for got in (traced(index, pack(queries)), closed_over(jnp.int32(num_wanted))):
+        for x, y in zip(got, res):
+          np.testing.assert_array_equal(x, y)
   found = np.asarray(index_lib.radius_search(index, pack(queries[:2]), 0).item_ids)
   assert list(found[0, :2]) == [7, -1] and list(found[1, :3]) == [8, 9, -1]  # each item once
 

@@ -312,7 +312,10 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   visit order (increasing ``query XOR key``), then increasing item id.
 
   Cost: ``sum_{r <= max_radius} C(K, r)`` probes per query in the worst case
-  (2,081 at K = 64, radius 2; 43,745 at radius 3).
+  (2,081 at K = 64, radius 2; 43,745 at radius 3); with the index's substring tables
+  a few lookups per query instead (``use_substrings``). Called eagerly, the
+  substring search reads back one scalar (the most buckets within reach of a query)
+  to decide whether to run again with more slots.
 
   Args:
     index: a ``BucketIndex``.
@@ -331,7 +334,8 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
     use_substrings: tuning only: find the buckets of radii >= 1 through the index's
       substring tables (multi-index hashing; ``build_index(num_substrings=...)``)
       instead of probing every flip mask. Default ``None``: when they are cheaper
-      (``_substrings.substring_plan``); ``False`` never; ``True`` whenever the index has them.
+      (``_substrings.substring_plan``); ``False``: never; ``True``: whenever the
+      index has them.
   Returns:
     ``SearchResults``: item ids and radii [q, max_results] (-1 padded), number
     found [q] (all distinct items within the final radius, even past
@@ -361,18 +365,28 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
       window=window, method=method, steps=_probe.static_steps(index))
   if plan is None:
     return search(block_size=1, plan=None, fall_back=False)[0]
-  if any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys)):
-    # Inside jit: one program that falls back on its own.
-    hits = (_substrings.HITS,)
-  else:
-    hits = (_substrings.FEW_HITS, _substrings.HITS)
-  for count in hits:
-    # Substring search: about ``count`` buckets and a window of entries per query.
-    res, most = search(block_size=max(1, min(num_q, probes // count)),
-                       plan=plan._replace(hits=count), fall_back=len(hits) == 1)
-    if len(hits) == 1 or int(most) <= count:
-      return res
-  return search(block_size=1, plan=None, fall_back=False)[0]
+  traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))
+  return _search_by_substrings(search, plan, probes, num_q, traced)
+
+
+def _search_by_substrings(search, plan, probes, num_q, traced):
+  """The substring search: eagerly, few slots first, more (then flip masks) only where
+  some query needs them; inside a trace, one program that falls back on its own."""
+  def run(hits, fall_back):
+    # About ``hits`` buckets and a window of entries per query.
+    return search(block_size=max(1, min(num_q, probes // hits)), plan=plan._replace(hits=hits),
+                  fall_back=fall_back)
+
+  if not traced:
+    for hits in (_substrings.FEW_HITS, _substrings.HITS):
+      res, most = run(hits, False)
+      if isinstance(most, jax.core.Tracer):  # inside jit after all (all closed over)
+        break
+      if int(most) <= hits:
+        return res
+    else:
+      return search(block_size=1, plan=None, fall_back=False)[0]
+  return run(_substrings.HITS, True)[0]
 
 
 def radius_search(index: _build.BucketIndex, query_packed: jax.Array,
