@@ -35,7 +35,10 @@ def get_config(arg=None):
                     "database_limit": config_dict.placeholder(int)}
   config.checkpoint_every = 200   # steps: the pursuit's bits, then minibatches
   if arg == "quick":
-    config.max_bits = 24
+    # regress first, 16 bits: the residual cell's pursuit is then hbmp_figure1:quick's
+    # class-level one (the same compiled whole pursuit when both run in one process).
+    config.step_sizes = ("regress", "line", "constant")
+    config.max_bits = 16
     config.repeats = 2
     config.bits = (12,)
     config.hash_function = "linear"
