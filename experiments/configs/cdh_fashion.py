@@ -1,8 +1,8 @@
 """CDH at scale on Fashion-MNIST halves (top / bottom as two views): CDH, CDH-0, CVH, SCM, CMFH.
 
 Command:  python -m experiments.main --config experiments/configs/cdh_fashion.py --workdir runs/cdh_fashion
-Quick:    ... --config experiments/configs/cdh_fashion.py:quick   (16 bits, 6,000 training
-          images in 3 chunks of 2,000, 200 queries, 100 W-step iterations)
+Quick:    ... --config experiments/configs/cdh_fashion.py:quick   (16 bits, 3,000 training
+          images in 3 chunks of 1,000, 200 queries, 100 W-step iterations, CMFH 25 rounds)
 Runtime:  about 27 minutes on 2 CPU cores shared with another job (quick: about 30 s). Per
           code length CDH and CDH-0 take 2.2-3 minutes each (two sweeps of about 70-90 s:
           the B-step on 6 chunks, plus J over all n^2 pairs, which ``update`` evaluates
@@ -47,10 +47,10 @@ def get_config(arg=None):
   config.baseline_checkpoint_every = 25  # the baselines' cheap steps (SCM: one per bit)
   if arg == "quick":
     config.bits = (16,)
-    config.dataset = {"train_per_class": 600, "query_per_class": 20}
+    config.dataset = {"train_per_class": 300, "query_per_class": 20}
     config.cdh.w_iters = 100
-    config.cdh.chunk_size = 2_000
-    config.baseline_options.cmfh.num_iters = 50
+    config.cdh.chunk_size = 1_000
+    config.baseline_options.cmfh.num_iters = 25
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")
   return config.lock()
