@@ -167,7 +167,7 @@ def _probe_own_bucket(index, queries, num_wanted, steps, state):
   num_slots = state.items.shape[1]
   ranks = jnp.arange(num_slots, dtype=jnp.int32)[None, :]
   take = state.active[:, None] & (ranks < count[:, None])
-  entry = jnp.minimum(start[:, None] + ranks, index.bucket_items.shape[0] - 1)
+  entry = jnp.where(take, start[:, None] + ranks, 0)  # empty slots all read one line
   act = state.active
   found = jnp.where(act, count, 0)
   return _visit.State(

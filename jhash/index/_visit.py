@@ -107,7 +107,7 @@ def fill(index, state, queries, mask_of_probe, start, count, cum, radius, window
     ranks = jnp.broadcast_to(offset + jnp.arange(window, dtype=jnp.int32), (num_q, window))
     kept = ranks < limit[:, None]
     probe, entry = entries(index.bucket_items.shape[0], start, count, cum, ranks, method)
-    item = index.bucket_items[entry]
+    item = index.bucket_items[jnp.where(kept, entry, 0)]  # ranks past the end read one line
     if multi:
       kept &= first_visit(index, queries, item, mask_of_probe(probe), radius)
     slot = (state.found + kept_total)[:, None] + prefix_sum(kept.astype(jnp.int32)) - 1
