@@ -327,9 +327,9 @@ def table(results, args, sizes, repeats):
       "fast as 1 at radius 0, so the 1-thread columns are the steadier reference. jhash's "
       "compiled program splits its large gathers over both cores too (XLA's CPU backend "
       "does so for every gather from a large table), and suffers from the load as well. "
-      "On this machine, in shorter runs during development (2026-12-01), the ratios against "
-      "1-thread FAISS moved with what else ran: radius 0 x0.7-1.1, radius 2 at 64 bits "
-      "against the multi-hash x0.5-1.5.",
+      "On this machine, in shorter runs during development (2026-12-01), some without the "
+      "2-thread contenders, the ratios against 1-thread FAISS moved with what else ran: "
+      "radius 0 x0.6-1.1, radius 2 at 64 bits against the multi-hash x0.5-1.8.",
       "",
   ]
   return "\n".join(lines)
