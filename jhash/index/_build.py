@@ -39,9 +39,10 @@ functions and moves between devices like any pytree):
   each with ``floor(r / s)`` flips, in ``s`` tables: at ``K = 64``, ``s = 3``,
   radius 2 that is 3 lookups instead of 2,081 probes. Table ``j`` lists every
   bucket number by its substring value: the buckets whose substring is ``v`` are
-  ``substring_buckets[j, o[v]:o[v+1]]`` with ``o = substring_offsets[base_j:]``,
-  a direct-address table of ``2**L_j + 1`` entries (``base_j`` the total size of
-  the tables before ``j``), in increasing bucket number. The tables cost
+  ``substring_buckets.reshape(-1)[o[v]:o[v+1]]``, in increasing bucket number,
+  with ``o = substring_offsets[base_j:]`` a direct-address table of ``2**L_j + 1``
+  positions in the flattened tables (table ``j`` starts at ``j B``; ``base_j`` is
+  the total size of the offset tables before ``j``). The tables cost
   ``4 (2**L_j + 1 + B)`` bytes each: 44 MB for 850,000 64-bit buckets in 3
   tables (22, 21, 21 bits), about as much as the rest of the index, and 0.15-0.2 s
   of build time per million buckets (the build without them: 0.2-0.3 s). So they
