@@ -125,9 +125,10 @@ def find_hits(index, queries, live, plan, max_radius):
   """Buckets within ``max_radius`` of each query, found through the substring tables.
 
   The lookups' entries are examined ``plan.window`` at a time (a loop, so any
-  number fits; ``WINDOW`` to ``WINDOW_MAX``, by the number expected); a bucket counts once, from the first table in which it agrees
-  with the query to within ``plan.flips`` bits, and only if its full distance is
-  at most ``max_radius``. Returns bucket int32 [Q, H] (0 past the count), query
+  number fits; ``WINDOW`` to ``WINDOW_MAX``, by the number expected); a bucket
+  counts once, from the first table in which it agrees with the query to within
+  ``plan.flips`` bits, and only if its full distance is at most ``max_radius``.
+  Returns bucket int32 [Q, H] (0 past the count), query
   XOR key uint32 [Q, H, W], distance int32 [Q, H] (``max_radius + 1`` past the
   count), H = ``plan.hits``, and the count of each query [Q] (may exceed H; 0 for
   queries not live).
