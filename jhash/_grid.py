@@ -17,6 +17,7 @@ never negative, so ``J`` grows with ``gamma`` for codes of any quality and the h
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -114,10 +115,27 @@ def cdh_select_gamma(num_bits: int, key: jax.Array, batch: dict, gammas: Sequenc
   grid = np.asarray(gammas, np.float64).reshape(-1)
   if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
     raise ValueError(f"gammas must be a non-empty list of finite values >= 0; got {gammas!r}.")
-  method = methods.cdh(num_bits, gamma=float(grid[0]), **options)
+  method = _cdh_method(num_bits, float(grid[0]), options)
   found = grid_search(method, key, batch, "gamma", grid, score=score, num_steps=num_steps,
                       progress=progress)
   terms = jax.jit(method.extras.terms)
   parts = np.asarray([[float(t) for t in terms(s, batch)] for s in found.states], np.float64)
   return GammaSelection(found.value, found.values, found.scores, parts.sum(1), parts[:, 0],
                         parts[:, 1], found.states)
+
+
+def _cdh_method(num_bits, gamma: float, options: dict) -> _api.HashingMethod:
+  """``cdh(num_bits, gamma=gamma, **options)``, kept per setting when the options can be
+  hashed: jit caches are keyed on the method's functions, so selections with the same
+  settings (a grid scored twice, say) compile CDH's sweep once."""
+  key = (num_bits, gamma, tuple(sorted(options.items())))
+  try:
+    hash(key)
+  except TypeError:
+    return methods.cdh(num_bits, gamma=gamma, **options)
+  return _cached_cdh(*key)
+
+
+@functools.lru_cache(maxsize=16, typed=True)
+def _cached_cdh(num_bits, gamma: float, options: tuple) -> _api.HashingMethod:
+  return methods.cdh(num_bits, gamma=gamma, **dict(options))
