@@ -29,16 +29,16 @@ from jax import lax
 NUM_FIXED = 5   # four corners, then the centre
 
 
-def check_ratio(ratio, name: str, side: int) -> float:
-  """``ratio`` as a float in (0, 1] whose crop of ``side`` pixels is at least one pixel."""
+def check_ratio(ratio, name: str, side: int | None = None) -> float:
+  """``ratio`` as a float in (0, 1]; with ``side``, one whose crop of ``side`` pixels is
+  at least one pixel."""
   try:
     value = float(ratio)
   except (TypeError, ValueError):
     raise ValueError(f"{name} must be a number in (0, 1]; got {ratio!r}.") from None
   if not 0.0 < value <= 1.0:
-    raise ValueError(f"{name} must be in (0, 1] (a crop's side over the image's side); "
-                     f"got {value}.")
-  if value * side < 1.0:
+    raise ValueError(f"{name} must be in (0, 1]; got {ratio!r}.")
+  if side is not None and value * side < 1.0:
     raise ValueError(f"{name}={value} cuts crops smaller than a pixel from images of side "
                      f"{side}: it must be at least {1.0 / side:.4g}.")
   return value

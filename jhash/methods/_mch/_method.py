@@ -132,8 +132,8 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
     ((64, 6, 8), True)
   """
   base = _check_base(base)
-  sigma = _checks_ratio(sigma, "sigma")
-  xi = _checks_ratio(xi, "xi")
+  sigma = _crops.check_ratio(sigma, "sigma")
+  xi = _crops.check_ratio(xi, "xi")
   train_range = _crop_range(crop_range, sigma)
   agent_epochs = _checks.nonneg_int(agent_epochs, "agent_epochs")
   agent_batch_size = _checks.positive_int(agent_batch_size, "agent_batch_size")
@@ -192,18 +192,21 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
       whole = extras.outputs(state.base, x)
       crop = extras.outputs(state.base, cut)
       rep = jax.tree.map(lambda a: jnp.repeat(a, _crops.NUM_FIXED, axis=0), whole)
-      h, _, crop_codes = _agent.agent_inputs(rep, crop)
+      h, codes, crop_codes = _agent.agent_inputs(rep, crop)
       keep = _agent.keep_probability(policy, state.agent.policy, h)
-      return keep.reshape(n, _crops.NUM_FIXED), crop_codes.reshape(n, _crops.NUM_FIXED, -1)
+      k = crop_codes.shape[-1]
+      return (keep.reshape(n, _crops.NUM_FIXED), codes[::_crops.NUM_FIXED],
+              crop_codes.reshape(n, _crops.NUM_FIXED, k))
     return _api.map_in_chunks(one_chunk, batch, encode_chunk)
 
   def encode(state, batch):
     return base.encode(state.base, batch)
 
   def encode_multi(state, batch):
-    keep, crop_codes = keep_probabilities(state, batch)
-    whole = base.encode(state.base, batch)
-    codes = jnp.concatenate([whole[:, None, :], crop_codes.astype(jnp.int8)], axis=1)
+    # One pass of the base network over the images and their crops: the whole-image
+    # codes come from the same outputs the policy reads (the base's encode, per item).
+    keep, whole, crop_codes = keep_probabilities(state, batch)
+    codes = jnp.concatenate([whole[:, None, :], crop_codes], axis=1).astype(jnp.int8)
     wanted = jnp.concatenate([jnp.ones_like(keep[:, :1], bool), keep > xi], axis=1)
     return codes, _agent.dedupe_mask(codes, wanted)
 
@@ -231,13 +234,3 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
       extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of),
       batch_size=base.batch_size, num_epochs=base.num_epochs, encode_multi=encode_multi,
       phases=phases, bind=bind if base.bind is not None else None, check_encode=check_encode)
-
-
-def _checks_ratio(value, name: str) -> float:
-  try:
-    out = float(value)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be a number in (0, 1]; got {value!r}.") from None
-  if not 0.0 < out <= 1.0:
-    raise ValueError(f"{name} must be in (0, 1]; got {value!r}.")
-  return out
