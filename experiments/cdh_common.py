@@ -1,10 +1,12 @@
 """What the CDH experiments share: data, methods, cells, cross-view scores, table, plots.
 
 Used by ``cdh_mfeat`` (the paper's table on UCI mfeat), ``cdh_fashion`` (the same at
-scale, chunked) and ``cdh_figure1``. Cross-view retrieval: a query is coded from one
+scale, chunked), ``cdh_figure1`` and ``cdh_multilabel`` (CDH against CDH-0 on
+multi-label data, over seeds). Cross-view retrieval: a query is coded from one
 view only (``views=(x_pix, None)``), the database from the other view only: "a->b";
 "a->B" ranks the database by the codes learned for it (CDH's ``B``, CMFH's
-``sign(V)``). Relevance is the same class; mAP (tie-aware) over the whole database.
+``sign(V)``). Relevance is the same class (multi-hot labels: at least one shared
+label); mAP (tie-aware) over the whole database.
 """
 
 from __future__ import annotations
@@ -78,6 +80,21 @@ def describe(data) -> str:
   return text
 
 
+def centre_and_scale(train: dict, *others: dict) -> tuple[dict, ...]:
+  """``train`` and ``others`` with each view centred per column and divided by one
+  number, the root mean square of the centred view, both from ``train``'s items.
+
+  The average column then has unit variance and the columns keep their relative
+  scales (near-constant border pixels are not blown up); the scaling of
+  ``cdh_fashion.fashion_data``. Returns the batches in the order given, views float32.
+  """
+  stats = []
+  for x in train["views"]:
+    mean = x.mean(axis=0)
+    stats.append((mean, float(np.sqrt(np.mean((x - mean) ** 2)))))
+  scale = lambda batch: {**batch, "views": tuple(((x - m) / s).astype(np.float32) for x, (m, s)
+                                                 in zip(batch["views"], stats))}
+  return tuple(scale(batch) for batch in (train,) + others)
 
 
 # ----------------------------------------------------------------------------- methods
@@ -142,6 +159,17 @@ def cross_view_maps(method, state, query, database, names, learned=None) -> dict
       out[f"{names[a]}->B"] = mean_ap(q_codes[a], learned, query["labels"],
                                       database["labels"])
   return out
+
+
+def chance_map(query_labels, db_labels, num_bits: int = 1) -> float:
+  """The tie-aware mAP of codes that tie every database item: the expected AP of a
+  random ranking (about the fraction of the database relevant to a query).
+
+  ``num_bits``: the length of those (all-ones) codes; any gives the same value, and the
+  length of the scores beside it reuses their compiled metric.
+  """
+  ones = lambda labels: np.ones((np.shape(labels)[0], num_bits), np.int8)
+  return mean_ap(ones(query_labels), ones(db_labels), query_labels, db_labels)
 
 
 def learned_codes(name: str, state):
