@@ -1,9 +1,10 @@
 """HBMP: hashing with binary matrix pursuit (Cakir, He, Bargal, Sclaroff, ECCV 2018).
 
-Stage (i), the binary inference of target codes for items: affinities between items
-(``_affinity``), the direction of each bit by shifted power iteration and a single-flip
-polish (``_power``), step sizes (``_steps``), the pursuit itself (``_pursuit``:
-``matrix_pursuit``, ``infer_codes``) and the method wrapper (``_method``: ``hbmp``).
+Stage (i), the binary inference of target codes for items: the items of each level
+(``_items``), affinities between items (``_affinity``), the direction of each bit by
+shifted power iteration and a single-flip polish (``_power``), step sizes (``_steps``),
+the pursuit itself (``_pursuit``: ``matrix_pursuit``, ``infer_codes``) and the method
+wrapper (``_method``: ``hbmp``).
 
 Stage (ii), the hash functions ``sign(psi(x))`` fitted to the target codes by the hinge
 bound: ``jhash.models`` networks (linear, MLP, small CNN) trained on the shared train

@@ -29,16 +29,14 @@ import functools
 from typing import Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from jhash import _checks
 from jhash import _api
-from jhash.methods._hbmp import _affinity
 from jhash.methods._hbmp import _hashfn
+from jhash.methods._hbmp import _items
 from jhash.methods._hbmp import _pursuit
 
-LEVELS = ("class", "label_sets", "instance")
+LEVELS = _items.LEVELS
 
 
 class HBMPState(NamedTuple):
@@ -88,52 +86,95 @@ class HBMPExtras(NamedTuple):
   hash_functions: _hashfn.HashFunctions | None            # stage ii (None: stage i only)
 
 
-def _items_needed(level: str) -> ValueError:
-  what = "classes" if level == "class" else "unique label sets"
-  hint = ("max(labels) + 1" if level == "class"
-          else "len(jhash.methods._hbmp.unique_label_sets(labels).sets)")
-  return ValueError(
-      f"num_items must be given for level={level!r} when init is traced (jhash.init and "
-      f"jhash.fit jit it): the number of {what} sets the state's shapes. Pass "
-      f"num_items={hint}, or call method.init eagerly.")
+class _Settings(NamedTuple):
+  """``hbmp``'s arguments, checked, with the pursuit and the hash functions they build."""
+  num_bits: int
+  level: str                                  # one of LEVELS
+  metric: str                                 # one of _affinity.METRICS (checked by _items)
+  num_items: int | None                       # classes / label sets (None: read at bind)
+  view: int | None                            # the features of "euclidean" (None: all)
+  pursuit: _pursuit.MatrixPursuit             # stage i, from the pursuit's options
+  hashing: _hashfn.HashFunctions | None       # stage ii (None: stage i only)
 
 
-def _class_items(labels, num_items: int | None):
-  if _checks.label_array(labels, "labels") != "class_ids":
-    raise ValueError(f"labels must be integer class ids [n] for level='class' (use "
-                     f"level='label_sets' for multi-hot labels); got {_checks._describe(labels)}.")
-  if _checks.is_concrete(labels):
-    y = np.asarray(labels)
-    if y.size and y.min() < 0:
-      raise ValueError(f"labels must be class ids >= 0; got minimum {y.min()}.")
-    found = int(y.max()) + 1 if y.size else 0
-    if num_items is None:
-      num_items = found
-    elif found > num_items:
-      raise ValueError(f"labels must be class ids below num_items={num_items}; got "
-                       f"class id {found - 1}.")
-  elif num_items is None:
-    raise _items_needed("class")
-  ids = jnp.arange(num_items, dtype=jnp.int32)
-  return num_items, ids, jnp.asarray(labels, jnp.int32)
+# ----------------------------------------------------------------------------- the functions
 
 
-def _label_set_items(labels, num_items: int | None):
-  if _checks.label_array(labels, "labels") != "multi_hot":
-    raise ValueError(f"labels must be multi-hot bool [n, C] for level='label_sets'; got "
-                     f"{_checks._describe(labels)}.")
-  if _checks.is_concrete(labels):
-    found = _affinity.unique_label_sets(labels)
-    if num_items is not None and num_items != found.sets.shape[0]:
-      raise ValueError(f"num_items must equal the number of unique label sets in labels, "
-                       f"{found.sets.shape[0]}; got num_items={num_items}.")
-    return found.sets.shape[0], jnp.asarray(found.sets), jnp.asarray(found.index)
-  if num_items is None:
-    raise _items_needed("label_sets")
-  # Traced: a static number of sets. Extra rows (num_items too large) repeat a set.
-  sets, index = jnp.unique(labels, axis=0, size=num_items, return_inverse=True,
-                           fill_value=labels[0])
-  return num_items, sets, index.reshape(-1).astype(jnp.int32)
+def _check_batch(s: _Settings, batch: dict) -> int:
+  """The complete check of a training batch, values included (outside jit): its rows."""
+  n = _checks.batch(batch)
+  labels = batch.get("labels")
+  if s.metric == "euclidean" or (s.level == "instance" and labels is None):
+    _api.view_features(batch, s.view)
+  if s.level == "instance":
+    if labels is not None and s.metric == "shared_count" and (
+        _checks.label_array(labels, "labels") != "multi_hot"):
+      raise ValueError(f"metric='shared_count' needs multi-hot labels; got "
+                       f"{_checks._describe(labels)}.")
+    m = n
+  else:
+    m = _items.label_items(s.level, _items.labels_of(s.level, batch), s.num_items)[0]
+  if m < 2:
+    raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={s.level!r}.")
+  _pursuit.check_num_bits_for_items(s.num_bits, m)
+  if s.hashing is not None:
+    s.hashing.check_batch(batch)
+  return n
+
+
+def _init(s: _Settings, key: jax.Array, batch: dict) -> HBMPState:
+  """The items, their affinity, an empty pursuit; the hash functions' start from ``key``.
+
+  Every bit draws from its own update key; the key of init starts the networks.
+  """
+  m, r, item_labels, index = _items.items_and_affinity(batch, s.level, s.metric, s.num_bits,
+                                                       s.num_items, s.view)
+  _pursuit.check_num_bits_for_items(s.num_bits, m)
+  state = HBMPState(s.pursuit.init(r), r, item_labels, index, widths=_api.view_widths(batch))
+  if s.hashing is None:
+    return state
+  return state._replace(hashing=s.hashing.init(key, s.hashing.inputs(batch)))
+
+
+def _no_encoder(state: HBMPState, batch: dict):
+  """``encode`` of ``hbmp(..., hash_function=None)``: there is no function of features."""
+  del state, batch
+  raise ValueError(
+      "hbmp(..., hash_function=None) learns target codes of its training items only "
+      "and has no function of the features: encode would read the batch's labels. "
+      "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
+      "a hash_function ('linear', 'mlp', 'cnn').")
+
+
+def _bind(s: _Settings, batch: dict) -> _api.HashingMethod | None:
+  """The method with the number of classes / label sets read from the training labels.
+
+  That number sets the state's shapes, so it is read before init is traced. The bound
+  method is kept per count (``_shared``): fitting this method again reuses its compiled
+  functions.
+  """
+  if s.level == "instance" or s.num_items is not None or batch.get("labels") is None:
+    return None
+  found = _items.label_items(s.level, batch["labels"], None)[0]
+  return _shared(_build, s._replace(num_items=_checks.positive_int(found, "num_items")))
+
+
+def _check_encode(hashing: _hashfn.HashFunctions | None, state: HBMPState,
+                  batch: dict) -> None:
+  if hashing is not None and state.widths is not None:
+    _api.check_views(state.widths, batch, hashing.view, "hbmp")
+
+
+def _phases(s: _Settings, pursue: Callable, train: Callable | None) -> tuple[_api.Phase, ...]:
+  """The pursuit (one bit per full-batch step), then the hash functions' minibatches."""
+  phases = (_api.Phase("pursuit", pursue, None, num_steps=s.num_bits),)
+  if s.hashing is None:
+    return phases
+  return phases + (_api.Phase("hash_functions", train, s.hashing.batch_size,
+                              num_epochs=s.hashing.num_epochs),)
+
+
+# ----------------------------------------------------------------------------- the method
 
 
 def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
@@ -197,23 +238,14 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     4
   """
   num_bits = _api.check_num_bits(num_bits)
-  if level not in LEVELS:
-    raise ValueError(f"level must be one of {', '.join(map(repr, LEVELS))}; got {level!r}.")
-  if metric not in _affinity.METRICS:
-    raise ValueError(f"metric must be one of {', '.join(map(repr, _affinity.METRICS))}; "
-                     f"got {metric!r}.")
-  if level == "class" and metric == "shared_count":
-    raise ValueError("metric='shared_count' needs multi-hot labels (level='label_sets' or "
-                     "'instance'); got level='class'.")
+  _items.check_level_and_metric(level, metric)
   if num_items is not None:
     num_items = _checks.positive_int(num_items, "num_items")
   pursuit = _pursuit.matrix_pursuit(
       num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
       tol=tol, local_search=local_search, max_flips=max_flips)
   hashing = _stage_two(hash_function, hash_options, num_bits, view)
-  args = (num_bits, level, metric, num_items, view, step_size, num_restarts, num_iters, tol,
-          local_search, max_flips, pursuit, hashing)
-  return _shared(_build, *args)
+  return _shared(_build, _Settings(num_bits, level, metric, num_items, view, pursuit, hashing))
 
 
 def _shared(factory, *args):
@@ -227,155 +259,41 @@ def _shared(factory, *args):
   return factory(*args)
 
 
-@functools.lru_cache(maxsize=64, typed=True)
-def _build(num_bits, level, metric, num_items, view, step_size, num_restarts, num_iters, tol,
-           local_search, max_flips, pursuit, hashing) -> _api.HashingMethod:
-  """``hbmp`` with its arguments checked, its pursuit and its hash functions built."""
-
-  def check_batch(batch):
-    """The complete check of a training batch, values included (outside jit)."""
-    n = _checks.batch(batch)
-    labels = batch.get("labels")
-    if metric == "euclidean" or (level == "instance" and labels is None):
-      _api.view_features(batch, view)
-    if level == "instance":
-      if labels is not None and metric == "shared_count":
-        if _checks.label_array(labels, "labels") != "multi_hot":
-          raise ValueError(f"metric='shared_count' needs multi-hot labels; got "
-                           f"{_checks._describe(labels)}.")
-      m = n
-    else:
-      if labels is None:
-        raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys "
-                         f"{sorted(batch)}.")
-      found = (_class_items(labels, num_items)[0] if level == "class"
-               else _label_set_items(labels, num_items)[0])
-      m = found if num_items is None else num_items
-    if m < 2:
-      raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={level!r}.")
-    _pursuit.check_num_bits_for_items(num_bits, m)
-    if hashing is not None:
-      hashing.check_batch(batch)
-    return n
-
-  def items_and_affinity(batch):
-    labels = batch.get("labels")
-    if level != "instance" and labels is None:
-      raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys "
-                       f"{sorted(batch)}.")
-    if level == "instance":
-      n = _api.view_features(batch, view).shape[0] if labels is None else np.shape(labels)[0]
-      index = jnp.arange(n, dtype=jnp.int32)
-      if labels is None or metric == "euclidean":
-        r = _affinity.feature_affinity(_api.view_features(batch, view), num_bits)
-        item_labels = (jnp.zeros((n,), jnp.int32) if labels is None else jnp.asarray(labels))
-      else:
-        r = _affinity.instance_affinity(labels, num_bits, metric)
-        item_labels = jnp.asarray(labels)
-      return n, r, item_labels, index
-    if level == "class":
-      m, item_labels, index = _class_items(labels, num_items)
-      if m < 2:
-        raise ValueError(f"level='class' needs at least 2 classes; got {m}.")
-      r = _affinity.class_affinity(m, num_bits) if metric == "share" else None
-    else:
-      m, item_labels, index = _label_set_items(labels, num_items)
-      if m < 2:
-        raise ValueError(f"level='label_sets' needs at least 2 unique label sets; got {m}.")
-      r = (None if metric == "euclidean"
-           else _affinity._label_set_affinity(item_labels, num_bits, metric))
-    if r is None:   # euclidean distances between the items' mean features
-      centroids = _affinity.item_centroids(_api.view_features(batch, view), index, m)
-      r = _affinity._affinity_from_distances(_affinity.euclidean_distances(centroids), num_bits)
-    return m, r, item_labels, index
+@functools.lru_cache(maxsize=64)
+def _build(s: _Settings) -> _api.HashingMethod:
+  """``hbmp`` of checked settings: thin functions over the module's helpers."""
+  # The number of bits, the rule and the items are in the state: methods that differ
+  # only in them share the pursuit's update (and so its compiled steps).
+  pursue = _shared(_pursue_function, s.pursuit.step)
+  if s.hashing is None:
+    train, encode, scores = None, _no_encoder, None
+  else:
+    train, encode, scores = _shared(_stage_two_functions, s.hashing)
 
   def init(key, batch):
-    # Every bit draws from its own update key; the key of init starts the networks.
-    m, r, item_labels, index = items_and_affinity(batch)
-    _pursuit.check_num_bits_for_items(num_bits, m)
-    state = HBMPState(pursuit.init(r), r, item_labels, index, widths=_api.view_widths(batch))
-    if hashing is None:
-      return state
-    return state._replace(hashing=hashing.init(key, hashing.inputs(batch)))
+    return _init(s, key, batch)
 
-  # The number of bits, the rule and the items are in the state: methods that differ
-  # only in them share these functions (and so their compiled steps).
-  pursue = _shared(_pursue_function, pursuit.step)
-  if hashing is None:
-    train = scores = None
+  def check_batch(batch):
+    return _check_batch(s, batch)
 
-    def encode(state, batch):
-      raise ValueError(
-          "hbmp(..., hash_function=None) learns target codes of its training items only "
-          "and has no function of the features: encode would read the batch's labels. "
-          "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
-          "a hash_function ('linear', 'mlp', 'cnn').")
-  else:
-    train, encode, scores = _shared(_stage_two_functions, hashing)
+  def items(state, batch):
+    return _items.row_items(s.level, state.item_labels, state.affinity.shape[0], batch)
 
   def encode_targets(state, batch):
-    return state.pursuit.codes[batch_items(state, batch)]
-
-  def batch_items(state, batch):
-    labels = batch.get("labels")
-    m = state.affinity.shape[0]
-    if level == "instance":
-      n = (_api.view_features(batch, None).shape[0] if labels is None
-           else np.shape(labels)[0])
-      if n != m:
-        raise ValueError(
-            f"instance-level HBMP encodes its {m} training instances only; got a batch of "
-            f"{n} rows (codes of new data come from hash functions, stage ii).")
-      return jnp.arange(m)
-    if labels is None:
-      raise ValueError("batch must hold 'labels' to encode by item (codes from features "
-                       "come from hash functions, stage ii).")
-    if level == "class":
-      if _checks.label_array(labels, "labels") != "class_ids":
-        raise ValueError(f"labels must be class ids [n] for level='class'; got "
-                         f"{_checks._describe(labels)}.")
-      if _checks.is_concrete(labels) and np.size(labels) and (
-          np.min(labels) < 0 or np.max(labels) >= m):
-        raise ValueError(f"labels must be class ids in [0, {m}); got values in "
-                         f"[{np.min(labels)}, {np.max(labels)}].")
-      return jnp.asarray(labels, jnp.int32)
-    c = state.item_labels.shape[1]
-    if _checks.label_array(labels, "labels") != "multi_hot" or np.shape(labels)[1] != c:
-      raise ValueError(f"labels must be multi-hot bool [n, {c}] for level='label_sets'; "
-                       f"got {_checks._describe(labels)}.")
-    shared = _affinity.shared_label_counts(labels, state.item_labels)
-    sizes = jnp.sum(state.item_labels, axis=1, dtype=jnp.int32)
-    own = jnp.sum(jnp.asarray(labels), axis=1, dtype=jnp.int32)
-    differ = own[:, None] + sizes[None, :] - 2 * shared    # Hamming distance of label rows
-    return jnp.argmin(differ, axis=1)
-
-  extras = HBMPExtras(retrieval_weights, target_codes, batch_items, pursuit, encode_targets,
-                      scores, hashing)
-  phases = (_api.Phase("pursuit", pursue, None, num_steps=num_bits),)
-  if hashing is not None:
-    phases += (_api.Phase("hash_functions", train, hashing.batch_size,
-                          num_epochs=hashing.num_epochs),)
+    return state.pursuit.codes[items(state, batch)]
 
   def bind(batch):
-    # The number of classes / label sets sets the state's shapes: read it from the
-    # training labels before init is traced. (The bound method is kept per count by
-    # ``_shared``: fitting this method again reuses its compiled functions.)
-    if level == "instance" or num_items is not None or batch.get("labels") is None:
-      return None
-    found = (_class_items(batch["labels"], None)[0] if level == "class"
-             else _label_set_items(batch["labels"], None)[0])
-    return hbmp(num_bits, level=level, metric=metric, num_items=found, view=view,
-                step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
-                tol=tol, local_search=local_search, max_flips=max_flips,
-                hash_function=hashing, hash_options=None)
+    return _bind(s, batch)
 
   def check_encode(state, batch):
-    if hashing is not None and state.widths is not None:
-      _api.check_views(state.widths, batch, hashing.view, "hbmp")
+    _check_encode(s.hashing, state, batch)
 
-  return _api.HashingMethod(init, pursue, encode, num_bits, num_bits, "hbmp",
-                            check_batch=check_batch, extras=extras, phases=phases,
-                            bind=bind, check_encode=check_encode)
+  extras = HBMPExtras(retrieval_weights, target_codes, items, s.pursuit, encode_targets,
+                      scores, s.hashing)
+  return _api.HashingMethod(init, pursue, encode, s.num_bits, s.num_bits, "hbmp",
+                            check_batch=check_batch, extras=extras,
+                            phases=_phases(s, pursue, train), bind=bind,
+                            check_encode=check_encode)
 
 
 @functools.lru_cache(maxsize=64)
