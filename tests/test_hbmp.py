@@ -1,7 +1,9 @@
 """HBMP stage i (binary matrix pursuit): properties from the paper, NumPy references, API.
 
 Slow references live in ``_hbmp_reference.py``. The pursuit runs are shared between
-tests (``_run``), all on 10 x 10 affinities with 48 bits, so only two pursuits compile.
+tests (``_run``), all on 10 x 10 affinities with 48 bits, so only two pursuits compile
+(``eigensolver="auto"``, dense at 10 items, and ``"power"``, which the dense path is
+checked against).
 """
 
 import functools
@@ -34,8 +36,9 @@ def _affinity(kind: str) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def _run(kind: str, step_size: str, seed: int = 0):
-  res = hb.infer_codes(_affinity(kind), BITS, jax.random.key(seed), step_size=step_size)
+def _run(kind: str, step_size: str, seed: int = 0, eigensolver: str = "auto"):
+  res = hb.infer_codes(_affinity(kind), BITS, jax.random.key(seed), step_size=step_size,
+                       eigensolver=eigensolver)
   return jax.tree.map(np.asarray, res)
 
 
@@ -200,6 +203,110 @@ def test_local_search_ends_with_no_improving_flip_and_never_decreases(rng):
   np.testing.assert_allclose(float(out.objective), v @ q @ v, rtol=1e-5)
   assert ref.best_single_flip_gain(q, v) <= 1e-4 * np.abs(q @ v).max()
   assert float(out.objective) > float(code @ q @ code)
+
+
+# ---------------------------------------------------------------- dense eigensolver
+
+
+def _spectra(rng):
+  """12 x 12 symmetric matrices, one per case of the dense eigensolver's contract."""
+  rest = rng.uniform(-3.0, 3.0, size=10)
+  return {
+      "separated": _matrix_with_spectrum(rng, np.concatenate([[9.0, 6.0], rest])),
+      "negative dominant (shifted)": _matrix_with_spectrum(rng, np.concatenate([[-12.0, 7.0],
+                                                                                 rest])),
+      "close pair (20 updates do not converge)": _matrix_with_spectrum(
+          rng, np.concatenate([[8.0, 7.9], rest])),
+      "degenerate top": _matrix_with_spectrum(rng, np.concatenate([[7.0, 7.0], rest])),
+      "zero": np.zeros((12, 12), np.float32),
+  }
+
+
+def _numpy_power_iteration(q, x0, shift, num_iters, tol):
+  """``power_iteration`` in float64 NumPy: ``(x, products)``, the loop written out."""
+  x = x0 / np.linalg.norm(x0)
+  for update in range(1, num_iters + 1):
+    y = q @ x - shift * x
+    norm = np.linalg.norm(y)
+    if norm == 0:
+      return x, update + 1
+    y /= norm
+    delta = np.linalg.norm(y - (1.0 if y @ x >= 0 else -1.0) * x)
+    x = y
+    if delta <= tol:
+      return x, update + 1
+  return x, num_iters + 1
+
+
+def _numpy_shifted(q, x0, num_iters, tol):
+  """``shifted_power_iteration`` in NumPy: ``(x, rayleigh, shift, products)``."""
+  x1, it1 = _numpy_power_iteration(q, x0, 0.0, num_iters, tol)
+  shift = min(x1 @ q @ x1, 0.0)
+  x2, it2 = _numpy_power_iteration(q, x0 if shift < 0 else x1, shift, num_iters, tol)
+  return x2, x2 @ q @ x2, shift, it1 + it2
+
+
+def test_dense_eigensolver_repeats_the_power_iterations(rng):
+  # The closed form of both runs gives the power iterations' vector, Rayleigh quotient,
+  # shift and count of products, converged or not. A degenerate top eigenvalue is no
+  # exception: both end on the start's projection onto its eigenspace.
+  starts = hb.random_starts(jax.random.key(5), 4, 12)
+  dense = jax.jit(lambda q: hb.dense_top_eigenvector(q, starts, 20, 1e-4)[1])
+  for case, q in _spectra(rng).items():
+    got = dense(jnp.asarray(q))
+    want = [_numpy_shifted(q.astype(np.float64), x0, 20, 1e-4) for x0 in np.asarray(starts)]
+    vector, rayleigh, shift, iterations = (np.array(v) for v in zip(*want))
+    np.testing.assert_allclose(got.vector, vector, atol=2e-5, err_msg=case)
+    np.testing.assert_allclose(got.rayleigh, rayleigh, rtol=1e-5, atol=1e-5, err_msg=case)
+    np.testing.assert_allclose(got.shift, shift, rtol=1e-5, err_msg=case)
+    np.testing.assert_array_equal(got.iterations, iterations, err_msg=case)
+    w, u = np.linalg.eigh(q.astype(np.float64))
+    if case.startswith("negative"):
+      assert np.all(shift < 0)
+    if case.startswith("close"):     # not converged: a mixture of the top two
+      assert np.all(iterations == 42)
+      assert np.abs(vector @ u[:, -2]).max() > 0.1
+    if case.startswith("degenerate"):
+      top = u[:, -2:]
+      projection = np.asarray(starts) @ top @ top.T
+      projection /= np.linalg.norm(projection, axis=1, keepdims=True)
+      np.testing.assert_allclose(got.vector, projection, atol=1e-5)
+    if case == "zero":                # Q x = 0: the start is kept, as the loop keeps it
+      np.testing.assert_allclose(
+          got.vector, starts / np.linalg.norm(starts, axis=1, keepdims=True), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["class", "random"])
+def test_dense_and_power_eigensolvers_give_the_same_codes_and_weights(kind):
+  # At 10 items "auto" takes the dense path. The class affinity's first residual has a
+  # 9-fold top eigenvalue and a negative dominant one (shifted runs), and most of its
+  # steps stop at 20 updates unconverged; the random affinity's spectra are separated.
+  # Codes, alphas and residuals agree exactly. Once the fit is exact (degenerate steps,
+  # the random rule) the residual is rounding noise and only its diagnostics differ.
+  assert hb._pursuit.uses_dense_eigensolver("auto", N)
+  dense, power = _run(kind, "regress"), _run(kind, "regress", eigensolver="power")
+  np.testing.assert_array_equal(dense.codes, power.codes)
+  np.testing.assert_array_equal(dense.alphas, power.alphas)
+  np.testing.assert_array_equal(dense.residual_norms, power.residual_norms)
+  live = ~power.metrics["degenerate"]
+  assert live.sum() >= 30
+  np.testing.assert_array_equal(dense.metrics["power_iterations"][live],
+                                power.metrics["power_iterations"][live])
+  for name in ("rayleigh", "shift"):
+    np.testing.assert_allclose(dense.metrics[name][live], power.metrics[name][live],
+                               rtol=1e-4, atol=1e-4 * float(power.initial_norm))
+  if kind == "class":
+    assert power.metrics["shift"][0] < 0 and (power.metrics["power_iterations"] == 42).any()
+
+
+def test_auto_eigensolver_is_dense_up_to_its_threshold():
+  limit = hb._pursuit.DENSE_MAX_ITEMS
+  assert hb._pursuit.uses_dense_eigensolver("auto", limit)
+  assert not hb._pursuit.uses_dense_eigensolver("auto", limit + 1)
+  assert hb._pursuit.uses_dense_eigensolver("dense", 10 * limit)
+  assert not hb._pursuit.uses_dense_eigensolver("power", 2)
+  with pytest.raises(ValueError, match="eigensolver must be one of"):
+    hb.hbmp(8, eigensolver="lanczos")
 
 
 # ---------------------------------------------------------------- retrieval weights

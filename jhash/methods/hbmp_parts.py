@@ -9,13 +9,15 @@ al., ECCV 2018); these are its parts:
   ``affinity_from_similarity``, ``euclidean_distances``, ``item_centroids``,
   ``check_affinity``;
 * one bit's direction: ``power_iteration``, ``shifted_power_iteration``,
-  ``top_eigenvector``, ``random_starts``, ``dense_operator``, then ``binarize`` and the
-  single-flip polish ``local_search`` / ``flip_gains`` (``PowerResult``,
-  ``LocalSearchResult``);
+  ``top_eigenvector``, ``random_starts``, ``dense_operator``; the same iterations in
+  closed form from one ``eigh`` for small problems, ``dense_top_eigenvector``,
+  ``eigenbasis_power_iteration``, ``eigenbasis_shifted_power_iteration``; then
+  ``binarize`` and the single-flip polish ``local_search`` / ``flip_gains``
+  (``PowerResult``, ``LocalSearchResult``);
 * step sizes: ``STEP_SIZES``, ``regress_alphas``, ``gram_row``, ``residual_norm``;
 * stage (i), the pursuit: ``infer_codes`` (all bits in one call), ``matrix_pursuit``
   (``MatrixPursuit``, ``PursuitState``, ``PursuitResult``), ``residual_operator``,
-  ``direct_residual_norm``, ``random_new_code``;
+  ``dense_residual``, ``direct_residual_norm``, ``random_new_code``;
 * stage (ii), hash functions fitted to the target codes by the hinge bound:
   ``hash_functions``, ``fit_hash_functions``, ``network``, ``input_statistics``
   (``HashFunctions``, ``HashFnState``), with the losses ``hinge_loss``,
@@ -43,8 +45,12 @@ from jhash.methods._hbmp import affinity_from_similarity
 from jhash.methods._hbmp import binarize
 from jhash.methods._hbmp import check_affinity
 from jhash.methods._hbmp import class_affinity
+from jhash.methods._hbmp import dense_residual
+from jhash.methods._hbmp import dense_top_eigenvector
 from jhash.methods._hbmp import dense_operator
 from jhash.methods._hbmp import direct_residual_norm
+from jhash.methods._hbmp import eigenbasis_power_iteration
+from jhash.methods._hbmp import eigenbasis_shifted_power_iteration
 from jhash.methods._hbmp import euclidean_distances
 from jhash.methods._hbmp import feature_affinity
 from jhash.methods._hbmp import fit_hash_functions

@@ -41,7 +41,10 @@ from jhash.methods._hbmp._method import target_codes
 from jhash.methods._hbmp._power import LocalSearchResult
 from jhash.methods._hbmp._power import PowerResult
 from jhash.methods._hbmp._power import binarize
+from jhash.methods._hbmp._power import dense_top_eigenvector
 from jhash.methods._hbmp._power import dense_operator
+from jhash.methods._hbmp._power import eigenbasis_power_iteration
+from jhash.methods._hbmp._power import eigenbasis_shifted_power_iteration
 from jhash.methods._hbmp._power import flip_gains
 from jhash.methods._hbmp._power import local_search
 from jhash.methods._hbmp._power import power_iteration
@@ -51,6 +54,7 @@ from jhash.methods._hbmp._power import top_eigenvector
 from jhash.methods._hbmp._pursuit import MatrixPursuit
 from jhash.methods._hbmp._pursuit import PursuitResult
 from jhash.methods._hbmp._pursuit import PursuitState
+from jhash.methods._hbmp._pursuit import dense_residual
 from jhash.methods._hbmp._pursuit import direct_residual_norm
 from jhash.methods._hbmp._pursuit import infer_codes
 from jhash.methods._hbmp._pursuit import matrix_pursuit

@@ -180,7 +180,7 @@ def _phases(s: _Settings, pursue: Callable, train: Callable | None) -> tuple[_ap
 def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
          num_items: int | None = None, view: int | None = None, step_size: str = "regress",
          num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
-         local_search: bool = True, max_flips: int | None = None,
+         local_search: bool = True, max_flips: int | None = None, eigensolver: str = "auto",
          hash_function: str | _hashfn.HashFunctions | None = "linear",
          hash_options: dict | None = None) -> _api.HashingMethod:
   """HBMP as a method: one pursuit bit per step, then hash functions on minibatches.
@@ -197,8 +197,9 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     num_items: the number of classes or unique label sets (needed when ``init`` is
       traced, as by ``jhash.fit``; see the module docstring). Ignored at instance level.
     view: the features for ``metric="euclidean"`` (None: all observed views).
-    step_size, num_restarts, num_iters, tol, local_search, max_flips: the pursuit's
-      (``matrix_pursuit``).
+    step_size, num_restarts, num_iters, tol, local_search, max_flips, eigensolver: the
+      pursuit's (``matrix_pursuit``; ``eigensolver="auto"`` evaluates the power iterations
+      in closed form from one ``eigh`` up to 20 items, the same codes up to rounding).
     hash_function: stage ii: "linear" (default), "mlp" or "cnn" (built by
       ``hash_functions(kind, num_bits, view=view, **hash_options)``), or a
       ``HashFunctions`` of ``num_bits`` bits; None: stage i only (no ``encode``).
@@ -243,7 +244,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
     num_items = _checks.positive_int(num_items, "num_items")
   pursuit = _pursuit.matrix_pursuit(
       num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
-      tol=tol, local_search=local_search, max_flips=max_flips)
+      tol=tol, local_search=local_search, max_flips=max_flips, eigensolver=eigensolver)
   hashing = _stage_two(hash_function, hash_options, num_bits, view)
   return _shared(_build, _Settings(num_bits, level, metric, num_items, view, pursuit, hashing))
 

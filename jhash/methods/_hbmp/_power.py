@@ -20,6 +20,21 @@ Matrices are never passed in: ``matvec(x) = Q x`` for one vector and
 can stay implicit (``_pursuit``). Kernels take one start; ``top_eigenvector`` vmaps
 them over random starts (under vmap the matrix-vector products become one matrix
 product per iteration).
+
+**Tiny problems, the same iterates in closed form.** With ``Q = U diag(lambda) U^T``,
+the ``j``-th iterate of power iteration on ``Q - s I`` from ``x0`` is
+``U (c .* (lambda - s)^j) / ||.||`` with ``c = U^T x0``. ``dense_top_eigenvector``
+takes one ``eigh`` of ``Q`` and evaluates every iterate of both runs this way at once,
+stopping rule and shift included: the same vector, Rayleigh quotient, shift and count
+of products as ``top_eigenvector`` up to float32 rounding, and no loop. A degenerate
+top eigenvalue is no exception: the iterates (both ways) tend to the start's
+projection onto its eigenspace, and an unconverged run (close eigenvalues, few
+iterations) stops at the same mixture. Where the two disagree is where rounding
+decides: a component of the vector within rounding of 0 (its sign), or a change of
+the iterate within rounding of ``tol`` (one more or one fewer product). ``eigh`` costs
+``O(n^3)``, so this pays only for small ``n`` (``_pursuit`` chooses by size); there it
+replaces two ``while`` loops of ``O(n^2)`` products, whose per-iteration overhead is
+the whole cost when ``n`` is 10.
 """
 
 from __future__ import annotations
@@ -134,6 +149,91 @@ def top_eigenvector(matvec: MatVec, starts: jax.Array, num_iters: int,
     all starts (fields with a leading [num_restarts] axis).
   """
   every = jax.vmap(lambda x0: shifted_power_iteration(matvec, x0, num_iters, tol))(starts)
+  best = jnp.argmax(every.rayleigh)
+  return jax.tree.map(lambda a: a[best], every), every
+
+
+def eigenbasis_power_iteration(eigenvalues: jax.Array, coef: jax.Array, shift: jax.Array,
+                               num_iters: int, tol: float) -> tuple[jax.Array, jax.Array]:
+  """``power_iteration`` in the eigenbasis of ``Q``, every iterate in closed form.
+
+  The iterate after ``j`` updates is ``x_j = c .* d^j / ||c .* d^j||``, with
+  ``c = x0 / ||x0||`` in the eigenbasis and ``d = (lambda - shift) / max |lambda - shift|``
+  (so no power overflows). All ``num_iters`` iterates are formed at once; the result is
+  the first whose change ``||x_j -+ x_{j-1}||`` is at most ``tol``, or the last, as
+  ``power_iteration`` stops.
+
+  Args:
+    eigenvalues: float32 [n], ``lambda``.
+    coef: float32 [n], the start ``U^T x0`` (any non-zero vector).
+    shift: float32 [].
+    num_iters: the most updates (static int).
+    tol: stopping tolerance on the change of the unit vector.
+  Returns:
+    ``(x, num_matvecs)``: the last unit iterate in the eigenbasis, float32 [n], and the
+    int32 [] products ``power_iteration`` computes for it.
+  """
+  gap = eigenvalues - shift
+  ratio = gap / jnp.maximum(jnp.max(jnp.abs(gap)), jnp.finfo(jnp.float32).tiny)
+  x0 = _normalize(coef)
+
+  def update(y, _):
+    return y * ratio, y * ratio
+
+  ys = lax.scan(update, x0, None, length=num_iters)[1]      # [num_iters, n], updates 1..
+  norms = jnp.linalg.norm(ys, axis=1)
+  xs = ys / jnp.where(norms > 0, norms, 1.0)[:, None]
+  previous = jnp.concatenate([x0[None, :], xs[:-1]])
+  sign = jnp.where(jnp.sum(xs * previous, axis=1) >= 0, 1.0, -1.0)
+  delta = jnp.where(norms > 0, jnp.linalg.norm(xs - sign[:, None] * previous, axis=1), 0.0)
+  stops = delta <= tol
+  last = jnp.where(jnp.any(stops), jnp.argmax(stops), num_iters - 1)
+  x = jnp.where(norms[last] > 0, xs[last], previous[last])   # Q x = shift x: x is kept
+  return x, (last + 2).astype(jnp.int32)
+
+
+def eigenbasis_shifted_power_iteration(eigenvalues: jax.Array, coef: jax.Array, num_iters: int,
+                                       tol: float) -> PowerResult:
+  """``shifted_power_iteration`` in the eigenbasis of ``Q`` (one start, no loop).
+
+  Args:
+    eigenvalues: float32 [n], ``lambda``.
+    coef: float32 [n], the start ``U^T x0``.
+    num_iters: the most updates per run (static int).
+    tol: stopping tolerance.
+  Returns:
+    PowerResult of this start, its ``vector`` in the eigenbasis (``U^T x``).
+  """
+  x1, it1 = eigenbasis_power_iteration(eigenvalues, coef, jnp.float32(0.0), num_iters, tol)
+  lambda_m = jnp.dot(x1 * x1, eigenvalues)
+  shift = jnp.minimum(lambda_m, 0.0)
+  start = jnp.where(lambda_m < 0, coef, x1)
+  x2, it2 = eigenbasis_power_iteration(eigenvalues, start, shift, num_iters, tol)
+  return PowerResult(x2, jnp.dot(x2 * x2, eigenvalues), shift, it1 + it2)
+
+
+def dense_top_eigenvector(q: jax.Array, starts: jax.Array, num_iters: int,
+                          tol: float) -> tuple[PowerResult, PowerResult]:
+  """``top_eigenvector`` of a dense ``Q`` by one ``eigh``: the same results, no loop.
+
+  Both runs of every start are evaluated in the eigenbasis
+  (``eigenbasis_shifted_power_iteration``, vmapped over starts); see the module
+  docstring for where the results can differ from ``top_eigenvector``'s.
+
+  Args:
+    q: float32 [n, n], symmetric (its diagonal is used as given).
+    starts: float32 [num_restarts, n] (``random_starts``).
+    num_iters: the most updates per run and start (static int).
+    tol: stopping tolerance.
+  Returns:
+    ``(best, every)`` as ``top_eigenvector`` gives them.
+  """
+  eigenvalues, basis = jnp.linalg.eigh(q)
+  hi = lax.Precision.HIGHEST
+  coefs = jnp.dot(starts, basis, precision=hi)                       # [r, n], U^T x0
+  every = jax.vmap(lambda c: eigenbasis_shifted_power_iteration(
+      eigenvalues, c, num_iters, tol))(coefs)
+  every = every._replace(vector=jnp.dot(every.vector, basis.T, precision=hi))
   best = jnp.argmax(every.rayleigh)
   return jax.tree.map(lambda a: a[best], every), every
 

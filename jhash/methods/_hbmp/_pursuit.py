@@ -32,6 +32,14 @@ random draws (a repeat then has probability below ``(t / 2^(n-1))^16``; it is
 reported). The metrics say whether a step was degenerate and whether its code repeats
 an earlier one. At most ``2^(n-1)`` distinct codes exist up to negation, so
 ``infer_codes`` rejects ``num_bits > 2^(n-1)``.
+
+**Eigensolvers.** Above ``DENSE_MAX_ITEMS`` items the direction comes from power
+iteration on the implicit residual (``_power.top_eigenvector``). At or below it the
+residual is formed (``O(b n^2)``) and the same power iterations are evaluated in
+closed form from one ``eigh`` (``_power.dense_top_eigenvector``): the same codes,
+alphas and metrics up to float32 rounding (see ``_power`` for where rounding can
+decide), without the iterations' loops, which are the whole cost of a step at 10 items.
+``eigensolver="power"`` or ``"dense"`` forces one path at any size.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ ENUMERATE_MAX_ITEMS = 16   # degenerate rule: enumerate every code up to this ma
 NUM_RANDOM_DRAWS = 16      # degenerate rule: random draws beyond it
 DIRECT_NORM_BELOW = 0.1    # residual norms below this fraction are summed from the entries
 NOISE_GAIN = 1e-5          # v^T Q v below this times ||R0||_F sqrt(n^2 - n) counts as <= 0
+EIGENSOLVERS = ("auto", "power", "dense")
+DENSE_MAX_ITEMS = 20       # "auto": the dense eigensolver at or below this many items
 
 
 class PursuitState(NamedTuple):
@@ -109,6 +119,18 @@ def residual_operator(affinity: jax.Array, codes: jax.Array, alphas: jax.Array):
   return matvec, column
 
 
+def dense_residual(affinity: jax.Array, codes: jax.Array, alphas: jax.Array) -> jax.Array:
+  """The residual ``Q = M .* (R - V diag(alpha) V^T)`` formed: float32 [n, n], ``O(b n^2)``.
+
+  Args:
+    affinity: float32 [n, n], R (its diagonal is ignored).
+    codes: float32 [n, b], V (zero columns for bits not made).
+    alphas: float32 [b] (zero for bits not made).
+  """
+  fitted = jnp.dot(codes * alphas[None, :], codes.T, precision=lax.Precision.HIGHEST)
+  return jnp.where(jnp.eye(affinity.shape[0], dtype=bool), 0.0, affinity - fitted)
+
+
 def direct_residual_norm(affinity: jax.Array, codes: jax.Array, alphas: jax.Array) -> jax.Array:
   """``||M .* (R - V diag(alpha) V^T)||_F`` from the entries: ``O(b n^2)``, float32 [].
 
@@ -116,8 +138,7 @@ def direct_residual_norm(affinity: jax.Array, codes: jax.Array, alphas: jax.Arra
   ``||R0||_F^2``, so its float32 rounding is about ``3e-4 ||R0||_F``; this sum of
   squares is exact to float32 rounding of the entries.
   """
-  fitted = jnp.dot(codes * alphas[None, :], codes.T, precision=lax.Precision.HIGHEST)
-  q = jnp.where(jnp.eye(affinity.shape[0], dtype=bool), 0.0, affinity - fitted)
+  q = dense_residual(affinity, codes, alphas)
   return jnp.sqrt(jnp.sum(q * q))
 
 
@@ -156,7 +177,7 @@ def random_new_code(key: jax.Array, codes: jax.Array) -> jax.Array:
 
 def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: int = 4,
                    num_iters: int = 20, tol: float = 1e-4, local_search: bool = True,
-                   max_flips: int | None = None) -> MatrixPursuit:
+                   max_flips: int | None = None, eigensolver: str = "auto") -> MatrixPursuit:
   """The pursuit as pure functions: ``init(R) -> state``, ``step(state, R, key)``.
 
   Args:
@@ -173,6 +194,10 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
     tol: power-iteration tolerance on the change of the unit iterate.
     local_search: polish ``sign(v*)`` by single-bit flips.
     max_flips: the most flips (default: n).
+    eigensolver: how the power iterations are computed: ``"power"`` (products with the
+      implicit residual, in loops), ``"dense"`` (one ``eigh`` of the formed residual,
+      the iterates in closed form: the same results up to rounding, ``O(n^3)``) or
+      ``"auto"``: dense at or below ``DENSE_MAX_ITEMS`` items (the module docstring).
   Returns:
     MatrixPursuit. ``step`` adds one bit (a no-op once ``b`` bits are made) and returns
     scalar metrics: ``residual_norm`` (``||Q_t||_F``), ``objective`` (``v^T Q v`` on the
@@ -180,7 +205,8 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
     ``rayleigh`` (the kept start's eigenvalue estimate), ``shift`` (its second-run
     shift, 0 when not shifted), ``power_iterations`` (products of the slowest start),
     ``flips``, ``degenerate`` (the random rule was used) and ``repeated`` (the code
-    repeats an earlier one up to negation).
+    repeats an earlier one up to negation). The dense eigensolver reports the products
+    its closed form stands for.
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
   rule = _steps.rule_index(step_size)
@@ -190,8 +216,11 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
     raise ValueError(f"tol must be a float >= 0; got {tol!r}.")
   if max_flips is not None:
     max_flips = _checks.nonneg_int(max_flips, "max_flips")
+  if eigensolver not in EIGENSOLVERS:
+    raise ValueError(f"eigensolver must be one of {', '.join(map(repr, EIGENSOLVERS))}; "
+                     f"got {eigensolver!r}.")
   return _matrix_pursuit(num_bits, rule, num_restarts, num_iters, tol, bool(local_search),
-                         max_flips)
+                         max_flips, eigensolver)
 
 
 # One MatrixPursuit per setting, and one ``step`` per solver setting (it does not
@@ -200,8 +229,9 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
 # steps.
 @functools.lru_cache(maxsize=64, typed=True)
 def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int, tol,
-                    local_search: bool, max_flips: int | None) -> MatrixPursuit:
-  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips)
+                    local_search: bool, max_flips: int | None,
+                    eigensolver: str) -> MatrixPursuit:
+  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver)
 
   def init(affinity):
     affinity = jnp.asarray(affinity, jnp.float32)
@@ -219,8 +249,15 @@ def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int,
 
 @functools.lru_cache(maxsize=64, typed=True)
 def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
-                  max_flips: int | None) -> Callable:
+                  max_flips: int | None, eigensolver: str) -> Callable:
   """``step(state, R, key)`` of ``matrix_pursuit`` for one solver setting."""
+
+  def directions(state, affinity, matvec, starts):
+    """``PowerResult`` of every start (leading [num_restarts] axis), by either solver."""
+    if uses_dense_eigensolver(eigensolver, affinity.shape[0]):
+      q = dense_residual(affinity, state.codes.astype(jnp.float32), state.alphas)
+      return _power.dense_top_eigenvector(q, starts, num_iters, tol)[1]
+    return _power.top_eigenvector(matvec, starts, num_iters, tol)[1]
 
   def choose(state, affinity, key):
     """The new code: the best start, polished; the random rule when degenerate.
@@ -234,7 +271,7 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     matvec, column = residual_operator(affinity, codes, state.alphas)
     key_starts, key_random = jax.random.split(key)
     starts = _power.random_starts(key_starts, num_restarts, n)
-    _, power = _power.top_eigenvector(matvec, starts, num_iters, tol)
+    power = directions(state, affinity, matvec, starts)
     signs = _power.binarize(power.vector)                       # [r, n]
     q_signs = jax.vmap(matvec)(signs)
     objectives = jnp.sum(signs * q_signs, axis=1)
@@ -249,7 +286,10 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
       polished = _power.LocalSearchResult(signs[best], q_signs[best], objectives[best],
                                           jnp.int32(0))
     degenerate = _repeats(polished.code[None, :], codes)[0] | (polished.objective <= floor)
-    code = jnp.where(degenerate, random_new_code(key_random, codes), polished.code)
+    # Only the branch taken runs: drawn at every step (jnp.where), the random rule cost
+    # about 30 us of a 10-item step on the CPU, a quarter of a dense step.
+    code = lax.cond(degenerate, lambda: random_new_code(key_random, codes),
+                    lambda: polished.code)
     info = {"rayleigh": power.rayleigh[best], "shift": power.shift[best],
             "power_iterations": jnp.max(power.iterations),
             "flips": polished.flips, "degenerate": degenerate,
@@ -294,6 +334,11 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
   return step
 
 
+def uses_dense_eigensolver(eigensolver: str, n: int) -> bool:
+  """Whether ``eigensolver`` ("auto", "power", "dense") takes the dense path for ``n`` items."""
+  return eigensolver == "dense" or (eigensolver == "auto" and n <= DENSE_MAX_ITEMS)
+
+
 def check_num_bits_for_items(num_bits: int, n: int) -> None:
   """At most ``2^(n-1)`` distinct codes exist for ``n`` items up to negation."""
   if n < 63 and num_bits > 2 ** (n - 1):
@@ -303,9 +348,11 @@ def check_num_bits_for_items(num_bits: int, n: int) -> None:
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_flips):
+def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_flips,
+                      eigensolver):
   pursuit = matrix_pursuit(num_bits, num_restarts=num_restarts, num_iters=num_iters, tol=tol,
-                           local_search=local_search, max_flips=max_flips)
+                           local_search=local_search, max_flips=max_flips,
+                           eigensolver=eigensolver)
 
   def run(affinity, key, rule):
     def body(state, bit):
@@ -321,7 +368,8 @@ def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_
 
 def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "regress",
                 num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
-                local_search: bool = True, max_flips: int | None = None) -> PursuitResult:
+                local_search: bool = True, max_flips: int | None = None,
+                eigensolver: str = "auto") -> PursuitResult:
   """Target codes and bit weights of ``n`` items from their affinity (HBMP stage i).
 
   Runs all ``num_bits`` steps of ``matrix_pursuit`` in one jitted ``lax.scan``; bit
@@ -331,7 +379,7 @@ def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "re
     affinity: float [n, n], R, symmetric and finite, ``n >= 2`` (its diagonal is ignored).
     num_bits: b, at most ``2^(n-1)``.
     key: PRNG key.
-    step_size, num_restarts, num_iters, tol, local_search, max_flips: see
+    step_size, num_restarts, num_iters, tol, local_search, max_flips, eigensolver: see
       ``matrix_pursuit``.
   Returns:
     PursuitResult: codes int8 [n, b], alphas float32 [b], residual_norms float32 [b],
@@ -341,7 +389,14 @@ def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "re
   num_bits = _checks.positive_int(num_bits, "num_bits")
   check_num_bits_for_items(num_bits, n)
   matrix_pursuit(num_bits, step_size=step_size, num_restarts=num_restarts,
-                 num_iters=num_iters, tol=tol, local_search=local_search, max_flips=max_flips)
+                 num_iters=num_iters, tol=tol, local_search=local_search, max_flips=max_flips,
+                 eigensolver=eigensolver)
   run = _compiled_pursuit(num_bits, num_restarts, num_iters, float(tol), bool(local_search),
-                          max_flips)
-  return run(jnp.asarray(affinity, jnp.float32), key, jnp.int32(_steps.rule_index(step_size)))
+                          max_flips, eigensolver)
+  # NumPy arguments go to the compiled call directly: converting them with jnp first
+  # dispatches two small computations, about 1 ms, a sixth of a 10-item pursuit.
+  if _checks.is_concrete(affinity):
+    affinity = np.asarray(affinity, np.float32)
+  else:
+    affinity = jnp.asarray(affinity, jnp.float32)
+  return run(affinity, key, np.int32(_steps.rule_index(step_size)))
