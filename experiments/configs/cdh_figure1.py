@@ -3,9 +3,10 @@
 Command:  python -m experiments.main --config experiments/configs/cdh_figure1.py --workdir runs/cdh_figure1
 Quick:    ... --config experiments/configs/cdh_figure1.py:quick   (16 bits, 3 sweeps, a 4-value
           gamma grid, 100 W-step iterations)
-Runtime:  about 45 s on 2 CPU cores (quick: about 35 s), mostly compiling.
+Runtime:  about 45 s on 2 CPU cores, 52 s on 2 cores shared with other jobs (quick: about
+          35 s), mostly compiling.
 Expected: (a) at 32 bits the first sweep does all the work: every bit's active set is
-          20-40% of n and the flips 20-50%; the later sweeps flip nothing. (b) training mAP
+          18-45% of n and the flips 24-51%; the later sweeps flip nothing. (b) training mAP
           0.38 from the initial codes, 1.0 after one sweep (class codes); query mAP 0.12
           before, about 0.84 / 0.81 (pix->fou / fou->pix) after one sweep, then slowly
           rising (the W-step keeps improving) to about 0.87 / 0.82 after four; J rises
