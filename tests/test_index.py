@@ -363,12 +363,7 @@ def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
                                   max_radius=max_radius, max_results=slots, use_substrings=True)
     expected = expected_results(codes, mask, ids, queries, num_wanted, max_radius, slots)
     assert max(e["found"] for e in expected) > slots or num_wanted <= slots
-    assert_matches(res, expected, slots)
-    flips = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
-                                    max_radius=max_radius, max_results=slots,
-                                    use_substrings=False)
-    for x, y in zip(res, flips):
-      np.testing.assert_array_equal(x, y)
+    assert_matches(res, expected, slots)  # as flip masks would (brute force, visit order)
     if num_bits == 64 and max_radius == 3 and num_wanted == 2:  # inside jit: one program
       traced = jax.jit(functools.partial(index_lib.bucket_search, num_wanted=num_wanted,
                                          max_radius=max_radius, max_results=slots))
