@@ -306,14 +306,20 @@ def near_codes(rng, codes, mask, num_queries, most_flips=2):
   return q
 
 
+@functools.partial(jax.jit, static_argnames=("plan", "max_radius"))
+def _most_hits(index, queries, plan, max_radius):
+  from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
+  live = jnp.ones((queries.shape[0],), bool)
+  return jnp.max(_substrings.find_hits(index, queries, live, plan, max_radius)[3])
+
+
 def substring_hits_most(index, queries, max_radius):
   """White-box: the most buckets within reach a query finds through the tables
-  (which branch of the substring search runs)."""
+  (which branch of the substring search runs). One jitted program (op by op, its
+  compiles cost more than the search tests themselves)."""
   from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
   plan = _substrings.substring_plan(index, max_radius, True)
-  live = jnp.ones((queries.shape[0],), bool)
-  return plan, int(jnp.max(_substrings.find_hits(index, jnp.asarray(queries), live, plan,
-                                                 max_radius)[3]))
+  return plan, int(_most_hits(index, jnp.asarray(queries), plan, max_radius))
 
 
 def test_substring_tables_list_every_bucket_by_substring(rng):
@@ -365,13 +371,11 @@ def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
     assert max(e["found"] for e in expected) > slots or num_wanted <= slots
     assert_matches(res, expected, slots)  # as flip masks would (brute force, visit order)
     if num_bits == 64 and max_radius == 3 and num_wanted == 2:  # inside jit: one program
-      traced = jax.jit(functools.partial(index_lib.bucket_search, num_wanted=num_wanted,
-                                         max_radius=max_radius, max_results=slots))
-      closed_over = jax.jit(lambda n: index_lib.bucket_search(  # only num_wanted traced
+      # Only num_wanted traced (the index traced too: the next test).
+      closed_over = jax.jit(lambda n: index_lib.bucket_search(
           index, pack(queries), num_wanted=n, max_radius=max_radius, max_results=slots))
-      for got in (traced(index, pack(queries)), closed_over(jnp.int32(num_wanted))):
-        for x, y in zip(got, res):
-          np.testing.assert_array_equal(x, y)
+      for x, y in zip(closed_over(jnp.int32(num_wanted)), res):
+        np.testing.assert_array_equal(x, y)
   found = np.asarray(index_lib.radius_search(index, pack(queries[:2]), 0).item_ids)
   assert list(found[0, :2]) == [7, -1] and list(found[1, :3]) == [8, 9, -1]  # each item once
 
