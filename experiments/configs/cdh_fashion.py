@@ -3,15 +3,17 @@
 Command:  python -m experiments.main --config experiments/configs/cdh_fashion.py --workdir runs/cdh_fashion
 Quick:    ... --config experiments/configs/cdh_fashion.py:quick   (16 bits, 3,000 training
           images in 3 chunks of 1,000, 200 queries, 100 W-step iterations, CMFH 25 rounds)
-Runtime:  about 27 minutes on 2 CPU cores shared with another job (quick: about 30 s). Per
-          code length CDH and CDH-0 take 2.2-3 minutes each (two sweeps of about 70-90 s:
+Runtime:  about 27 minutes on 2 CPU cores shared with another job (quick: about 30 s); 55
+          minutes at a load of 5-6 on 2 cores (there CDH and CDH-0 took 2.4-6.6 minutes per
+          fit, CMFH 5.3-6.4, SCM 1-5.7). Under the lighter sharing, per code length CDH and
+          CDH-0 take 2.2-3 minutes each (two sweeps of about 70-90 s:
           the B-step on 6 chunks, plus J over all n^2 pairs, which ``update`` evaluates
           twice per sweep for its metrics, about 30 s each at n = 60,000 when measured,
           before 64-row blocks made it about 1.6x faster; so 64 bits costs about what 32
           does), CMFH 2-3 minutes (100 rounds on 60,000 items), SCM 25-40 s.
           128 bits is left out to stay near 30 minutes.
 Expected: cross-view mAP (both directions) CDH 0.59-0.63, CDH-0 within 0.02 of CDH, SCM
-          0.50-0.53, CMFH 0.38-0.44, CVH 0.21-0.27 (falling with bits); against the learned
+          0.50-0.54, CMFH 0.36-0.42, CVH 0.21-0.27 (falling with bits); against the learned
           B, CDH 0.78-0.80 (top) and 0.74-0.75 (bottom). Chunked, the second sweep still
           gains 30-50% of what the first did (|J2 - J1| / |J1| 5-9%): every sweep draws new
           chunks, so pairs across the previous chunks are optimised for the first time.
