@@ -15,7 +15,7 @@ Protocol: Fashion-MNIST, the CIFAR-10 protocol over all 70,000 images: 100 queri
           queries, 5,000 training canvases from the database, similar = share at least one
           label. The deep models read the images with the small CNN (``jhash.models``,
           chosen by the input), Adam at 1e-3, batch 64, in-batch pairs with balanced
-          weights (ADSH: 10 rounds of 160 network steps and a discrete code update over
+          weights (ADSH: 10 rounds of 156 network steps and a discrete code update over
           2,000 drawn items). mAP over the whole database (tie-aware), precision within
           Hamming radius 2, PR curves by radius. Trainer: ``experiments.retrieval``.
 """
