@@ -72,15 +72,8 @@ def fashion_data(spec: dict, seed: int) -> dict:
   query_index = jdata.split_per_class(test.labels, spec["query_per_class"], 0, seed)["query"]
   train_views = jdata.make_two_view(train.views[0][train_index], train.labels[train_index])
   query_views = jdata.make_two_view(test.views[0][query_index], test.labels[query_index])
-  stats = [view_statistics(x) for x in train_views.views]
-  scale = lambda ds: {"views": tuple(((x - m) / s).astype(np.float32)
-                                     for x, (m, s) in zip(ds.views, stats)),
-                      "labels": ds.labels.astype(np.int32)}
-  return {"train": scale(train_views), "query": scale(query_views),
-          "names": tuple(train_views.view_names)}
+  batch = lambda ds: {"views": ds.views, "labels": ds.labels.astype(np.int32)}
+  train_batch, query_batch = common.centre_and_scale(batch(train_views), batch(query_views))
+  return {"train": train_batch, "query": query_batch, "names": tuple(train_views.view_names)}
 
 
-def view_statistics(x) -> tuple:
-  """Per-column mean float32 [d] and the scalar root mean square of ``x - mean``."""
-  mean = x.mean(axis=0)
-  return mean, float(np.sqrt(np.mean((x - mean) ** 2)))
