@@ -1,5 +1,5 @@
-"""Shared test set-up: strict shape promotion, a seeded key, the slow marker, and one
-compilation cache for the run.
+"""Shared test set-up: strict shape promotion, a seeded key, the slow marker, one
+compilation cache for the run, and XLA compiling without most of its optimizations.
 
 The tests directory is deliberately not a package: mvlearn's wheel installs a
 top-level ``tests`` package into site-packages, which would shadow ours.
@@ -24,6 +24,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
   atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+# XLA with most of its optimizations off (``jax_disable_most_optimizations``; workers
+# and subprocesses inherit it). Compiling is most of the suite's time and unoptimized
+# programs compile about 40 % faster; the suite's CPU time fell by 30 % (1,143 vs
+# 1,637 CPU-s, all 651 tests passing both ways). The programs compute the same things,
+# only slower; JAX_DISABLE_MOST_OPTIMIZATIONS=0 tests the optimized programs.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax
 import numpy as np
