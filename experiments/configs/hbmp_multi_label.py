@@ -3,7 +3,7 @@
 Command:  python -m experiments.main --config experiments/configs/hbmp_multi_label.py --workdir runs/hbmp_multi_label
 Quick:    ... --config experiments/configs/hbmp_multi_label.py:quick   (12 bits, linear and MLP,
           10 epochs, against LSH only)
-Runtime:  about 4.5 minutes on 2 CPU cores (quick: about 35 s), mostly compiling one pursuit
+Runtime:  about 2 minutes on 2 CPU cores (quick: about 35 s), mostly compiling one pursuit
           per code length and hash function.
 Expected: HBMP (either hash function) above ITQ and LSH in mAP and NDCG@100 at every length;
           the gaps are small in mAP (78% of pairs share a label, so a random ranking already
