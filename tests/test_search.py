@@ -297,7 +297,8 @@ def test_multi_code_topk(codes_per_item, rng):
 
 SHARDED_SCRIPT = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_force_host_platform_device_count=8")
     import jax
     import numpy as np
     from jhash import search
@@ -325,7 +326,6 @@ SHARDED_SCRIPT = textwrap.dedent("""
 def test_sharded_equals_single_device():
   root = pathlib.Path(__file__).resolve().parents[1]
   env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  env.pop("XLA_FLAGS", None)
   env["JAX_PLATFORMS"] = "cpu"  # the forced host devices are CPU devices, on any machine
   out = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True,
                        text=True, timeout=300)

@@ -179,7 +179,8 @@ def test_fit_rejects_bad_minibatch_inputs(rng, pairwise_run):
 
 SHARDED_SCRIPT = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_force_host_platform_device_count=8")
     import jax, numpy as np
     from jax.sharding import Mesh
     import jhash
