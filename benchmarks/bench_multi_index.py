@@ -320,16 +320,17 @@ def table(results, args, sizes, repeats):
       "(`use_substrings=False`, flip masks) jhash ran " + ("; ".join(flips) or "-") + ". "
       "At radius 0 a call for 1,000 queries takes about a millisecond on both sides, so "
       "fixed costs decide: jhash's dispatch and result copies against FAISS's per-query C++ "
-      "loop plus the NumPy mapping of codes to items. FAISS on 2 threads is much slower "
-      "than on 1 here because the machine is shared (load average above 2 on 2 cores): its "
-      "OpenMP threads wait for each other at every parallel region while other processes "
-      "hold a core; on a quiet machine (section `Hash-bucket search`) 2 threads ran about as "
-      "fast as 1 at radius 0, so the 1-thread columns are the steadier reference. jhash's "
-      "compiled program splits its large gathers over both cores too (XLA's CPU backend "
-      "does so for every gather from a large table), and suffers from the load as well. "
-      "On this machine, in shorter runs during development (2026-12-01), some without the "
-      "2-thread contenders, the ratios against 1-thread FAISS moved with what else ran: "
-      "radius 0 x0.6-1.1, radius 2 at 64 bits against the multi-hash x0.5-1.8.",
+      "loop plus the NumPy mapping of codes to items. How the two sides compare depends on "
+      "what else the machine runs: FAISS's 2 OpenMP threads wait for each other at every "
+      "parallel region while another process holds a core, and jhash's compiled program "
+      "splits its large gathers over both cores too (XLA's CPU backend does so for every "
+      "gather from a large table). On this machine, full runs: on 2 busy cores (load "
+      "average 5.1-5.6, 2026-12-01) FAISS on 2 threads was 15-80x slower than jhash, and "
+      "jhash against 1-thread FAISS x0.93-1.03 at radius 0; on nearly idle cores (load "
+      "0.2-1.4, 2026-12-02, three runs) FAISS on 2 threads is at its best, and at 64 bits "
+      "jhash was x0.79-1.16 against the hash index at radius 0 and x0.72-0.91 against the "
+      "multi-hash index at radius 2 (x1.11-1.51 against the multi-hash on 1 thread): "
+      "there the multi-hash index with both cores is faster at radius 2.",
       "",
   ]
   return "\n".join(lines)
