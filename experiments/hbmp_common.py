@@ -104,10 +104,11 @@ def whole_pursuit(pursuit):
   the state, so one compilation serves every rule.
   """
   def run(affinity, key, rule):
-    def body(state, bit):
-      return pursuit.step(state, affinity, jax.random.fold_in(key, bit))[0], None
+    def body(state, draws):
+      return pursuit.step_drawn(state, affinity, draws)[0], None
     state = pursuit.init(affinity)._replace(step_size=rule)
-    return lax.scan(body, state, jnp.arange(pursuit.num_bits))[0]
+    draws = pursuit.draw_all(key, pursuit.num_bits, affinity.shape[0])
+    return lax.scan(body, state, draws)[0]
   return jax.jit(run)
 
 

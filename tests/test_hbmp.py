@@ -507,3 +507,110 @@ def test_regress_solve_takes_cholesky_or_the_pseudo_inverse(rng):
   want = np.linalg.pinv(g, hermitian=True) @ c
   got = np.asarray(solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)))
   np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+# ------------------------------------------------- regress's factor and the whole run
+
+
+def _refit_sequence(r, codes, b, rule=2):
+  """Drive ``new_alphas`` over the columns of ``codes`` as the pursuit's step does:
+  the alphas, the squared pivots and the factored flag after each bit."""
+  n, t = codes.shape
+  gram = np.zeros((b, b), np.float32)
+  corr = np.zeros(b, np.float32)
+  buf = np.zeros((n, b), np.float32)
+  r0 = r - np.diag(np.diag(r))
+  factor, alphas = hb.new_factor(b), jnp.zeros(b, jnp.float32)
+  out = []
+  for k in range(t):
+    made = jnp.arange(b) < k
+    row = np.array(hb.gram_row(jnp.asarray(buf), jnp.asarray(codes[:, k]), made))
+    row[k] = n * n - n
+    gram[k, :] = row
+    gram[:, k] = row
+    corr[k] = codes[:, k] @ r0 @ codes[:, k]
+    buf[:, k] = codes[:, k]
+    d2 = hb.extend_factor(factor.inv_chol, jnp.asarray(row), k, made, n)[1]
+    alphas, factor = hb.new_alphas(jnp.int32(rule), alphas, jnp.int32(k), jnp.float32(0.0),
+                                   jnp.asarray(gram), jnp.asarray(corr), jnp.arange(b) <= k,
+                                   n, factor, jnp.asarray(buf), jnp.asarray(r))
+    out.append((np.asarray(alphas), float(d2), bool(factor.factored)))
+  return out
+
+
+def test_bordered_factor_gives_the_cholesky_pivots_and_the_least_squares_alphas(rng):
+  """regress keeps L^-1 of G and borders it bit by bit: each squared pivot equals the
+  last pivot of a float64 Cholesky of G's leading block, each bit's alphas the lstsq
+  fit of the codes made so far (and zero beyond them)."""
+  n, t, b = 30, 10, 12
+  r = rng.normal(size=(n, n))
+  r = ((r + r.T) / 2).astype(np.float32)
+  codes = np.where(rng.random((n, t)) < 0.5, -1.0, 1.0).astype(np.float32)
+  g = (codes.T.astype(np.float64) @ codes) ** 2 - n
+  np.fill_diagonal(g, n * n - n)
+  for k, (alphas, d2, factored) in enumerate(_refit_sequence(r, codes, b)):
+    pivot = np.linalg.cholesky(g[:k + 1, :k + 1] / (n * n - n))[-1, -1] ** 2
+    np.testing.assert_allclose(d2, pivot, rtol=1e-4, atol=1e-6)
+    assert factored
+    expected = ref.regress_lstsq(r, codes[:, :k + 1])
+    np.testing.assert_allclose(alphas[:k + 1], expected, rtol=2e-4, atol=1e-5)
+    assert np.all(alphas[k + 1:] == 0)
+
+
+def test_singular_gram_switches_to_the_minimum_norm_solution_for_good(rng):
+  """A repeated direction (v_7 = -v_2) makes G singular at bit 7: from there on the
+  factor is abandoned and every refit is the minimum-norm lstsq solution (G^+ c at 12
+  items, where the pair solve does not apply), as np.linalg.lstsq gives it."""
+  n, t, b = 12, 10, 12
+  r = rng.normal(size=(n, n))
+  r = ((r + r.T) / 2).astype(np.float32)
+  codes = np.where(rng.random((n, t)) < 0.5, -1.0, 1.0).astype(np.float32)
+  codes[:, 7] = -codes[:, 2]
+  seq = _refit_sequence(r, codes, b)
+  assert [f for _, _, f in seq] == [True] * 7 + [False] * 3
+  assert seq[7][1] < 1e-5
+  for k in range(7, t):
+    expected = ref.regress_lstsq(r, codes[:, :k + 1])
+    err = np.linalg.norm(seq[k][0][:k + 1] - expected) / np.linalg.norm(expected)
+    assert err <= 1e-4, (k, err)
+
+
+def test_pair_solve_is_the_minimum_norm_fit_when_bits_span_every_pair(rng):
+  """With at least n(n-1)/2 bits spanning every off-diagonal pattern the fit is exact and
+  Phi^T (Phi Phi^T)^-1 r is G^+ c; with fewer bits Phi Phi^T is singular: not ok."""
+  n = 6                                                 # 15 pairs
+  r = rng.normal(size=(n, n))
+  r = ((r + r.T) / 2).astype(np.float32)
+  j = rng.permutation(2 ** (n - 1))[:, None]             # every code up to negation
+  codes = np.concatenate([np.ones((32, 1)), 1.0 - 2.0 * ((j >> np.arange(n - 1)) & 1)], 1)
+  codes = codes.T.astype(np.float32)                    # [6, 32]: they span the 15 pairs
+  alphas, ok = hb.pair_alphas(jnp.asarray(codes), jnp.asarray(r))
+  assert bool(ok)
+  expected = ref.regress_lstsq(r, codes)
+  np.testing.assert_allclose(alphas, expected, rtol=1e-3, atol=1e-4)
+  padded = np.concatenate([codes[:, :10], np.zeros((n, 22), np.float32)], axis=1)
+  assert not bool(hb.pair_alphas(jnp.asarray(padded), jnp.asarray(r))[1])
+
+
+def test_whole_pursuit_equals_its_public_steps_one_by_one():
+  """infer_codes draws every bit's random numbers up front (draw_all) and scans a step
+  without the full-state guard; the public step with fold_in(key, t) gives the same
+  codes and alphas, and a step on a full state changes nothing."""
+  r = _affinity("random")
+  pursuit = hb.matrix_pursuit(BITS)
+  key = jax.random.key(7)
+  draws = pursuit.draw_all(key, 3, N)
+  for t in range(3):
+    one = pursuit.draw(jax.random.fold_in(key, t), N)
+    np.testing.assert_array_equal(draws.starts[t], one.starts)
+  step = jax.jit(pursuit.step)
+  state = pursuit.init(r)
+  for t in range(BITS):
+    state, _ = step(state, r, jax.random.fold_in(key, t))
+  res = _run("random", "regress", seed=7)
+  np.testing.assert_array_equal(np.asarray(state.codes), res.codes)
+  np.testing.assert_allclose(np.asarray(state.alphas), res.alphas, rtol=1e-5, atol=1e-6)
+  again, metrics = step(state, r, jax.random.fold_in(key, BITS))
+  for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(state)):
+    np.testing.assert_array_equal(a, b)
+  assert float(metrics["residual_norm"]) == float(state.residual_norms[-1])

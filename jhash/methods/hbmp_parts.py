@@ -15,8 +15,12 @@ al., ECCV 2018); these are its parts:
   ``binarize`` and the single-flip polish ``local_search`` / ``flip_gains``
   (``PowerResult``, ``LocalSearchResult``);
 * step sizes: ``STEP_SIZES``, ``regress_alphas``, ``gram_row``, ``residual_norm``;
+  ``new_alphas`` as the pursuit sets them, with ``regress``'s bordered inverse Cholesky
+  factor (``RegressFactor``, ``new_factor``, ``extend_factor``, ``factored_alphas``)
+  and the minimum-norm solve of an exact fit ``pair_alphas``;
 * stage (i), the pursuit: ``infer_codes`` (all bits in one call), ``matrix_pursuit``
-  (``MatrixPursuit``, ``PursuitState``, ``PursuitResult``), ``residual_operator``,
+  (``MatrixPursuit``, ``PursuitState``, ``PursuitResult``, ``StepDraws``),
+  ``residual_operator``,
   ``dense_residual``, ``direct_residual_norm``, ``random_new_code``;
 * stage (ii), hash functions fitted to the target codes by the hinge bound:
   ``hash_functions``, ``fit_hash_functions``, ``network``, ``input_statistics``
@@ -39,19 +43,23 @@ from jhash.methods._hbmp import MatrixPursuit
 from jhash.methods._hbmp import PowerResult
 from jhash.methods._hbmp import PursuitResult
 from jhash.methods._hbmp import PursuitState
+from jhash.methods._hbmp import RegressFactor
 from jhash.methods._hbmp import STEP_SIZES
+from jhash.methods._hbmp import StepDraws
 from jhash.methods._hbmp import affinity_from_distances
 from jhash.methods._hbmp import affinity_from_similarity
 from jhash.methods._hbmp import binarize
 from jhash.methods._hbmp import check_affinity
 from jhash.methods._hbmp import class_affinity
+from jhash.methods._hbmp import dense_operator
 from jhash.methods._hbmp import dense_residual
 from jhash.methods._hbmp import dense_top_eigenvector
-from jhash.methods._hbmp import dense_operator
 from jhash.methods._hbmp import direct_residual_norm
 from jhash.methods._hbmp import eigenbasis_power_iteration
 from jhash.methods._hbmp import eigenbasis_shifted_power_iteration
 from jhash.methods._hbmp import euclidean_distances
+from jhash.methods._hbmp import extend_factor
+from jhash.methods._hbmp import factored_alphas
 from jhash.methods._hbmp import feature_affinity
 from jhash.methods._hbmp import fit_hash_functions
 from jhash.methods._hbmp import flip_gains
@@ -66,6 +74,9 @@ from jhash.methods._hbmp import label_set_affinity
 from jhash.methods._hbmp import local_search
 from jhash.methods._hbmp import matrix_pursuit
 from jhash.methods._hbmp import network
+from jhash.methods._hbmp import new_alphas
+from jhash.methods._hbmp import new_factor
+from jhash.methods._hbmp import pair_alphas
 from jhash.methods._hbmp import power_iteration
 from jhash.methods._hbmp import random_new_code
 from jhash.methods._hbmp import random_starts

@@ -54,6 +54,7 @@ from jhash.methods._hbmp._power import top_eigenvector
 from jhash.methods._hbmp._pursuit import MatrixPursuit
 from jhash.methods._hbmp._pursuit import PursuitResult
 from jhash.methods._hbmp._pursuit import PursuitState
+from jhash.methods._hbmp._pursuit import StepDraws
 from jhash.methods._hbmp._pursuit import dense_residual
 from jhash.methods._hbmp._pursuit import direct_residual_norm
 from jhash.methods._hbmp._pursuit import infer_codes
@@ -61,6 +62,12 @@ from jhash.methods._hbmp._pursuit import matrix_pursuit
 from jhash.methods._hbmp._pursuit import random_new_code
 from jhash.methods._hbmp._pursuit import residual_operator
 from jhash.methods._hbmp._steps import STEP_SIZES
+from jhash.methods._hbmp._steps import RegressFactor
+from jhash.methods._hbmp._steps import extend_factor
+from jhash.methods._hbmp._steps import factored_alphas
 from jhash.methods._hbmp._steps import gram_row
+from jhash.methods._hbmp._steps import new_alphas
+from jhash.methods._hbmp._steps import new_factor
+from jhash.methods._hbmp._steps import pair_alphas
 from jhash.methods._hbmp._steps import regress_alphas
 from jhash.methods._hbmp._steps import residual_norm

@@ -177,10 +177,12 @@ def eigenbasis_power_iteration(eigenvalues: jax.Array, coef: jax.Array, shift: j
   ratio = gap / jnp.maximum(jnp.max(jnp.abs(gap)), jnp.finfo(jnp.float32).tiny)
   x0 = _normalize(coef)
 
-  def update(y, _):
-    return y * ratio, y * ratio
-
-  ys = lax.scan(update, x0, None, length=num_iters)[1]      # [num_iters, n], updates 1..
+  # Every power at once, ``|d|^j`` with the sign of ``d^j``: one fused kernel, where a
+  # loop of products paid a few microseconds of overhead per update at 10 items.
+  j = jnp.arange(1, num_iters + 1)[:, None]
+  negative = (j % 2 == 1) & (ratio[None, :] < 0)
+  magnitude = jnp.exp(j.astype(jnp.float32) * jnp.log(jnp.abs(ratio))[None, :])
+  ys = x0[None, :] * jnp.where(negative, -magnitude, magnitude)   # [num_iters, n], updates 1..
   norms = jnp.linalg.norm(ys, axis=1)
   xs = ys / jnp.where(norms > 0, norms, 1.0)[:, None]
   previous = jnp.concatenate([x0[None, :], xs[:-1]])

@@ -40,6 +40,13 @@ closed form from one ``eigh`` (``_power.dense_top_eigenvector``): the same codes
 alphas and metrics up to float32 rounding (see ``_power`` for where rounding can
 decide), without the iterations' loops, which are the whole cost of a step at 10 items.
 ``eigensolver="power"`` or ``"dense"`` forces one path at any size.
+
+**A whole pursuit in one call** (``infer_codes``) draws the random numbers of every bit
+first (``MatrixPursuit.draw_all``: the same numbers as the keys ``fold_in(key, t)`` give
+``step``) and scans a step without the no-op guard for a full state. At 10 items a step
+is mostly fixed costs (kernel launches, the CPU generator's loop, the refit), so these
+and ``regress``'s bordered factor (``_steps``) took a 48-bit pursuit from about 8 ms to
+about 5 ms on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -76,13 +83,30 @@ class PursuitState(NamedTuple):
   initial_norm: jax.Array    # float32 []; ||M .* R||_F
   step_size: jax.Array       # int32 []; the rule, an index into _steps.STEP_SIZES (data, so
                              # one compiled step serves every rule)
+  factor: _steps.RegressFactor   # regress's inverse Cholesky factor of G (``_steps``)
+
+
+class StepDraws(NamedTuple):
+  """The random numbers of one step, ``draw(key, n)``: the power iteration's starts and
+  the key of the degenerate rule. A whole pursuit draws every bit's at once
+  (``draw_all``): on the CPU each call of the generator is a loop of its own, which cost
+  more than the rest of a 10-item step."""
+  starts: jax.Array          # float32 [num_restarts, n]
+  key: jax.Array             # PRNG key of the degenerate rule (drawn from only when used)
 
 
 class MatrixPursuit(NamedTuple):
-  """Pure functions of the pursuit (``matrix_pursuit``)."""
+  """Pure functions of the pursuit (``matrix_pursuit``).
+
+  ``step(state, R, key) = step_drawn(state, R, draw(key, n))``; ``draw_all(key, b, n)``
+  gives the draws of bits ``0..b-1`` under the keys ``fold_in(key, t)`` (leading [b] axis).
+  """
   init: Callable[[jax.Array], PursuitState]
   step: Callable[[PursuitState, jax.Array, jax.Array], tuple[PursuitState, dict]]
   num_bits: int
+  step_drawn: Callable[[PursuitState, jax.Array, StepDraws], tuple[PursuitState, dict]]
+  draw: Callable[[jax.Array, int], StepDraws]
+  draw_all: Callable[[jax.Array, int, int], StepDraws]
 
 
 class PursuitResult(NamedTuple):
@@ -231,7 +255,8 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
 def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int, tol,
                     local_search: bool, max_flips: int | None,
                     eigensolver: str) -> MatrixPursuit:
-  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver)
+  step, step_drawn, draw, draw_all = _step_functions(num_restarts, num_iters, tol,
+                                                     local_search, max_flips, eigensolver)
 
   def init(affinity):
     affinity = jnp.asarray(affinity, jnp.float32)
@@ -242,24 +267,55 @@ def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int,
         codes=jnp.zeros((n, b), jnp.int8), alphas=jnp.zeros((b,), jnp.float32),
         step=jnp.int32(0), gram=jnp.zeros((b, b), jnp.float32),
         corr=jnp.zeros((b,), jnp.float32), residual_norms=jnp.zeros((b,), jnp.float32),
-        initial_norm=jnp.linalg.norm(off), step_size=jnp.int32(rule))
+        initial_norm=jnp.linalg.norm(off), step_size=jnp.int32(rule),
+        factor=_steps.new_factor(b))
 
-  return MatrixPursuit(init, step, num_bits)
+  return MatrixPursuit(init, step, num_bits, step_drawn, draw, draw_all)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _step_functions(num_restarts: int, num_iters: int, tol, local_search: bool,
+                    max_flips: int | None, eigensolver: str):
+  """``(step, step_drawn, draw, draw_all)`` of ``matrix_pursuit`` for one solver setting."""
+  step_drawn = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips,
+                             eigensolver)
+
+  def draw(key, n):
+    key_starts, key_random = jax.random.split(key)
+    return StepDraws(_power.random_starts(key_starts, num_restarts, n), key_random)
+
+  def step(state, affinity, key):
+    return step_drawn(state, affinity, draw(key, state.codes.shape[0]))
+
+  def draw_all(key, num_steps, n):
+    return jax.vmap(lambda t: draw(jax.random.fold_in(key, t), n))(jnp.arange(num_steps))
+
+  return step, step_drawn, draw, draw_all
 
 
 @functools.lru_cache(maxsize=64, typed=True)
 def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
-                  max_flips: int | None, eigensolver: str) -> Callable:
-  """``step(state, R, key)`` of ``matrix_pursuit`` for one solver setting."""
+                  max_flips: int | None, eigensolver: str, guard_full: bool = True) -> Callable:
+  """``step_drawn(state, R, draws)`` of ``matrix_pursuit`` for one solver setting.
 
-  def directions(state, affinity, matvec, starts):
-    """``PowerResult`` of every start (leading [num_restarts] axis), by either solver."""
+  ``guard_full=False`` drops the no-op for a full state (a select per state field, a
+  tenth of a 10-item step's kernels): for scans that make exactly ``b`` bits.
+  """
+
+  def directions(state, affinity, starts):
+    """``(power, matvec, column)``: the ``PowerResult`` of every start (leading
+    [num_restarts] axis) by either solver, and the residual's operator. The dense
+    solver forms the residual, so its products and columns are read from it."""
+    codes = state.codes.astype(jnp.float32)
     if uses_dense_eigensolver(eigensolver, affinity.shape[0]):
-      q = dense_residual(affinity, state.codes.astype(jnp.float32), state.alphas)
-      return _power.dense_top_eigenvector(q, starts, num_iters, tol)[1]
-    return _power.top_eigenvector(matvec, starts, num_iters, tol)[1]
+      q = dense_residual(affinity, codes, state.alphas)
+      power = _power.dense_top_eigenvector(q, starts, num_iters, tol)[1]
+      return (power, lambda x: jnp.dot(q, x, precision=lax.Precision.HIGHEST),
+              lambda i: q[i])
+    matvec, column = residual_operator(affinity, codes, state.alphas)
+    return _power.top_eigenvector(matvec, starts, num_iters, tol)[1], matvec, column
 
-  def choose(state, affinity, key):
+  def choose(state, affinity, draws):
     """The new code: the best start, polished; the random rule when degenerate.
 
     The power iteration is vmapped over starts (its products become one matrix
@@ -268,10 +324,7 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     """
     n = affinity.shape[0]
     codes = state.codes.astype(jnp.float32)
-    matvec, column = residual_operator(affinity, codes, state.alphas)
-    key_starts, key_random = jax.random.split(key)
-    starts = _power.random_starts(key_starts, num_restarts, n)
-    power = directions(state, affinity, matvec, starts)
+    power, matvec, column = directions(state, affinity, draws.starts)
     signs = _power.binarize(power.vector)                       # [r, n]
     q_signs = jax.vmap(matvec)(signs)
     objectives = jnp.sum(signs * q_signs, axis=1)
@@ -288,20 +341,24 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     degenerate = _repeats(polished.code[None, :], codes)[0] | (polished.objective <= floor)
     # Only the branch taken runs: drawn at every step (jnp.where), the random rule cost
     # about 30 us of a 10-item step on the CPU, a quarter of a dense step.
-    code = lax.cond(degenerate, lambda: random_new_code(key_random, codes),
-                    lambda: polished.code)
+    # A polished code that is kept repeats nothing (else it would be degenerate); only a
+    # random one is checked.
+    def random_code():
+      new = random_new_code(draws.key, codes)
+      return new, _repeats(new[None, :], codes)[0]
+
+    code, repeated = lax.cond(degenerate, random_code, lambda: (polished.code, False))
     info = {"rayleigh": power.rayleigh[best], "shift": power.shift[best],
             "power_iterations": jnp.max(power.iterations),
-            "flips": polished.flips, "degenerate": degenerate,
-            "repeated": _repeats(code[None, :], codes)[0]}
+            "flips": polished.flips, "degenerate": degenerate, "repeated": repeated}
     return code, info
 
-  def step(state, affinity, key):
+  def step_drawn(state, affinity, draws):
     """Add bit ``state.step``: its code, ``c`` and ``G``, the alphas, the residual norm."""
     affinity = jnp.asarray(affinity, jnp.float32)
     n, b = state.codes.shape
     bit = jnp.minimum(state.step, b - 1)
-    code, info = choose(state, affinity, key)
+    code, info = choose(state, affinity, draws)
     made = jnp.arange(b) < state.step
     codes = state.codes.astype(jnp.float32)
     hi = lax.Precision.HIGHEST
@@ -313,9 +370,10 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     gram = state.gram.at[bit, :].set(row).at[:, bit].set(row)
     corr = state.corr.at[bit].set(corr_new)
     made = made.at[bit].set(True)
-    alphas = _steps.new_alphas(state.step_size, state.alphas, bit, objective, gram, corr, made,
-                               n)
     new_codes = state.codes.at[:, bit].set(code.astype(jnp.int8))
+    alphas, factor = _steps.new_alphas(state.step_size, state.alphas, bit, objective, gram,
+                                       corr, made, n, state.factor,
+                                       new_codes.astype(jnp.float32), affinity)
     norm = _steps.residual_norm(state.initial_norm, alphas, corr, gram)
     # Below 10% of the initial norm the closed form's rounding (~3e-4 of it) matters.
     norm = lax.cond(
@@ -324,14 +382,15 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
         lambda: norm)
     new = PursuitState(new_codes, alphas,
                        state.step + 1, gram, corr, state.residual_norms.at[bit].set(norm),
-                       state.initial_norm, state.step_size)
-    full = state.step >= b
-    new = jax.tree.map(lambda old, upd: jnp.where(full, old, upd), state, new)
-    metrics = {"residual_norm": jnp.where(full, state.residual_norms[b - 1], norm),
-               "objective": objective, "alpha": alphas[bit], **info}
+                       state.initial_norm, state.step_size, factor)
+    metrics = {"residual_norm": norm, "objective": objective, "alpha": alphas[bit], **info}
+    if guard_full:
+      full = state.step >= b
+      new = jax.tree.map(lambda old, upd: jnp.where(full, old, upd), state, new)
+      metrics["residual_norm"] = jnp.where(full, state.residual_norms[b - 1], norm)
     return new, metrics
 
-  return step
+  return step_drawn
 
 
 def uses_dense_eigensolver(eigensolver: str, n: int) -> bool:
@@ -354,12 +413,16 @@ def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_
                            local_search=local_search, max_flips=max_flips,
                            eigensolver=eigensolver)
 
+  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver,
+                       guard_full=False)    # the scan makes exactly num_bits bits
+
   def run(affinity, key, rule):
-    def body(state, bit):
-      return pursuit.step(state, affinity, jax.random.fold_in(key, bit))
+    def body(state, draws):
+      return step(state, affinity, draws)
 
     state = pursuit.init(affinity)._replace(step_size=rule)
-    state, metrics = lax.scan(body, state, jnp.arange(num_bits))
+    draws = pursuit.draw_all(key, num_bits, affinity.shape[0])
+    state, metrics = lax.scan(body, state, draws)
     return PursuitResult(state.codes, state.alphas, state.residual_norms,
                          state.initial_norm, metrics)
 
