@@ -302,18 +302,12 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
   tenth of a 10-item step's kernels): for scans that make exactly ``b`` bits.
   """
 
-  def directions(state, affinity, starts):
-    """``(power, matvec, column)``: the ``PowerResult`` of every start (leading
-    [num_restarts] axis) by either solver, and the residual's operator. The dense
-    solver forms the residual, so its products and columns are read from it."""
-    codes = state.codes.astype(jnp.float32)
+  def directions(state, affinity, matvec, starts):
+    """``PowerResult`` of every start (leading [num_restarts] axis), by either solver."""
     if uses_dense_eigensolver(eigensolver, affinity.shape[0]):
-      q = dense_residual(affinity, codes, state.alphas)
-      power = _power.dense_top_eigenvector(q, starts, num_iters, tol)[1]
-      return (power, lambda x: jnp.dot(q, x, precision=lax.Precision.HIGHEST),
-              lambda i: q[i])
-    matvec, column = residual_operator(affinity, codes, state.alphas)
-    return _power.top_eigenvector(matvec, starts, num_iters, tol)[1], matvec, column
+      q = dense_residual(affinity, state.codes.astype(jnp.float32), state.alphas)
+      return _power.dense_top_eigenvector(q, starts, num_iters, tol)[1]
+    return _power.top_eigenvector(matvec, starts, num_iters, tol)[1]
 
   def choose(state, affinity, draws):
     """The new code: the best start, polished; the random rule when degenerate.
@@ -324,7 +318,8 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     """
     n = affinity.shape[0]
     codes = state.codes.astype(jnp.float32)
-    power, matvec, column = directions(state, affinity, draws.starts)
+    matvec, column = residual_operator(affinity, codes, state.alphas)
+    power = directions(state, affinity, matvec, draws.starts)
     signs = _power.binarize(power.vector)                       # [r, n]
     q_signs = jax.vmap(matvec)(signs)
     objectives = jnp.sum(signs * q_signs, axis=1)
