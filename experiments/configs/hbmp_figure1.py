@@ -7,9 +7,9 @@ Runtime:  about 2 minutes on 2 CPU cores (quick: about 30 s), mostly compiling t
 Expected: class-level residual falls to ~0 by 48 bits, instance-level stalls near 0.8 of its
           initial norm; default solver: mAP 1.0 from 8 bits on at both levels (this
           affinity is class-structured); budget solver: class-level 1.0, instance-level
-          about 0.18 at 8 bits and 0.22 at 16; class-level inference about 11x faster
-          one call per step (32 steps about 0.05 vs 0.56 s: at 10 items a step's time is
-          the call itself) and 30-40x as one compiled 64-bit pursuit (24 vs 898 ms).
+          about 0.18 at 8 bits and 0.22 at 16; class-level inference about 12x faster
+          one call per step (32 steps about 0.04 vs 0.50 s: at 10 items a step's time is
+          the call itself) and about 100x as one compiled 64-bit pursuit (8 vs 808 ms).
 Protocol: 10 Fashion-MNIST classes; per repeat, 1,000 images (100 per class) drawn from the
           training set; items are the 10 classes (R = b (2I - 1)) or the 1,000 instances
           (R_ij = b (2 [y_i = y_j] - 1)); regress step sizes; one pursuit of max_bits per
