@@ -52,6 +52,7 @@ from jhash import index as index_lib
 
 SECTION = "## Multi-code hash-bucket search"
 SLOTS = 16
+WARM_CALLS = 10   # calls in a row per contender and round in the back-to-back timing
 
 
 def flip_distinct_bits(rng, packed, num_flips, num_bits):
@@ -135,6 +136,23 @@ def interleaved(contenders, repeats):
       start = time.perf_counter()
       _report.block(contenders[name]())
       times[name].append(time.perf_counter() - start)
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def back_to_back(contenders, rounds, calls):
+  """Median seconds of each contender called ``calls`` times in a row (its first call of
+  each round dropped), the contenders taking turns for ``rounds`` rounds, the order
+  reversed every other round: the speed of a caller that runs many searches, with its
+  index and code in cache, where ``interleaved`` gives that of one search among others."""
+  times = {name: [] for name in contenders}
+  order = list(contenders)
+  for i in range(rounds):
+    for name in (order if i % 2 == 0 else order[::-1]):
+      for call in range(calls):
+        start = time.perf_counter()
+        _report.block(contenders[name]())
+        if call:
+          times[name].append(time.perf_counter() - start)
   return {name: float(np.median(t)) for name, t in times.items()}
 
 
@@ -228,6 +246,9 @@ def run_bits(num_bits, num_items, num_codes, num_queries, repeats, rng):
     # Radius 0 takes about a millisecond: many more repeats against scheduling noise.
     t = interleaved(contenders, repeats * (10 if radius == 0 else 1))
     rows[f"radius {radius}"] = t
+    rows[f"radius {radius} back to back"] = back_to_back(
+        {name: contenders[name] for name in ("bucket_search", "hash", "multi")},
+        rounds=4, calls=WARM_CALLS)
     rows[f"radius {radius} same"] = same
     rows[f"radius {radius} nhash"] = nhash
     rows[f"radius {radius} stats"] = (float(res.buckets_nonempty.mean()),
@@ -309,7 +330,21 @@ def table(results, args, sizes, repeats):
            f"({rows[f'radius {r}']['flips'] / rows[f'radius {r}']['bucket_search']:.1f}x "
            "slower)"
            for k, rows in results.items() for r in (0, 2) if "flips" in rows[f"radius {r}"]]
+  warm = []
+  for num_bits, rows in results.items():
+    for radius in (0, 2):
+      w = rows[f"radius {radius} back to back"]
+      warm.append(f"K = {num_bits}, r = {radius}: x{w['hash'] / w['bucket_search']:.2f} vs "
+                  f"hash, x{w['multi'] / w['bucket_search']:.2f} vs multi-hash "
+                  f"({w['bucket_search'] * 1e3:.2f} / {w['hash'] * 1e3:.2f} / "
+                  f"{w['multi'] * 1e3:.2f} ms)")
   lines += [
+      "",
+      f"Back to back (each called {WARM_CALLS} times in a row, its first call dropped, 4 "
+      f"rounds taking turns; FAISS on {threads} threads; ratio as above; jhash / hash / "
+      "multi-hash ms per call): " + "; ".join(warm) + ". Interleaved (the table), every "
+      "call runs after another contender's, with its index and code partly out of cache; "
+      "back to back is what a caller running many searches in a row sees.",
       "",
       "Build (median, default threads): " + "; ".join(builds) + ".",
       "",
