@@ -2,7 +2,7 @@
 
 Plain Hamming distance on packed codes: 8 sub-blocks side by side in vector
 lanes (``lanes_layout``), a bit-sliced popcount for codes of 2 or more words
-(``_swar_popcount_sum``), a compact layout past ``MAX_UNROLLED_WORDS`` words (4), and
+(``_swar_popcount_sum``), a compact layout past ``MAX_UNROLLED_WORDS`` words, and
 the +-1 matrix-product form for accelerators.
 """
 
@@ -44,16 +44,12 @@ def compact_layout(a: jax.Array, num_blocks: int, block: int) -> jax.Array:
 
 
 # The lanes kernels unroll the 32 items of a sub-block, so their compile time grows
-# with the words per item: compile and first call took 3 s at 1 word, 4.5 s at 2 and
-# 12 s at 4 on the busy 2-core test machine (2026-11), against 2.3 s for the compact
-# kernels (the minimum over the 32 items as one reduction). Their speed, remeasured on
-# 2 AMD EPYC cores (2026-12-02; 300 queries x 1M codes, best of 5): lanes over compact
-# 1.18x at 3 words (195 vs 231 ms) and 1.2-1.4x at 4 (246-287 vs 338-356 ms; first call
-# 3.4-4.4 s vs 1.1-1.2 s), but 10x slower at 8 words (register spills: 6.2 vs 0.57 s).
-# So plain top-k uses the lanes kernels up to 4 words (128 bits); the multi-code kernels
-# (codes x words per item) keep them up to 2, where they were measured.
-MAX_UNROLLED_WORDS = 4
-MAX_UNROLLED_MULTI_WORDS = 2
+# with the words per item (words x codes per item): compile and first call took
+# 3 s at 1 word, 4.5 s at 2 and 12 s at 4 on the busy 2-core test machine, against
+# 2.3 s for the compact kernels (the minimum over the 32 items as one reduction).
+# The compact kernels run 1.6x slower at 32 bits, 1.3x at 64, 6% at 128, so the
+# lanes kernels are used up to this many words.
+MAX_UNROLLED_WORDS = 2
 
 
 def xor_layout(padded, num_blocks: int, block: int):

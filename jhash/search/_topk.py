@@ -190,7 +190,7 @@ def multi_code_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, db_
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
   far = jnp.int32(num_bits + 1)
 
-  unrolled = m * w <= _kernels.MAX_UNROLLED_MULTI_WORDS
+  unrolled = m * w <= _kernels.MAX_UNROLLED_WORDS
   arrange = _kernels.lanes_layout if unrolled else _kernels.compact_layout
 
   def layout(padded, num_blocks, block):
