@@ -366,14 +366,14 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     corr = state.corr.at[bit].set(corr_new)
     made = made.at[bit].set(True)
     new_codes = state.codes.at[:, bit].set(code.astype(jnp.int8))
+    codes = codes.at[:, bit].set(code)                  # the same codes, as float32
     alphas, factor = _steps.new_alphas(state.step_size, state.alphas, bit, objective, gram,
-                                       corr, made, n, state.factor,
-                                       new_codes.astype(jnp.float32), affinity)
+                                       corr, made, n, state.factor, codes, affinity)
     norm = _steps.residual_norm(state.initial_norm, alphas, corr, gram)
     # Below 10% of the initial norm the closed form's rounding (~3e-4 of it) matters.
     norm = lax.cond(
         norm < DIRECT_NORM_BELOW * state.initial_norm,
-        lambda: direct_residual_norm(affinity, new_codes.astype(jnp.float32), alphas),
+        lambda: direct_residual_norm(affinity, codes, alphas),
         lambda: norm)
     new = PursuitState(new_codes, alphas,
                        state.step + 1, gram, corr, state.residual_norms.at[bit].set(norm),
