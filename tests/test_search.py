@@ -90,6 +90,9 @@ def test_pack_unpack_round_trip(num_bits, rng):
 # ----------------------------------------------------------------------------------------------
 # Plain top-k.
 
+# "auto" runs the native CPU kernel where it is built (jhash._native), "xor" the array code.
+TOPK_METHODS = ["auto", "xor"]
+
 def test_top_k_keeps_lower_index_first_on_ties():
   # Every selection in jhash.search relies on this documented property of lax.top_k.
   keys = jnp.asarray([[3.0, 5.0, 5.0, 1.0, 5.0, 3.0, 5.0, 0.0, -0.0]])
@@ -97,19 +100,21 @@ def test_top_k_keeps_lower_index_first_on_ties():
   np.testing.assert_array_equal(idx, [[1, 2, 4, 6, 0, 5]])
 
 
+@pytest.mark.parametrize("method", TOPK_METHODS)
 @pytest.mark.parametrize("k", [1, 100, 3000])
-def test_hamming_topk_many_ties(k, rng):
+def test_hamming_topk_many_ties(method, k, rng):
   # 8-bit codes from a pool of 40: every distance is shared by hundreds of items.
   db = pooled_codes(rng, 3000, 1, 40, mask=0xFF)
   q = pooled_codes(rng, 37, 1, 60, mask=0xFF)
   want = np_topk(np_popcount_dist(q, db), k)
   # 3000 is not a multiple of the block or of 32; 37 queries are not a multiple of 16.
-  got = search.hamming_topk(q, db, k, num_bits=8, query_chunk=16, db_block=512)
+  got = search.hamming_topk(q, db, k, num_bits=8, query_chunk=16, db_block=512, method=method)
   assert_topk_equal(got, *want)
 
 
+@pytest.mark.parametrize("method", TOPK_METHODS)
 @pytest.mark.parametrize("num_bits", [33, 100])
-def test_hamming_topk_longer_codes(num_bits, rng):
+def test_hamming_topk_longer_codes(method, num_bits, rng):
   # 2 and 4 words: the unrolled and the compact kernels, both bit-sliced.
   bits = rng.integers(0, 2, size=(1200, num_bits))
   bits[600:900] = bits[:300]  # exact duplicates at larger indices
@@ -118,11 +123,12 @@ def test_hamming_topk_longer_codes(num_bits, rng):
   q = np_pack(np.concatenate([bits[[5, 650, 1199]], 1 - bits[[7]],
                               rng.integers(0, 2, size=(5, num_bits))]))
   want = np_topk(np_popcount_dist(q, db), 50)
-  assert_topk_equal(search.hamming_topk(q, db, 50, query_chunk=4, db_block=256), *want)
+  assert_topk_equal(search.hamming_topk(q, db, 50, query_chunk=4, db_block=256, method=method), *want)
 
 
+@pytest.mark.parametrize("method", TOPK_METHODS)
 @pytest.mark.parametrize("num_bits", [64, 128, 300])
-def test_hamming_topk_extreme_distances(num_bits, rng):
+def test_hamming_topk_extreme_distances(method, num_bits, rng):
   # Rows 0-299 are all ones (distance num_bits from the zero query, the largest
   # possible): a bit-sliced count that overflowed would rank them near instead.
   # 2, 4 and 10 words: unrolled, compact, and a count in two 7-word parts.
@@ -130,17 +136,18 @@ def test_hamming_topk_extreme_distances(num_bits, rng):
   db = np_pack(bits)
   q = np_pack(np.stack([np.zeros(num_bits, int), np.ones(num_bits, int), bits[450]]))
   want = np_topk(np_popcount_dist(q, db), 3)
-  assert_topk_equal(search.hamming_topk(q, db, 3), *want)
+  assert_topk_equal(search.hamming_topk(q, db, 3, method=method), *want)
 
 
-def test_hamming_topk_ties_across_blocks_go_to_smaller_index():
+@pytest.mark.parametrize("method", TOPK_METHODS)
+def test_hamming_topk_ties_across_blocks_go_to_smaller_index(method):
   # Two super-blocks of 256 rows. The later one holds the nearest row (distance 3)
   # and a row at distance 5; the earlier one also holds a row at distance 5, which
   # must win the tie for second place.
   db = np.full((512, 1), 0xFF, np.uint32)
   db[10], db[300], db[330] = 0x1F, 0x07, 0x1F
   q = np.zeros((1, 1), np.uint32)
-  assert_topk_equal(search.hamming_topk(q, db, 2, num_bits=8), [[3, 5]], [[300, 10]])
+  assert_topk_equal(search.hamming_topk(q, db, 2, num_bits=8, method=method), [[3, 5]], [[300, 10]])
 
 
 @pytest.mark.parametrize("method", ["xor", "matmul"])
@@ -154,14 +161,15 @@ def test_hamming_topk_identical_codes(method, rng):
   assert_topk_equal(got, *want)
 
 
-def test_hamming_topk_padding_rows_never_returned():
+@pytest.mark.parametrize("method", TOPK_METHODS)
+def test_hamming_topk_padding_rows_never_returned(method):
   # The last row is the only exact match, in a partly filled sub-block; k = n asks
   # for every row, so any padded row would show up.
   db = np.zeros((45, 1), np.uint32)
   db[-1] = 7
   q = np.array([[7], [0]], np.uint32)
   want = np_topk(np_popcount_dist(q, db), 45)
-  got = search.hamming_topk(q, db, 45, num_bits=3)
+  got = search.hamming_topk(q, db, 45, num_bits=3, method=method)
   assert_topk_equal(got, *want)
   assert np.asarray(got[1])[0, 0] == 44
 
@@ -182,13 +190,14 @@ def complement_blocks(rng, n, num_bits=8):
   return q, db
 
 
+@pytest.mark.parametrize("method", TOPK_METHODS)
 @pytest.mark.parametrize("k", [600, 1000])
-def test_hamming_topk_blocks_at_the_largest_distance(k, rng):
+def test_hamming_topk_blocks_at_the_largest_distance(method, k, rng):
   # 1000 rows: 4 super-blocks (the last partly filled), in one group. k = 600 needs
   # rows of the super-blocks whose minimum is K; k = n needs every row.
   q, db = complement_blocks(rng, 1000)
   want = np_topk(np_popcount_dist(q, db), k)
-  assert_topk_equal(search.hamming_topk(q, db, k, num_bits=8, db_block=256), *want)
+  assert_topk_equal(search.hamming_topk(q, db, k, num_bits=8, db_block=256, method=method), *want)
 
 
 def test_multi_code_topk_blocks_at_the_largest_distance(rng):
@@ -202,16 +211,18 @@ def test_multi_code_topk_blocks_at_the_largest_distance(rng):
   assert_topk_equal(search.multi_code_topk(q, db, mask, k, num_bits=8, db_block=256), *want)
 
 
-def test_hamming_topk_partial_sub_block_keeps_its_true_minimum():
+@pytest.mark.parametrize("method", TOPK_METHODS)
+def test_hamming_topk_partial_sub_block_keeps_its_true_minimum(method):
   # Row 32 sits alone in the last, partly filled sub-block; the padding must not
   # lower that sub-block's minimum below its real one, or it would displace row 5.
   db = np.full((33, 1), 0xFF, np.uint32)
   db[5], db[32] = 0x01, 0x1F
   q = np.zeros((1, 1), np.uint32)
-  assert_topk_equal(search.hamming_topk(q, db, 1, num_bits=8), [[1]], [[5]])
+  assert_topk_equal(search.hamming_topk(q, db, 1, num_bits=8, method=method), [[1]], [[5]])
 
 
-def test_hamming_topk_several_merges(rng):
+@pytest.mark.parametrize("method", TOPK_METHODS)
+def test_hamming_topk_several_merges(method, rng):
   # 2.2 million rows make 3 groups of blocks (about 32768 sub-blocks each), so the
   # kept super-blocks are carried and merged from group to group.
   # Uniform 32-bit codes put the nearest rows in every group; planted copies of the
@@ -222,7 +233,7 @@ def test_hamming_topk_several_merges(rng):
   db[[5, 1_500_000]] = q[1] ^ np.uint32(1 << 7)
   db[[800_000, 2_000_000]] = q[2] ^ np.uint32(1)
   want = np_topk(np_popcount_dist(q, db), 64)
-  assert_topk_equal(search.hamming_topk(q, db, 64), *want)
+  assert_topk_equal(search.hamming_topk(q, db, 64, method=method), *want)
 
 
 def test_hamming_topk_unchecked_composes_in_jit(rng):

@@ -32,6 +32,7 @@ from jax import lax
 
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
+from jhash.metrics import _native_rank
 
 TIES = ("aware", "index")
 NORMALIZERS = ("relevant", "min", "retrieved")
@@ -127,13 +128,18 @@ def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int 
   _check_options(top_k, ties, normalizer, n)
   k = n if top_k is None else int(top_k)
   relevant = relevance.astype(bool)
-  total = jnp.sum(relevant, axis=1).astype(jnp.float32)
   if ties == "aware":
     groups = _groups.make_groups(distances, relevant, max_distance)
-    numer = _tie_aware_sum(groups, None if k == n else k)
-    retrieved = total
+    numer, retrieved = _tie_aware_sum(groups, None if k == n else k), None
   else:
     numer, retrieved = _index_sum(distances, relevant, k, max_distance)
+  return _normalized(numer, retrieved, relevant, k, normalizer)
+
+
+def _normalized(numer, retrieved, relevant, k: int, normalizer: str):
+  """AP = numer / Z and whether Z > 0 (``retrieved`` None: all relevant items count)."""
+  total = jnp.sum(relevant, axis=1).astype(jnp.float32)
+  retrieved = total if retrieved is None else retrieved
   z = {"relevant": total, "min": jnp.minimum(total, float(k)), "retrieved": retrieved}[normalizer]
   defined = z > 0
   return jnp.where(defined, numer / jnp.maximum(z, 1.0), 0.0), defined
@@ -147,10 +153,26 @@ def _ap_kernel(options, max_distance):
   return kernel
 
 
+def _native_ap_kernel(options, db, num_bits: int):
+  """The same AP from the native kernels (packed codes on the CPU): no [c, n] distances."""
+  top_k, ties, normalizer = options
+  k = db.shape[0] if top_k is None else top_k
+  def kernel(query, rel):
+    relevant = rel.astype(bool)
+    if ties == "aware":
+      groups = _native_rank.tie_groups(query, db, relevant, num_bits)
+      numer, retrieved = _tie_aware_sum(groups, None if k == db.shape[0] else k), None
+    else:
+      numer, retrieved = _native_rank.index_ap(query, db, relevant, num_bits, k)
+    return _normalized(numer, retrieved, relevant, k, normalizer)
+  return kernel
+
+
 @_inputs.jit_static
 def _per_query_ap(corpus, setup, chunk, options):
   kernel = _ap_kernel(options, _inputs.max_distance(setup))
-  return _inputs.map_queries(kernel, corpus, setup, chunk)
+  native = _native_ap_kernel(options, corpus.db, setup.num_bits)
+  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=native)
 
 
 def average_precisions(query_codes, db_codes, query_labels, db_labels, *, top_k=None,

@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from jhash import _checks
+from jhash import _native
 from jhash import codes as codes_lib
 from jhash.metrics import _relevance
 from jhash.search import _distance
@@ -168,11 +169,15 @@ def chunk_size(setup: Setup, requested: int | None = None) -> int:
   return int(max(1, min(256, _CHUNK_ELEMENTS // max(per_query, 1), setup.num_queries)))
 
 
-def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int):
+def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
+                native_kernel: Callable | None = None):
   """Apply ``kernel(distances [c, n], relevance [c, n]) -> pytree of [c, ...]`` to every chunk.
 
   Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
   the outputs). Returns the pytree with leading axis ``num_queries``.
+  ``native_kernel(query [c, W], relevance [c, n])``, when given, replaces the
+  distances and ``kernel`` for plain packed codes on the CPU when jhash's native
+  kernels are built (``jhash._native``); it must return the same pytree.
   """
   q = setup.num_queries
   pad = (-q) % chunk
@@ -183,9 +188,12 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int):
 
   def one(args):
     query, labels = args
-    d = chunk_distances(corpus, setup, query)
     rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
-    return kernel(d, rel)
+    def array_code(query, rel):
+      return kernel(chunk_distances(corpus, setup, query), rel)
+    if native_kernel is None or setup.kind != "hamming" or not _native.enabled():
+      return array_code(query, rel)
+    return lax.platform_dependent(query, rel, cpu=native_kernel, default=array_code)
 
   out = lax.map(one, (qx, ql))
   return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)

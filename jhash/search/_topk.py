@@ -19,6 +19,8 @@ from jhash import codes as codes_lib
 from jhash.search import _distance
 from jhash.search import _blockmin
 from jhash.search import _kernels
+from jhash.search import _native_topk
+from jhash import _native
 
 def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
                            num_bits: int | None = None,
@@ -32,8 +34,18 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
   """
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
+  if method == "auto" and query_packed.shape[0] and _native.enabled():
+    def native(qp, dp, valid):
+      return _native_topk.topk(qp, dp, k, num_bits, valid)
+    def array_code(qp, dp, valid):
+      return hamming_topk_unchecked(qp, dp, k, num_bits, query_chunk, db_block,
+                                    _distance.default_method(), valid)
+    valid = jnp.asarray(db_packed.shape[0] if num_valid is None else num_valid, jnp.int32)
+    return _native_topk.on_cpu(native, array_code, query_packed, db_packed, valid)
   if method == "auto":
     method = _distance.default_method()
+  if method == "native":
+    return _native_topk.topk(query_packed, db_packed, k, num_bits, num_valid)
   if method == "xor" and w <= _kernels.MAX_UNROLLED_WORDS:
     layout, minima = _kernels.xor_layout, _kernels.xor_block_minima
   elif method == "xor":
@@ -41,7 +53,7 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
   elif method == "matmul":
     layout, minima = _kernels.matmul_layout, _kernels.matmul_block_minima
   else:
-    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+    raise ValueError(f"method must be 'auto', 'native', 'xor' or 'matmul'; got {method!r}.")
   return _blockmin.select(query_packed, db_packed, k, layout=layout, block_minima=minima,
                  candidate_distances=_kernels.xor_candidates, sentinel=np.int32(num_bits + 1),
                  num_valid=num_valid, query_chunk=query_chunk, db_block=db_block)
@@ -62,8 +74,11 @@ def check_topk_args(k, n: int, query_chunk, db_block, name_n: str = "db_packed")
 
 
 def check_method(method) -> str:
-  if method not in ("auto", "xor", "matmul"):
-    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+  if method not in ("auto", "native", "xor", "matmul"):
+    raise ValueError(f"method must be 'auto', 'native', 'xor' or 'matmul'; got {method!r}.")
+  if method == "native" and not _native.enabled():
+    raise ValueError("method='native' needs jhash's native CPU kernels, which are not built "
+                     "here (see jhash._native; JHASH_NATIVE=0 turns them off).")
   return method
 
 
@@ -88,8 +103,12 @@ def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
       of 16-64 at 32, 64 and 128 bits).
     db_block: database items per block of the fused pass; blocks are whole
       256-item super-blocks, sized near this value with the least padding.
-    method: distance form, "auto" (by backend), "xor" or "matmul" (see
-      ``hamming_distance``; "matmul" is for accelerators, slow on a CPU).
+    method: "auto" (on the CPU, the native kernel of ``jhash._native`` when it is
+      built: one pass per block of queries over XLA's thread pool; elsewhere the
+      array code with the distance form of the backend), "native" (the CPU
+      kernel), or the array code with distances by "xor" or "matmul" (see
+      ``hamming_distance``; "matmul" is for accelerators, slow on a CPU). All
+      give the same result.
   Returns:
     distances int32 [q, k] and indices int32 [q, k].
 

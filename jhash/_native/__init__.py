@@ -1,0 +1,128 @@
+"""Native CPU kernels through the XLA FFI: built on first use, then cached.
+
+XLA's CPU backend runs jhash's search loops on one thread and lowers selections
+to sorts; ``kernels.cc`` holds C++ kernels for the hot paths (exact Hamming top-k,
+tie groups and index-ordered AP of a ranking), called with ``jax.ffi.ffi_call``
+and spread over XLA's own intra-op thread pool. They are used on the CPU only
+(``jax.lax.platform_dependent``); GPUs and TPUs run the array code.
+
+The library is compiled with the system's C++ compiler (``$CXX`` or ``c++``,
+C++20) against the XLA FFI headers that jaxlib ships, with ``-march=native``,
+into a cache directory keyed by the source, jaxlib's version and the CPU
+(``$JHASH_CACHE_DIR``, else ``$XDG_CACHE_HOME/jhash``, else ``~/.cache/jhash``).
+``./install.sh`` builds it; ``python -m jhash._native`` builds it and says where.
+Set ``JHASH_NATIVE=0`` to use the array code everywhere; ``JHASH_NATIVE_CFLAGS``
+adds compiler flags (``-mno-avx512f`` builds the AVX2 path on a CPU with
+AVX-512, ``-mno-avx2 -mno-avx512f`` the scalar path). When the build fails,
+jhash warns once and falls back to the array code, which gives the same results.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import jax
+
+SOURCE = pathlib.Path(__file__).with_name("kernels.cc")
+TARGETS = {
+    "jhash_hamming_topk": "JhashHammingTopk",
+    "jhash_tie_groups": "JhashTieGroups",
+    "jhash_index_ap": "JhashIndexAp",
+}
+
+
+def _cache_dir() -> pathlib.Path:
+  if os.environ.get("JHASH_CACHE_DIR"):
+    return pathlib.Path(os.environ["JHASH_CACHE_DIR"])
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return pathlib.Path(base) / "jhash"
+
+
+def _cpu_id() -> str:
+  """The CPU's model and feature flags (``-march=native`` code is for this CPU only)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      lines = [l for l in f if l.startswith(("model name", "flags"))]
+    return "".join(sorted(set(lines)))
+  except OSError:
+    return platform.processor() or platform.machine()
+
+
+def _compiler() -> str | None:
+  return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which(
+      "clang++")
+
+
+def _flags() -> list[str]:
+  flags = ["-O3", "-std=c++20", "-shared", "-fPIC"]
+  if platform.machine() in ("x86_64", "AMD64"):
+    flags.append("-march=native")
+  return flags + os.environ.get("JHASH_NATIVE_CFLAGS", "").split()
+
+
+def library_path() -> pathlib.Path:
+  """Where the compiled library for this source, jaxlib and CPU lives (built or not)."""
+  import jaxlib
+  digest = hashlib.sha256()
+  for part in (SOURCE.read_bytes(), " ".join(_flags()).encode(), jaxlib.__version__.encode(),
+               _cpu_id().encode(), sys.platform.encode()):
+    digest.update(part)
+  return _cache_dir() / f"jhash_kernels_{digest.hexdigest()[:16]}.so"
+
+
+def build(verbose: bool = False) -> pathlib.Path:
+  """Compile ``kernels.cc`` unless the cached library exists; returns its path.
+
+  Raises RuntimeError (with the compiler's message) when it cannot be built.
+  The library is written to a temporary file and renamed into place, so
+  processes building at once never load a partial file.
+  """
+  path = library_path()
+  if path.exists():
+    return path
+  cxx = _compiler()
+  if cxx is None:
+    raise RuntimeError("no C++ compiler found (set CXX)")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+  os.close(fd)
+  cmd = [cxx, *_flags(), f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", tmp]
+  if verbose:
+    print(" ".join(cmd))
+  result = subprocess.run(cmd, capture_output=True, text=True)
+  if result.returncode != 0:
+    os.unlink(tmp)
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-4000:]}")
+  os.replace(tmp, path)
+  return path
+
+
+@functools.cache
+def _load() -> bool:
+  if os.environ.get("JHASH_NATIVE", "1") == "0":
+    return False
+  try:
+    lib = ctypes.cdll.LoadLibrary(str(build()))
+    for name, symbol in TARGETS.items():
+      jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+  except Exception as err:  # noqa: BLE001 - any failure means: use the array code
+    warnings.warn(f"jhash: native CPU kernels unavailable ({err}); using the array code "
+                  "(same results, slower on the CPU). Set JHASH_NATIVE=0 to silence this.",
+                  RuntimeWarning, stacklevel=3)
+    return False
+  return True
+
+
+def enabled() -> bool:
+  """True when the native kernels are built and registered (CPU paths use them)."""
+  return _load()

@@ -1,0 +1,505 @@
+// CPU kernels for Hamming search and ranking metrics, called from JAX through the XLA FFI.
+//
+// XLA's CPU backend runs a loop of array operations on one thread and lowers a
+// selection to a sort; these kernels do the work of one query in one pass over
+// the database, and spread queries over XLA's own intra-op thread pool (the
+// FFI's ThreadPool context), so a call uses the cores JAX was given.
+//
+// Codes are packed uint32 words (jhash.codes.pack_bits); a Hamming distance is
+// the popcount of XOR, read two words at a time as one 64-bit word.
+//
+// Kernels (each exported symbol is an XLA FFI handler):
+//   JhashHammingTopk   exact k nearest by (distance, index)          -> [q, k] x 2
+//   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 1] x 2
+//   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 2
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Parallel loop over tasks 0..tasks-1 on XLA's intra-op pool. The calling thread
+// takes tasks too, so the loop finishes even when no pool thread is free; it
+// then waits only for tasks that a helper has claimed. A helper that starts after
+// every task is claimed touches nothing but the shared counters (kept alive by
+// the shared_ptr), so returning early is safe.
+
+struct LoopState {
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+template <typename Body>
+void ParallelFor(ffi::ThreadPool& pool, int64_t tasks, const Body& body) {
+  if (tasks <= 0) return;
+  auto state = std::make_shared<LoopState>();
+  auto run = [state, tasks, &body]() {
+    for (;;) {
+      const int64_t t = state->next.fetch_add(1);
+      if (t >= tasks) return;
+      body(t);
+      if (state->done.fetch_add(1) + 1 == tasks) {
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->cv.notify_all();
+      }
+    }
+  };
+  const int64_t helpers = std::min<int64_t>(pool.num_threads(), tasks) - 1;
+  for (int64_t h = 0; h < helpers; ++h) {
+    auto task = run;  // Schedule takes ownership of a copy
+    pool.Schedule(std::move(task));
+  }
+  run();
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done.load() == tasks; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Distances, sixteen items at a time. The database is read in a transposed
+// layout (word j of items i..i+15 side by side: soa[j * stride + i], words of 64
+// bits, zero past the code), so one vector holds one word of 4 (AVX2) or 8
+// (AVX-512) items. AVX-512 with VPOPCNTDQ counts bits per 64-bit lane; AVX2
+// counts them per byte with a nibble table (vpshufb) and sums the bytes of each
+// lane (vpsadbw); elsewhere a scalar loop. The byte counters take at most 31
+// words (8 per word) before they are flushed.
+
+constexpr int64_t kLanes = 16;
+
+inline int Pop64(uint64_t x) { return __builtin_popcountll(x); }
+
+// Distance of one item of the transposed layout (the scalar path and re-checks).
+inline int DistSoa(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                   int64_t i) {
+  int d = 0;
+  for (int64_t j = 0; j < w64; ++j) d += Pop64(soa[j * stride + i] ^ q[j]);
+  return d;
+}
+
+#if defined(__AVX512F__) && defined(__AVX512VPOPCNTDQ__)
+inline void Dist16Vec(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                      int64_t i, __m512i out[2]) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+  for (int64_t j = 0; j < w64; ++j) {
+    const __m512i qj = _mm512_set1_epi64(static_cast<long long>(q[j]));
+    const uint64_t* row = soa + j * stride + i;
+    a0 = _mm512_add_epi64(a0, _mm512_popcnt_epi64(_mm512_xor_si512(_mm512_loadu_si512(row), qj)));
+    a1 = _mm512_add_epi64(a1,
+                          _mm512_popcnt_epi64(_mm512_xor_si512(_mm512_loadu_si512(row + 8), qj)));
+  }
+  out[0] = a0;
+  out[1] = a1;
+}
+
+inline uint32_t Below16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                        int64_t i, int thr) {
+  __m512i d[2];
+  Dist16Vec(soa, stride, w64, q, i, d);
+  const __m512i t = _mm512_set1_epi64(thr);
+  return static_cast<uint32_t>(_mm512_cmplt_epi64_mask(d[0], t)) |
+         (static_cast<uint32_t>(_mm512_cmplt_epi64_mask(d[1], t)) << 8);
+}
+
+inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                    int64_t i, uint16_t* out) {
+  __m512i d[2];
+  Dist16Vec(soa, stride, w64, q, i, d);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi64_epi16(d[0]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), _mm512_cvtepi64_epi16(d[1]));
+}
+#elif defined(__AVX2__)
+inline __m256i PopBytes(__m256i x) {
+  const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
+                                         0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  return _mm256_add_epi8(_mm256_shuffle_epi8(table, _mm256_and_si256(x, low)),
+                         _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(x, 4), low)));
+}
+
+inline void Dist16Vec(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                      int64_t i, __m256i out[4]) {
+  const __m256i zero = _mm256_setzero_si256();
+  for (int u = 0; u < 4; ++u) out[u] = zero;
+  for (int64_t j0 = 0; j0 < w64; j0 += 31) {
+    const int64_t j1 = std::min(w64, j0 + 31);
+    __m256i b[4] = {zero, zero, zero, zero};
+    for (int64_t j = j0; j < j1; ++j) {
+      const __m256i qj = _mm256_set1_epi64x(static_cast<long long>(q[j]));
+      const uint64_t* row = soa + j * stride + i;
+      for (int u = 0; u < 4; ++u) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 4 * u));
+        b[u] = _mm256_add_epi8(b[u], PopBytes(_mm256_xor_si256(x, qj)));
+      }
+    }
+    for (int u = 0; u < 4; ++u) out[u] = _mm256_add_epi64(out[u], _mm256_sad_epu8(b[u], zero));
+  }
+}
+
+inline uint32_t Below16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                        int64_t i, int thr) {
+  __m256i d[4];
+  Dist16Vec(soa, stride, w64, q, i, d);
+  const __m256i t = _mm256_set1_epi64x(thr);
+  __m256i below[4];
+  for (int u = 0; u < 4; ++u) below[u] = _mm256_cmpgt_epi64(t, d[u]);
+  const __m256i any = _mm256_or_si256(_mm256_or_si256(below[0], below[1]),
+                                      _mm256_or_si256(below[2], below[3]));
+  if (_mm256_testz_si256(any, any)) return 0;  // the common case: nothing below
+  uint32_t mask = 0;
+  for (int u = 0; u < 4; ++u) {
+    mask |= static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(below[u]))) << (4 * u);
+  }
+  return mask;
+}
+
+inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                    int64_t i, uint16_t* out) {
+  __m256i d[4];
+  Dist16Vec(soa, stride, w64, q, i, d);
+  alignas(32) uint64_t tmp[16];
+  for (int u = 0; u < 4; ++u) _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 4 * u), d[u]);
+  for (int u = 0; u < 16; ++u) out[u] = static_cast<uint16_t>(tmp[u]);
+}
+#else
+inline uint32_t Below16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                        int64_t i, int thr) {
+  uint32_t mask = 0;
+  for (int u = 0; u < 16; ++u) mask |= static_cast<uint32_t>(DistSoa(soa, stride, w64, q, i + u) < thr) << u;
+  return mask;
+}
+
+inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
+                    int64_t i, uint16_t* out) {
+  for (int u = 0; u < 16; ++u) out[u] = static_cast<uint16_t>(DistSoa(soa, stride, w64, q, i + u));
+}
+#endif
+
+// Items t0..t1-1 of packed uint32 codes [n, w] into the transposed layout with
+// `stride` items per word row (zero past t1 and past the code's last word).
+void Transpose(const uint32_t* db, int64_t w, int64_t t0, int64_t t1, int64_t stride,
+               uint64_t* soa) {
+  const int64_t w64 = (w + 1) / 2;
+  const int64_t count = t1 - t0;
+  for (int64_t j = 0; j < w64; ++j) {
+    uint64_t* row = soa + j * stride;
+    const bool pair = 2 * j + 1 < w;
+    const uint32_t* x = db + t0 * w + 2 * j;
+    for (int64_t i = 0; i < count; ++i, x += w) {
+      row[i] = pair ? (static_cast<uint64_t>(x[1]) << 32 | x[0]) : x[0];
+    }
+    std::fill(row + count, row + stride, uint64_t{0});
+  }
+}
+
+void QueryWords(const uint32_t* qv, int64_t w, uint64_t* q64) {
+  for (int64_t j = 0; 2 * j < w; ++j) {
+    q64[j] = 2 * j + 1 < w ? (static_cast<uint64_t>(qv[2 * j + 1]) << 32 | qv[2 * j]) : qv[2 * j];
+  }
+}
+
+// Calls f.template operator()<W64>() with W64 the 64-bit words per code if 1..4, else <0>.
+template <typename F>
+void WordsDispatch(int64_t w64, F&& f) {
+  switch (w64) {
+    case 1: f.template operator()<1>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    default: f.template operator()<0>(); break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Top-k. Per query a buffer of keys (distance << 32 | index) is filled with every
+// item whose distance is below the current threshold; when it is full, the k
+// smallest keys are kept (nth_element) and the threshold becomes the distance of
+// the k-th. Items come in index order, so an item at exactly the threshold
+// distance has a larger index than every kept one and can never enter: the
+// strict test keeps the (distance, index) order exact.
+
+constexpr int64_t kQueryBlock = 64;   // queries per task (they share each database tile)
+
+struct Selection {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> q64;
+  int64_t count = 0;
+  int threshold;
+};
+
+inline int Shrink(Selection& s, int64_t k) {
+  std::nth_element(s.keys.begin(), s.keys.begin() + (k - 1), s.keys.begin() + s.count);
+  s.count = k;
+  return static_cast<int>(s.keys[k - 1] >> 32);
+}
+
+// W64: 64-bit words per code when 1..4 (the loops unroll), 0 for any other length.
+template <int W64>
+void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0, int64_t q1,
+               int64_t num_valid, int64_t k, int64_t num_bits, int32_t* out_d, int32_t* out_i) {
+  const int64_t nq = q1 - q0;
+  const int64_t w64 = W64 > 0 ? W64 : (w + 1) / 2;
+  const int64_t cap = std::max<int64_t>(2 * k, k + 256);
+  std::vector<Selection> sel(nq);
+  for (int64_t a = 0; a < nq; ++a) {
+    sel[a].keys.resize(cap);
+    sel[a].q64.resize(w64);
+    QueryWords(query + (q0 + a) * w, w, sel[a].q64.data());
+    sel[a].threshold = static_cast<int>(num_bits) + 1;  // above every distance: admit all
+  }
+  // A tile of about 32 KB in the transposed layout, a whole number of 16-item groups.
+  const int64_t tile = std::clamp<int64_t>(4096 / w64, 64, 4096) / kLanes * kLanes;
+  std::vector<uint64_t> soa(tile * w64);
+  for (int64_t t0 = 0; t0 < num_valid; t0 += tile) {
+    const int64_t t1 = std::min(num_valid, t0 + tile);
+    const int64_t count = t1 - t0;
+    Transpose(db, w, t0, t1, tile, soa.data());
+    for (int64_t a = 0; a < nq; ++a) {
+      Selection& s = sel[a];
+      const uint64_t* q = s.q64.data();
+      int thr = s.threshold;
+      for (int64_t i = 0; i < count; i += kLanes) {
+        uint32_t mask = Below16(soa.data(), tile, w64, q, i, thr);
+        if (i + kLanes > count) mask &= (uint32_t{1} << (count - i)) - 1;  // past the tile's end
+        while (mask) {
+          const int u = __builtin_ctz(mask);
+          mask &= mask - 1;
+          const int d = DistSoa(soa.data(), tile, w64, q, i + u);
+          if (d >= thr) continue;  // the threshold fell inside this group
+          s.keys[s.count++] = (static_cast<uint64_t>(d) << 32) | static_cast<uint64_t>(t0 + i + u);
+          if (s.count == cap) thr = Shrink(s, k);
+        }
+      }
+      s.threshold = thr;
+    }
+  }
+  for (int64_t a = 0; a < nq; ++a) {
+    Selection& s = sel[a];
+    if (s.count > k) Shrink(s, k);
+    std::sort(s.keys.begin(), s.keys.begin() + s.count);
+    int32_t* od = out_d + (q0 + a) * k;
+    int32_t* oi = out_i + (q0 + a) * k;
+    for (int64_t j = 0; j < k; ++j) {
+      if (j < s.count) {
+        od[j] = static_cast<int32_t>(s.keys[j] >> 32);
+        oi[j] = static_cast<int32_t>(s.keys[j] & 0xffffffffu);
+      } else {  // fewer valid rows than k: padding rows at the sentinel distance
+        od[j] = static_cast<int32_t>(num_bits + 1);
+        oi[j] = static_cast<int32_t>(num_valid + (j - s.count));
+      }
+    }
+  }
+}
+
+ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                           ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> valid, int64_t k,
+                           int64_t num_bits, ffi::ResultBuffer<ffi::S32> out_d,
+                           ffi::ResultBuffer<ffi::S32> out_i) {
+  const auto qdims = query.dimensions();
+  const auto ddims = db.dimensions();
+  if (qdims.size() != 2 || ddims.size() != 2 || qdims[1] != ddims[1]) {
+    return ffi::Error::InvalidArgument("jhash_hamming_topk: query [q, W] and db [n, W] expected");
+  }
+  const int64_t q = qdims[0], w = qdims[1], n = ddims[0];
+  const int64_t num_valid = std::clamp<int64_t>(valid.typed_data()[0], 0, n);
+  if (k < 1 || k > n || n >= (int64_t{1} << 31)) {
+    return ffi::Error::InvalidArgument("jhash_hamming_topk: need 1 <= k <= n < 2^31");
+  }
+  const uint32_t* qp = query.typed_data();
+  const uint32_t* dp = db.typed_data();
+  int32_t* od = out_d->typed_data();
+  int32_t* oi = out_i->typed_data();
+  const int64_t tasks = (q + kQueryBlock - 1) / kQueryBlock;
+  WordsDispatch((w + 1) / 2, [&]<int W64>() {
+    ParallelFor(pool, tasks, [&](int64_t t) {
+      const int64_t q0 = t * kQueryBlock, q1 = std::min(q, q0 + kQueryBlock);
+      TopkBlock<W64>(qp, dp, w, q0, q1, num_valid, k, num_bits, od, oi);
+    });
+  });
+  return ffi::Error::Success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranking metrics. The database is transposed once per call; per query, one pass
+// computes every distance, then a histogram of (distance, relevant) is counted
+// with four histograms side by side (they break the chain of increments to one
+// counter when neighbouring items share a distance).
+
+struct RankInputs {
+  const uint32_t* query;
+  const bool* rel;
+  int64_t q, n, w, w64, stride, bins;
+  std::vector<uint64_t> soa;   // the database, transposed: [w64, stride]
+};
+
+ffi::Error PrepareRank(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buffer<ffi::U32>& db,
+                       ffi::Buffer<ffi::PRED>& rel, int64_t num_bits, RankInputs* in) {
+  const auto qd = query.dimensions();
+  const auto dd = db.dimensions();
+  const auto rd = rel.dimensions();
+  if (qd.size() != 2 || dd.size() != 2 || rd.size() != 2 || qd[1] != dd[1] || rd[0] != qd[0] ||
+      rd[1] != dd[0] || num_bits < 0 || num_bits > 32 * qd[1] || num_bits > 65534) {
+    return ffi::Error::InvalidArgument(std::string(name) +
+                                       ": query [q, W], db [n, W], relevance [q, n] expected");
+  }
+  in->query = query.typed_data();
+  in->rel = rel.typed_data();
+  in->q = qd[0];
+  in->n = dd[0];
+  in->w = qd[1];
+  in->w64 = (in->w + 1) / 2;
+  in->stride = (in->n + kLanes - 1) / kLanes * kLanes;
+  in->bins = num_bits + 1;
+  in->soa.resize(in->w64 * in->stride);
+  Transpose(db.typed_data(), in->w, 0, in->n, in->stride, in->soa.data());
+  return ffi::Error::Success();
+}
+
+// Distances of query a to every item (dist has in.stride entries), and the
+// counts of items and of relevant items at each distance.
+template <int W64>
+void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, int64_t* all, int64_t* relevant) {
+  const int64_t w64 = W64 > 0 ? W64 : in.w64;
+  std::vector<uint64_t> q64(w64);
+  QueryWords(in.query + a * in.w, in.w, q64.data());
+  for (int64_t i = 0; i < in.stride; i += kLanes) {
+    Store16(in.soa.data(), in.stride, w64, q64.data(), i, dist + i);
+  }
+  const bool* r = in.rel + a * in.n;
+  std::vector<int32_t> hist4(4 * 2 * in.bins, 0);
+  int64_t i = 0;
+  for (; i + 4 <= in.n; i += 4) {
+    for (int u = 0; u < 4; ++u) hist4[u * 2 * in.bins + 2 * dist[i + u] + r[i + u]] += 1;
+  }
+  for (; i < in.n; ++i) hist4[2 * dist[i] + r[i]] += 1;
+  for (int64_t d = 0; d < in.bins; ++d) {
+    int64_t total = 0, hits = 0;
+    for (int u = 0; u < 4; ++u) {
+      const int32_t* h = hist4.data() + u * 2 * in.bins + 2 * d;
+      total += h[0] + h[1];
+      hits += h[1];
+    }
+    all[d] = total;
+    relevant[d] = hits;
+  }
+}
+
+ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                         ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> rel, int64_t num_bits,
+                         ffi::ResultBuffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> hits) {
+  RankInputs in;
+  if (auto err = PrepareRank("jhash_tie_groups", query, db, rel, num_bits, &in); !err.success()) {
+    return err;
+  }
+  int32_t* size_out = size->typed_data();
+  int32_t* hits_out = hits->typed_data();
+  WordsDispatch(in.w64, [&]<int W64>() {
+    ParallelFor(pool, in.q, [&](int64_t a) {
+      std::vector<uint16_t> dist(in.stride);
+      std::vector<int64_t> all(in.bins), relevant(in.bins);
+      CountQuery<W64>(in, a, dist.data(), all.data(), relevant.data());
+      for (int64_t d = 0; d < in.bins; ++d) {
+        size_out[a * in.bins + d] = static_cast<int32_t>(all[d]);
+        hits_out[a * in.bins + d] = static_cast<int32_t>(relevant[d]);
+      }
+    });
+  });
+  return ffi::Error::Success();
+}
+
+// AP with ties ordered by database index, over the first top_k positions: an
+// item at distance d and index i has rank N_d + (items at d before i), with N_d
+// the items at smaller distances; a relevant one adds (relevant items ranked
+// before it + 1) / (rank + 1). Two passes over the query's distances, no sort.
+ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::Buffer<ffi::U32> db,
+                       ffi::Buffer<ffi::PRED> rel, int64_t num_bits, int64_t top_k,
+                       ffi::ResultBuffer<ffi::F32> numer, ffi::ResultBuffer<ffi::F32> retrieved) {
+  RankInputs in;
+  if (auto err = PrepareRank("jhash_index_ap", query, db, rel, num_bits, &in); !err.success()) {
+    return err;
+  }
+  float* numer_out = numer->typed_data();
+  float* retrieved_out = retrieved->typed_data();
+  WordsDispatch(in.w64, [&]<int W64>() {
+   ParallelFor(pool, in.q, [&](int64_t a) {
+    std::vector<uint16_t> dist(in.stride);
+    std::vector<int64_t> before(in.bins), rel_before(in.bins);
+    CountQuery<W64>(in, a, dist.data(), before.data(), rel_before.data());
+    // Counts per distance -> items (relevant items) ranked before each distance.
+    int64_t all = 0, hits = 0;
+    for (int64_t d = 0; d < in.bins; ++d) {
+      const int64_t c = before[d], h = rel_before[d];
+      before[d] = all;
+      rel_before[d] = hits;
+      all += c;
+      hits += h;
+    }
+    const bool* r = in.rel + a * in.n;
+    double sum = 0.0;
+    int64_t found = 0;
+    for (int64_t i = 0; i < in.n; ++i) {
+      const int d = dist[i];
+      const int64_t rank = before[d]++;
+      if (r[i]) {
+        const int64_t hit = rel_before[d]++;
+        if (rank < top_k) {
+          sum += static_cast<double>(hit + 1) / static_cast<double>(rank + 1);
+          ++found;
+        }
+      }
+    }
+    numer_out[a] = static_cast<float>(sum);
+    retrieved_out[a] = static_cast<float>(found);
+   });
+  });
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashHammingTopk, HammingTopkImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Attr<int64_t>("k")
+                                  .Attr<int64_t>("num_bits")
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashTieGroups, TieGroupsImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Attr<int64_t>("num_bits")
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexAp, IndexApImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("top_k")
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());

@@ -1,0 +1,36 @@
+"""Hamming top-k by the native CPU kernel (``jhash._native``), same contract as ``_blockmin``.
+
+One pass over the database per block of queries keeps every item under a
+running k-th distance in a small buffer; the result is the k smallest by
+``(distance, index)``, exactly as the array code returns them.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jhash import _native
+
+
+def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
+         num_valid=None) -> tuple[jax.Array, jax.Array]:
+  """Distances int32 [q, k] and indices int32 [q, k] by the native kernel (CPU only).
+
+  Rows at index >= ``num_valid`` are padding: never returned while there are k
+  valid rows (else the last slots hold distance ``num_bits + 1``).
+  """
+  q, n = query_packed.shape[0], db_packed.shape[0]
+  valid = jnp.asarray(n if num_valid is None else num_valid, jnp.int32)
+  out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
+  call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
+  return call(query_packed, db_packed, valid, k=np.int64(k), num_bits=np.int64(num_bits))
+
+
+def on_cpu(native, array_code, *operands):
+  """``native(*operands)`` when lowered for the CPU with the kernels built, else array code."""
+  if not _native.enabled():
+    return array_code(*operands)
+  return lax.platform_dependent(*operands, cpu=native, default=array_code)
