@@ -11,8 +11,11 @@ queries of 32, 64 and 128 bits, k = 100. Rows:
 
 * FAISS ``IndexBinaryFlat.search`` with ``faiss.omp_set_num_threads`` set to the
   number of cores, and with one thread (for reference);
-* ``jhash.search.hamming_topk`` on one device (one core: XLA's CPU backend runs
-  these loops on one thread, as its CPU time / wall time shows);
+* ``jhash.search.hamming_topk``, the default call on one device: on the CPU the
+  native kernel (``jhash._native``: one vectorized pass per block of queries,
+  spread over XLA's intra-op thread pool, so it uses the cores JAX has);
+* the same with ``method="xor"``, the array code (XLA's CPU backend runs its loops
+  on one thread, as its CPU time / wall time shows);
 * ``jhash.search.sharded_hamming_topk`` over 2 host devices
   (``--xla_force_host_platform_device_count=2``, set by this script before JAX
   is imported): ``shard_map``, a top-k per half, one exact merge;
@@ -57,6 +60,7 @@ from jhash.search import hamming_topk_unchecked  # noqa: E402
 from jhash.search import sharded_hamming_topk  # noqa: E402
 
 TITLE = "Hamming top-k"
+DEFAULT = "jhash hamming_topk (default call, 1 device)"
 
 
 def random_packed(rng, n, num_bits):
@@ -115,10 +119,11 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   rows = {
       f"FAISS IndexBinaryFlat ({CORES} threads)": faiss_threads(CORES),
       "FAISS IndexBinaryFlat (1 thread)": faiss_threads(1),
-      "jhash hamming_topk (1 device)": lambda: jax.block_until_ready(
-          hamming_topk(dev_q, dev_db, k, num_bits=num_bits)),
+      DEFAULT: lambda: jax.block_until_ready(hamming_topk(dev_q, dev_db, k, num_bits=num_bits)),
   }
   if jax.default_backend() == "cpu":
+    rows["jhash hamming_topk, array code (method='xor')"] = lambda: jax.block_until_ready(
+        hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor"))
     rows["jhash sharded_hamming_topk (2 CPU devices)"] = lambda: jax.block_until_ready(
         sharded_hamming_topk(q, db, k, mesh=mesh, num_bits=num_bits))
     rows["jhash hamming_topk, queries split over 2 CPU devices"] = lambda: jax.block_until_ready(
@@ -132,10 +137,10 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
 
   outputs = {name: fn() for name, fn in rows.items()}  # warm-up (compiles) and results
   fd, fi = outputs[faiss_name]
-  jd, ji = (np.asarray(a) for a in outputs["jhash hamming_topk (1 device)"])
+  jd, ji = (np.asarray(a) for a in outputs[DEFAULT])
   checks = {"jhash == FAISS": check_against_faiss(jd, ji, fd, fi)}
   for name in rows:
-    if name.startswith("jhash") and name != "jhash hamming_topk (1 device)":
+    if name.startswith("jhash") and name != DEFAULT:
       od, oi = (np.asarray(a) for a in outputs[name])
       checks[f"{name[6:]} == single device"] = bool(np.array_equal(od, jd)
                                                     and np.array_equal(oi, ji))
@@ -164,17 +169,17 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
 
 
 NOTES = """\
-Notes. The selection is exact and breaks ties by the smaller database index (the
-algorithm is described in `jhash/search/_blockmin.py`). FAISS's tie order differs, so
-its indices are compared only where a distance is unique and below the k-th. The
-single-device search runs on one thread (XLA's CPU backend does not split these loops:
-its CPU time / wall time stays near 1); two-thread FAISS uses both cores (near 2 on an
-otherwise idle machine; well below 2 when other work competes for the cores, which
-inflates the ratios against it: the load average and the CPU shares above say which
-case a run was). The database-sharded row runs the two halves of the database on two
-host devices, one thread each, and merges; each half repeats the per-query selection
-work (about 0.1 ms a query), so splitting the queries instead, when the database fits
-on every device, uses two cores better.
+Notes. The selection is exact and breaks ties by the smaller database index. The default
+call on the CPU is the native kernel of `jhash/_native/kernels.cc` (a running k-th
+distance per query over a vectorized distance pass, 64 queries sharing each database
+tile, query blocks spread over XLA's intra-op thread pool: its CPU time / wall time
+shows both cores at work); the array code (`method='xor'`, the block-minima selection of
+`jhash/search/_blockmin.py`) runs on one thread. FAISS's tie order differs, so its
+indices are compared only where a distance is unique and below the k-th. Two-thread
+FAISS uses both cores (near 2 on an otherwise idle machine; well below 2 when other
+work competes for the cores: the load average and the CPU shares above say which case a
+run was). The sharded rows run on two forced host devices, each calling the default
+search on its part.
 """
 
 

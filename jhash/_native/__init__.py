@@ -38,6 +38,7 @@ TARGETS = {
     "jhash_hamming_topk": "JhashHammingTopk",
     "jhash_tie_groups": "JhashTieGroups",
     "jhash_index_ap": "JhashIndexAp",
+    "jhash_bucket_search": "JhashBucketSearch",
 }
 
 

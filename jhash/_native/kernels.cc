@@ -12,8 +12,10 @@
 //   JhashHammingTopk   exact k nearest by (distance, index)          -> [q, k] x 2
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 1] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 2
+//   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -229,9 +231,10 @@ void WordsDispatch(int64_t w64, F&& f) {
 // Top-k. Per query a buffer of keys (distance << 32 | index) is filled with every
 // item whose distance is below the current threshold; when it is full, the k
 // smallest keys are kept (nth_element) and the threshold becomes the distance of
-// the k-th. Items come in index order, so an item at exactly the threshold
-// distance has a larger index than every kept one and can never enter: the
-// strict test keeps the (distance, index) order exact.
+// the k-th. The keys order items by (distance, index), so the k smallest keys
+// are the exact answer, ties to the smaller index. Items come in index order, so
+// one at exactly the threshold distance has a larger index than every kept key
+// and could never be chosen: the strict test keeps it out of the buffer.
 
 constexpr int64_t kQueryBlock = 64;   // queries per task (they share each database tile)
 
@@ -470,6 +473,245 @@ ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::B
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hash-bucket search (jhash.index.bucket_search's contract, MCH's Algorithm 1). Per
+// query, every bucket within max_radius is found: through the substring tables
+// (multi-index hashing: each substring looked up with up to `flips` flipped bits,
+// each bucket counted from the first table it agrees with, then checked against the
+// full key), or by probing every flip mask of 0..max_radius bits. The buckets are
+// visited in order of (distance, query XOR key), their items in stored order, an
+// item with several codes only at its first visit (no code of it has a smaller
+// (distance, query XOR code)); the search stops after the first radius at which
+// num_wanted distinct items are found. Keys have at most 64 bits (W <= 2).
+
+struct BucketTables {
+  const uint32_t* keys;
+  const int32_t* offsets;
+  const int32_t* bucket_items;
+  const int32_t* item_ids;
+  const uint32_t* item_codes;
+  const bool* code_mask;
+  const int32_t* directory;
+  const int32_t* sub_offsets;
+  const int32_t* sub_buckets;
+  int64_t w, m, num_keys, num_bits, directory_bits, max_radius, flips, slots;
+  std::vector<int64_t> sub_first, sub_length, sub_base;
+};
+
+inline uint64_t Key(const uint32_t* p, int64_t w) {
+  return w == 1 ? p[0] : (static_cast<uint64_t>(p[1]) << 32 | p[0]);
+}
+
+inline uint64_t LowBits(int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+// Calls f(mask) for every mask of exactly r set bits among the low n bits.
+template <typename F>
+void ForEachMask(int64_t n, int64_t r, F&& f) {
+  if (r > n) return;
+  if (r == 0) {
+    f(uint64_t{0});
+    return;
+  }
+  int64_t pos[64];
+  for (int64_t i = 0; i < r; ++i) pos[i] = i;
+  for (;;) {
+    uint64_t mask = 0;
+    for (int64_t i = 0; i < r; ++i) mask |= uint64_t{1} << pos[i];
+    f(mask);
+    int64_t i = r - 1;
+    while (i >= 0 && pos[i] == n - r + i) --i;
+    if (i < 0) return;
+    ++pos[i];
+    for (int64_t j = i + 1; j < r; ++j) pos[j] = pos[j - 1] + 1;
+  }
+}
+
+// The bucket holding `probe`, or -1: the directory's run of keys sharing its top
+// bits, then a binary search.
+inline int64_t FindBucket(const BucketTables& t, uint64_t probe) {
+  const uint64_t slot = probe >> (t.num_bits - t.directory_bits);
+  int64_t lo = t.directory[slot], hi = t.directory[slot + 1];
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) >> 1;
+    if (Key(t.keys + mid * t.w, t.w) < probe) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < t.num_keys && Key(t.keys + lo * t.w, t.w) == probe ? lo : -1;
+}
+
+struct Hit {
+  uint64_t x;   // query XOR key: the visit order within a radius
+  int64_t d;    // distance
+  int64_t b;    // bucket
+};
+
+void FindHits(const BucketTables& t, uint64_t q, std::vector<Hit>& hits) {
+  hits.clear();
+  if (t.sub_first.empty()) {
+    for (int64_t r = 0; r <= t.max_radius; ++r) {
+      ForEachMask(t.num_bits, r, [&](uint64_t f) {
+        const int64_t b = FindBucket(t, q ^ f);
+        if (b >= 0) hits.push_back({f, r, b});
+      });
+    }
+    return;
+  }
+  const int64_t s = static_cast<int64_t>(t.sub_first.size());
+  for (int64_t j = 0; j < s; ++j) {
+    const uint64_t value = (q >> t.sub_first[j]) & LowBits(t.sub_length[j]);
+    for (int64_t r = 0; r <= t.flips; ++r) {
+      ForEachMask(t.sub_length[j], r, [&](uint64_t f) {
+        const int64_t pos = t.sub_base[j] + static_cast<int64_t>(value ^ f);
+        for (int64_t e = t.sub_offsets[pos]; e < t.sub_offsets[pos + 1]; ++e) {
+          const int64_t b = t.sub_buckets[e];
+          const uint64_t x = q ^ Key(t.keys + b * t.w, t.w);
+          const int64_t d = Pop64(x);
+          if (d > t.max_radius) continue;
+          bool earlier = false;  // found from an earlier table already
+          for (int64_t i = 0; i < j && !earlier; ++i) {
+            earlier = Pop64((x >> t.sub_first[i]) & LowBits(t.sub_length[i])) <= t.flips;
+          }
+          if (!earlier) hits.push_back({x, d, b});
+        }
+      });
+    }
+  }
+}
+
+// True when no code of `item` comes before (d, x) in visit order.
+inline bool FirstVisit(const BucketTables& t, uint64_t q, int64_t item, int64_t d, uint64_t x) {
+  for (int64_t c = 0; c < t.m; ++c) {
+    if (!t.code_mask[item * t.m + c]) continue;
+    const uint64_t xc = q ^ Key(t.item_codes + (item * t.m + c) * t.w, t.w);
+    const int64_t dc = Pop64(xc);
+    if (dc < d || (dc == d && xc < x)) return false;
+  }
+  return true;
+}
+
+struct BucketOut {
+  int32_t* ids;
+  int32_t* radii;
+  int32_t* found;
+  int32_t* visited;
+  int32_t* nonempty;
+  int32_t* radius;
+};
+
+void SearchQuery(const BucketTables& t, const uint32_t* query, int64_t a, int64_t num_wanted,
+                 const std::vector<int32_t>& visited_by_radius, std::vector<Hit>& hits,
+                 const BucketOut& out) {
+  const uint64_t q = Key(query + a * t.w, t.w);
+  FindHits(t, q, hits);
+  std::sort(hits.begin(), hits.end(),
+            [](const Hit& u, const Hit& v) { return u.d < v.d || (u.d == v.d && u.x < v.x); });
+  int32_t* ids = out.ids + a * t.slots;
+  int32_t* radii = out.radii + a * t.slots;
+  int64_t found = 0, written = 0, nonempty = 0, reached = t.max_radius;
+  size_t h = 0;
+  for (int64_t r = 0; r <= t.max_radius; ++r) {
+    for (; h < hits.size() && hits[h].d == r; ++h) {
+      const Hit& hit = hits[h];
+      ++nonempty;
+      for (int64_t e = t.offsets[hit.b]; e < t.offsets[hit.b + 1]; ++e) {
+        const int64_t item = t.bucket_items[e];
+        if (t.m > 1 && !FirstVisit(t, q, item, r, hit.x)) continue;
+        ++found;
+        if (written < t.slots) {
+          ids[written] = t.item_ids[item];
+          radii[written] = static_cast<int32_t>(r);
+          ++written;
+        } else if (t.m == 1) {  // no slot left and every item is new: count the rest
+          found += t.offsets[hit.b + 1] - e - 1;
+          break;
+        }
+      }
+    }
+    if (found >= num_wanted) {
+      reached = r;
+      break;
+    }
+  }
+  for (int64_t i = written; i < t.slots; ++i) ids[i] = radii[i] = -1;
+  out.found[a] = static_cast<int32_t>(std::min<int64_t>(found, INT32_MAX));
+  out.visited[a] = visited_by_radius[reached];
+  out.nonempty[a] = static_cast<int32_t>(nonempty);
+  out.radius[a] = static_cast<int32_t>(reached);
+}
+
+ffi::Error BucketSearchImpl(
+    ffi::ThreadPool pool, ffi::Buffer<ffi::U32> queries, ffi::Buffer<ffi::U32> keys,
+    ffi::Buffer<ffi::S32> offsets, ffi::Buffer<ffi::S32> bucket_items,
+    ffi::Buffer<ffi::S32> item_ids, ffi::Buffer<ffi::U32> item_codes,
+    ffi::Buffer<ffi::PRED> code_mask, ffi::Buffer<ffi::S32> directory,
+    ffi::Buffer<ffi::S32> sub_offsets, ffi::Buffer<ffi::S32> sub_buckets,
+    ffi::Buffer<ffi::S32> num_wanted, int64_t num_bits, int64_t max_radius,
+    int64_t directory_bits, int64_t num_substrings, int64_t flips,
+    ffi::ResultBuffer<ffi::S32> ids, ffi::ResultBuffer<ffi::S32> radii,
+    ffi::ResultBuffer<ffi::S32> found, ffi::ResultBuffer<ffi::S32> visited,
+    ffi::ResultBuffer<ffi::S32> nonempty, ffi::ResultBuffer<ffi::S32> radius) {
+  const auto qd = queries.dimensions();
+  const auto kd = keys.dimensions();
+  const auto cd = item_codes.dimensions();
+  if (qd.size() != 2 || kd.size() != 2 || cd.size() != 3 || qd[1] != kd[1] || cd[2] != kd[1] ||
+      kd[1] > 2 || num_bits < 1 || num_bits > 32 * kd[1] || directory_bits < 1 ||
+      directory_bits > num_bits || max_radius < 0 || max_radius > num_bits) {
+    return ffi::Error::InvalidArgument("jhash_bucket_search: inconsistent index or queries");
+  }
+  BucketTables t;
+  t.keys = keys.typed_data();
+  t.offsets = offsets.typed_data();
+  t.bucket_items = bucket_items.typed_data();
+  t.item_ids = item_ids.typed_data();
+  t.item_codes = item_codes.typed_data();
+  t.code_mask = code_mask.typed_data();
+  t.directory = directory.typed_data();
+  t.sub_offsets = sub_offsets.typed_data();
+  t.sub_buckets = sub_buckets.typed_data();
+  t.w = kd[1];
+  t.m = cd[1];
+  t.num_keys = kd[0];
+  t.num_bits = num_bits;
+  t.directory_bits = directory_bits;
+  t.max_radius = max_radius;
+  t.flips = flips;
+  t.slots = ids->dimensions()[1];
+  // The substrings: num_bits cut into num_substrings runs, the longer ones first
+  // (jhash.index._build.substring_layout); each table's offsets follow the last's.
+  int64_t first = 0, base = 0;
+  for (int64_t j = 0; j < num_substrings; ++j) {
+    const int64_t length = num_bits / num_substrings + (j < num_bits % num_substrings);
+    t.sub_first.push_back(first);
+    t.sub_length.push_back(length);
+    t.sub_base.push_back(base);
+    first += length;
+    base += (int64_t{1} << length) + 1;
+  }
+  // Buckets visited through radius r: sum_{i <= r} C(K, i), at most INT32_MAX.
+  std::vector<int32_t> visited_by_radius(max_radius + 1);
+  unsigned __int128 total = 0, comb = 1;
+  for (int64_t r = 0; r <= max_radius; ++r) {
+    if (r > 0) comb = comb * (num_bits - r + 1) / r;
+    total += comb;
+    visited_by_radius[r] = static_cast<int32_t>(std::min<unsigned __int128>(total, INT32_MAX));
+  }
+  const int64_t wanted = std::max<int64_t>(1, num_wanted.typed_data()[0]);
+  const BucketOut out{ids->typed_data(), radii->typed_data(), found->typed_data(),
+                      visited->typed_data(), nonempty->typed_data(), radius->typed_data()};
+  const int64_t q = qd[0];
+  constexpr int64_t kBlock = 64;
+  ParallelFor(pool, (q + kBlock - 1) / kBlock, [&](int64_t task) {
+    std::vector<Hit> hits;
+    for (int64_t a = task * kBlock; a < std::min(q, (task + 1) * kBlock); ++a) {
+      SearchQuery(t, queries.typed_data(), a, wanted, visited_by_radius, hits, out);
+    }
+  });
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashHammingTopk, HammingTopkImpl,
@@ -503,3 +745,29 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexAp, IndexApImpl,
                                   .Attr<int64_t>("top_k")
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashBucketSearch, BucketSearchImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // keys [B, W]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // offsets [B + 1]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // bucket_items [S]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // item_ids [n]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // item_codes [n, m, W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // item_code_mask [n, m]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // directory [2^p + 1]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // substring offsets
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // substring buckets (flat)
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // num_wanted []
+                                  .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("max_radius")
+                                  .Attr<int64_t>("directory_bits")
+                                  .Attr<int64_t>("num_substrings")
+                                  .Attr<int64_t>("flips")
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // item ids [q, R]
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // radii [q, R]
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // found [q]
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // buckets visited [q]
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // non-empty buckets [q]
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // radius reached [q]

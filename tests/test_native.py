@@ -1,0 +1,239 @@
+"""The native CPU kernels (jhash._native) against NumPy references and the array code."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import _metrics_reference as ref
+from jhash import _native
+from jhash import metrics
+from jhash import search
+from jhash.metrics import _native_rank
+from jhash.search import _native_topk
+
+pytestmark = pytest.mark.skipif(not _native.enabled(), reason="native kernels not built here")
+
+
+def np_topk(dist, k):
+  order = np.stack([np.lexsort((np.arange(row.shape[0]), row))[:k] for row in dist])
+  return np.take_along_axis(dist, order, axis=1), order
+
+
+def np_dist(q, db):
+  return np.bitwise_count(q[:, None, :] ^ db[None, :, :]).sum(-1).astype(np.int64)
+
+
+def codes(rng, n, words, pool=None, mask=0xFFFFFFFF):
+  """Random packed codes; from a pool of `pool` codes (many exact ties) when given."""
+  size = n if pool is None else pool
+  table = rng.integers(0, 2**32, size=(size, words), dtype=np.uint64).astype(np.uint32)
+  table &= np.uint32(mask)
+  return table if pool is None else table[rng.integers(0, pool, size=n)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Top-k.
+
+# 1-4 64-bit words are unrolled kernels, 5 (9 and 10 uint32 words) the loop over any length;
+# odd word counts end in a half word.
+@pytest.mark.parametrize("words", [1, 2, 3, 4, 7, 9, 10])
+@pytest.mark.parametrize("k", [1, 37, 600])
+def test_topk_equals_reference(words, k, rng):
+  db = codes(rng, 2500, words)
+  q = np.concatenate([codes(rng, 19, words), db[[3, 2499]], ~db[[10]]])  # 22 queries
+  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), k, 32 * words)
+  want = np_topk(np_dist(q, db), k)
+  np.testing.assert_array_equal(got[0], want[0])
+  np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("k", [1, 300, 4000])
+def test_topk_heavy_ties_go_to_the_smaller_index(k, rng):
+  # 8-bit codes from a pool of 25: every distance is shared by hundreds of items,
+  # and k = 300 > 256 makes the buffer shrink again and again inside tied runs.
+  db = codes(rng, 4000, 1, pool=25, mask=0xFF)
+  q = codes(rng, 70, 1, pool=40, mask=0xFF)  # 70: a partial block of queries
+  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), k, 8)
+  want = np_topk(np_dist(q, db), k)
+  np.testing.assert_array_equal(got[0], want[0])
+  np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_topk_rows_past_num_valid_are_padding(rng):
+  db = codes(rng, 40, 2)
+  q = codes(rng, 3, 2)
+  d, i = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), 8, 64, num_valid=jnp.int32(5))
+  want = np_topk(np_dist(q, db[:5]), 5)
+  np.testing.assert_array_equal(np.asarray(d)[:, :5], want[0])
+  np.testing.assert_array_equal(np.asarray(i)[:, :5], want[1])
+  np.testing.assert_array_equal(np.asarray(d)[:, 5:], 65)  # the sentinel, past every distance
+  assert (np.asarray(i)[:, 5:] >= 5).all()
+
+
+def test_topk_native_equals_array_code_under_jit_and_vmap(rng):
+  db = jnp.asarray(codes(rng, 3000, 2, pool=300))
+  qs = jnp.asarray(codes(rng, 4 * 9, 2, pool=300).reshape(4, 9, 2))
+
+  def both(q):
+    a = search.hamming_topk_unchecked(q, db, 20, 64, method="native")
+    b = search.hamming_topk_unchecked(q, db, 20, 64, method="xor")
+    return a, b
+
+  (ad, ai), (bd, bi) = jax.jit(jax.vmap(both))(qs)
+  assert ad.shape == (4, 9, 20)
+  np.testing.assert_array_equal(ad, bd)
+  np.testing.assert_array_equal(ai, bi)
+
+
+def test_auto_uses_the_native_kernel_on_the_cpu(rng):
+  q, db = jnp.asarray(codes(rng, 3, 2)), jnp.asarray(codes(rng, 100, 2))
+  text = jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 5, 64)).lower(q, db).as_text()
+  assert "jhash_hamming_topk" in text
+  text = jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 5, 64, method="xor")).lower(
+      q, db).as_text()
+  assert "jhash_hamming_topk" not in text
+
+
+# ----------------------------------------------------------------------------------------------
+# Ranking metrics.
+
+def test_tie_groups_count_items_and_relevant_items_per_distance(rng):
+  db = codes(rng, 1003, 3, pool=50, mask=0x3FF)  # 1003: not a whole number of 16-item groups
+  q = codes(rng, 7, 3, pool=50, mask=0x3FF)
+  rel = rng.random((7, 1003)) < 0.3
+  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), jnp.asarray(rel), 96)
+  d = np_dist(q, db)
+  for a in range(7):
+    np.testing.assert_array_equal(size[a], np.bincount(d[a], minlength=97))
+    np.testing.assert_array_equal(hits[a], np.bincount(d[a], weights=rel[a], minlength=97))
+
+
+@pytest.mark.parametrize("top_k", [None, 1, 40, 1003])
+def test_index_ap_equals_a_stable_sort(top_k, rng):
+  db = codes(rng, 1003, 1, pool=30, mask=0xFF)
+  q = codes(rng, 9, 1, pool=30, mask=0xFF)
+  rel = rng.random((9, 1003)) < 0.2
+  k = 1003 if top_k is None else top_k
+  numer, found = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), jnp.asarray(rel), 8, k)
+  d = np_dist(q, db)
+  for a in range(9):
+    ranked = rel[a][np.argsort(d[a], kind="stable")][:k]
+    hits = np.cumsum(ranked)
+    want = np.sum(ranked * hits / np.arange(1, k + 1))
+    assert numer[a] == pytest.approx(want, rel=1e-6)
+    assert found[a] == ranked.sum()
+
+
+@pytest.fixture
+def array_code_only(monkeypatch):
+  """Run the metrics with the native kernels switched off (and nothing compiled kept)."""
+  jax.clear_caches()
+  monkeypatch.setattr(_native, "enabled", lambda: False)
+  yield
+  jax.clear_caches()
+
+
+def _map_cases(rng):
+  qc = np.where(rng.random((30, 16)) < 0.5, -1, 1).astype(np.int8)
+  dc = np.where(rng.random((700, 16)) < 0.5, -1, 1).astype(np.int8)
+  dc[::3, 4:] = 1  # many exact ties
+  labels_q = rng.random((30, 5)) < 0.3
+  labels_d = rng.random((700, 5)) < 0.3
+  return qc, dc, labels_q, labels_d
+
+
+OPTIONS = [dict(ties="aware"), dict(ties="index"), dict(ties="aware", top_k=50),
+           dict(ties="index", top_k=50, normalizer="retrieved"),
+           dict(ties="index", top_k=700, normalizer="min")]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_map_native_equals_reference(options, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  got = metrics.mean_average_precision(qc, dc, lq, ld, **options)
+  want = ref.mean_average_precision(qc, dc, lq, ld, **options)
+  assert got == pytest.approx(want, abs=2e-6)
+
+
+def test_map_array_code_equals_native(array_code_only, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  off = [metrics.mean_average_precision(qc, dc, lq, ld, **o) for o in OPTIONS]
+  jax.clear_caches()
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(_native, "enabled", lambda: True)
+    on = [metrics.mean_average_precision(qc, dc, lq, ld, **o) for o in OPTIONS]
+  assert on[0] == off[0] and on[2] == off[2]  # tie-aware: the same integer groups
+  np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every build path, and turning the kernels off.
+
+BUILD_SCRIPT = textwrap.dedent("""
+    import numpy as np, jax.numpy as jnp
+    from jhash import _native, metrics, search
+    assert _native.enabled()
+    rng = np.random.default_rng(0)
+    for words in (1, 2, 4, 9):
+      db = rng.integers(0, 2**32, (1500, words), dtype=np.uint64).astype(np.uint32)
+      db[::2] &= np.uint32(0xF0F0F0F0)  # ties
+      q = db[:20] ^ np.uint32(5)
+      a = search.hamming_topk(q, db, 40, method="native")
+      b = search.hamming_topk(q, db, 40, method="xor")
+      assert all((np.asarray(x) == np.asarray(y)).all() for x, y in zip(a, b)), words
+    qc = np.where(rng.random((20, 24)) < 0.5, -1, 1)
+    dc = np.where(rng.random((900, 24)) < 0.5, -1, 1)
+    ql, dl = rng.integers(0, 4, 20), rng.integers(0, 4, 900)
+    for ties in ("aware", "index"):
+      print(ties, repr(metrics.mean_average_precision(qc, dc, ql, dl, ties=ties)))
+""")
+
+
+def _run(script, **env):
+  root = pathlib.Path(__file__).resolve().parents[1]
+  full = dict(os.environ, JAX_PLATFORMS="cpu", **env)
+  full["PYTHONPATH"] = str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")
+  return subprocess.run([sys.executable, "-c", script], env=full, capture_output=True, text=True,
+                        timeout=600)
+
+
+@pytest.mark.parametrize("flags", ["-mno-avx512f", "-mno-avx2 -mno-avx512f"])
+def test_other_instruction_sets_give_the_same_results(flags, tmp_path):
+  # The AVX2 path (on a CPU with AVX-512) and the scalar path, built into a fresh
+  # cache; the default build of this machine's CPU is what the other tests run.
+  out = _run(BUILD_SCRIPT, JHASH_NATIVE_CFLAGS=flags, JHASH_CACHE_DIR=str(tmp_path))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert list(tmp_path.glob("jhash_kernels_*.so")), "no library was built"
+  off = _run(BUILD_SCRIPT.replace("assert _native.enabled()", ""), JHASH_NATIVE="0")
+  assert off.returncode != 0 and "method='native' needs" in off.stderr  # refused when off
+  off = _run(BUILD_SCRIPT.replace("assert _native.enabled()", "").replace(
+      'method="native"', 'method="xor"'), JHASH_NATIVE="0")
+  assert off.returncode == 0, off.stderr[-3000:]
+  on_values = dict(line.split() for line in out.stdout.splitlines())
+  off_values = dict(line.split() for line in off.stdout.splitlines())
+  assert on_values["aware"] == off_values["aware"]  # the same integer tie groups
+  # Index order: the kernel sums in float64, the array code in float32.
+  assert float(on_values["index"]) == pytest.approx(float(off_values["index"]), abs=1e-6)
+
+
+def test_a_failed_build_warns_and_falls_back(tmp_path):
+  script = textwrap.dedent("""
+      import warnings, numpy as np
+      from jhash import _native, search
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not _native.enabled()
+      assert any("native CPU kernels unavailable" in str(w.message) for w in caught)
+      db = np.arange(100, dtype=np.uint32)[:, None]
+      print(np.asarray(search.hamming_topk(db[:2], db, 3)[1]).tolist())
+  """)
+  out = _run(script, CXX=str(tmp_path / "no-such-compiler"), JHASH_CACHE_DIR=str(tmp_path))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert out.stdout.strip() == "[[0, 1, 2], [1, 0, 3]]"
