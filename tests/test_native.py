@@ -237,3 +237,46 @@ def test_a_failed_build_warns_and_falls_back(tmp_path):
   out = _run(script, CXX=str(tmp_path / "no-such-compiler"), JHASH_CACHE_DIR=str(tmp_path))
   assert out.returncode == 0, out.stderr[-3000:]
   assert out.stdout.strip() == "[[0, 1, 2], [1, 0, 3]]"
+
+
+# ----------------------------------------------------------------------------------------------
+# Hash-bucket search.
+
+def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
+  from jhash import index as index_lib
+  n, words = 3000, -(-num_bits // 32)
+  pool = codes(rng, 200, codes_per_item * words).reshape(200, codes_per_item, words)
+  if num_bits < 32:
+    pool &= np.uint32((1 << num_bits) - 1)
+  noise = (rng.random((n, codes_per_item, words)) < 0.02).astype(np.uint32) << np.uint32(3)
+  items = pool[rng.integers(0, 200, n)] ^ noise  # near-duplicates: buckets of many items
+  mask = rng.random((n, codes_per_item)) < 0.7
+  mask[:, 0] = True
+  if codes_per_item == 1:
+    idx = index_lib.build_index(items[:, 0], num_bits=num_bits, num_substrings=num_substrings)
+  else:
+    idx = index_lib.build_index(items, num_bits=num_bits, mask=mask,
+                                num_substrings=num_substrings)
+  queries = np.concatenate([items[:30, 0], items[:10, 0] ^ np.uint32(5)])
+  return idx, queries
+
+
+BUCKET_CASES = [  # bits, codes per item, tables, radius, wanted, slots, use_substrings
+    (64, 3, None, 2, 10**6, 40, None), (64, 3, None, 2, 5, 3, None),
+    (64, 1, None, 2, 10**6, 3, True), (64, 3, None, 1, 1, 40, False),
+    (32, 3, 0, 2, 10**6, 40, None), (32, 1, 2, 2, 7, 40, True),
+    (16, 3, None, 3, 10**6, 40, None), (64, 3, None, 0, 1, 5, None)]
+
+
+@pytest.mark.parametrize("case", BUCKET_CASES)
+def test_bucket_search_native_equals_array_code(case, rng, monkeypatch):
+  from jhash import index as index_lib
+  bits, m, tables, radius, wanted, slots, use = case
+  idx, q = _bucket_index(rng, bits, m, tables)
+  kw = dict(num_wanted=wanted, max_radius=radius, max_results=slots, use_substrings=use)
+  native = index_lib.bucket_search(idx, q, **kw)
+  monkeypatch.setattr(_native, "enabled", lambda: False)
+  array_code = index_lib.bucket_search(idx, q, **kw)
+  assert int(np.max(native.num_found)) > 0
+  for name in native._fields:
+    np.testing.assert_array_equal(getattr(native, name), getattr(array_code, name), name)

@@ -618,7 +618,8 @@ void SearchQuery(const BucketTables& t, const uint32_t* query, int64_t a, int64_
       ++nonempty;
       for (int64_t e = t.offsets[hit.b]; e < t.offsets[hit.b + 1]; ++e) {
         const int64_t item = t.bucket_items[e];
-        if (t.m > 1 && !FirstVisit(t, q, item, r, hit.x)) continue;
+        // At radius 0 every item is new (an item's codes are distinct).
+        if (t.m > 1 && r > 0 && !FirstVisit(t, q, item, r, hit.x)) continue;
         ++found;
         if (written < t.slots) {
           ids[written] = t.item_ids[item];
@@ -640,6 +641,71 @@ void SearchQuery(const BucketTables& t, const uint32_t* query, int64_t a, int64_
   out.visited[a] = visited_by_radius[reached];
   out.nonempty[a] = static_cast<int32_t>(nonempty);
   out.radius[a] = static_cast<int32_t>(reached);
+}
+
+// Radius 0, for a group of queries at a time: each query's own bucket, its items
+// all first visits. A lookup is a chain of dependent reads from large tables
+// (directory, keys, offsets, items, ids), each likely a cache miss; the group takes
+// each step for all its queries, prefetching the next step's lines, so the misses
+// of different queries overlap instead of following one another.
+void SearchOwnBuckets(const BucketTables& t, const uint32_t* query, int64_t a0, int64_t a1,
+                      const std::vector<int32_t>& visited_by_radius, const BucketOut& out) {
+  constexpr int64_t kGroup = 16;
+  const int64_t shift = t.num_bits - t.directory_bits;
+  for (int64_t g0 = a0; g0 < a1; g0 += kGroup) {
+    const int64_t count = std::min(kGroup, a1 - g0);
+    uint64_t q[kGroup];
+    int64_t lo[kGroup], hi[kGroup], start[kGroup], end[kGroup];
+    for (int64_t i = 0; i < count; ++i) {
+      q[i] = Key(query + (g0 + i) * t.w, t.w);
+      __builtin_prefetch(t.directory + (q[i] >> shift));
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      lo[i] = t.directory[q[i] >> shift];
+      hi[i] = t.directory[(q[i] >> shift) + 1];
+      __builtin_prefetch(t.keys + ((lo[i] + hi[i]) >> 1) * t.w);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t l = lo[i], h = hi[i];
+      while (l < h) {
+        const int64_t mid = (l + h) >> 1;
+        if (Key(t.keys + mid * t.w, t.w) < q[i]) {
+          l = mid + 1;
+        } else {
+          h = mid;
+        }
+      }
+      const bool hit = l < t.num_keys && Key(t.keys + l * t.w, t.w) == q[i];
+      lo[i] = hit ? l : -1;
+      if (hit) __builtin_prefetch(t.offsets + l);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      start[i] = end[i] = 0;
+      if (lo[i] < 0) continue;
+      start[i] = t.offsets[lo[i]];
+      end[i] = t.offsets[lo[i] + 1];
+      __builtin_prefetch(t.bucket_items + start[i]);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t shown = std::min(end[i] - start[i], t.slots);
+      for (int64_t e = 0; e < shown; ++e) __builtin_prefetch(t.item_ids + t.bucket_items[start[i] + e]);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t a = g0 + i;
+      const int64_t size = end[i] - start[i], shown = std::min(size, t.slots);
+      int32_t* ids = out.ids + a * t.slots;
+      int32_t* radii = out.radii + a * t.slots;
+      for (int64_t e = 0; e < shown; ++e) {
+        ids[e] = t.item_ids[t.bucket_items[start[i] + e]];
+        radii[e] = 0;
+      }
+      for (int64_t e = shown; e < t.slots; ++e) ids[e] = radii[e] = -1;
+      out.found[a] = static_cast<int32_t>(size);
+      out.visited[a] = visited_by_radius[0];
+      out.nonempty[a] = lo[i] >= 0;
+      out.radius[a] = 0;
+    }
+  }
 }
 
 ffi::Error BucketSearchImpl(
@@ -704,8 +770,13 @@ ffi::Error BucketSearchImpl(
   const int64_t q = qd[0];
   constexpr int64_t kBlock = 64;
   ParallelFor(pool, (q + kBlock - 1) / kBlock, [&](int64_t task) {
+    const int64_t a0 = task * kBlock, a1 = std::min(q, (task + 1) * kBlock);
+    if (max_radius == 0) {
+      SearchOwnBuckets(t, queries.typed_data(), a0, a1, visited_by_radius, out);
+      return;
+    }
     std::vector<Hit> hits;
-    for (int64_t a = task * kBlock; a < std::min(q, (task + 1) * kBlock); ++a) {
+    for (int64_t a = a0; a < a1; ++a) {
       SearchQuery(t, queries.typed_data(), a, wanted, visited_by_radius, hits, out);
     }
   });
