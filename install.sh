@@ -35,4 +35,8 @@ if [ ! -f "$fm/train-images-idx3-ubyte.gz" ]; then
          "dataset-fashion-mnist', or pass root=DIR to jhash.data.load_fashion_mnist." >&2
   fi
 fi
+# jhash's native CPU kernels (C++ through the XLA FFI), compiled now rather than at
+# first use; without a C++ compiler jhash runs its array code (same results, slower).
+"$PY" -m jhash.native || echo "install.sh: native kernels not built (see above); jhash" \
+  "will use its array code." >&2
 echo "jhash installed ($("$PY" -c 'import jax; print("jax", jax.__version__, jax.default_backend())'))."

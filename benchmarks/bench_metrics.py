@@ -15,7 +15,7 @@ class prototypes so the mAP is neither 0 nor 1). Rows:
 * jhash ``mean_average_precision(ties="index")``: each relevant item's rank from the
   counts per distance and its position among equal distances, no sort.
 
-On the CPU both run jhash's native kernels (``jhash._native``: one pass per query
+On the CPU both run jhash's native kernels (``jhash.native``: one pass per query
 over the codes, queries spread over XLA's intra-op thread pool); elsewhere the
 array code (a histogram, and one int32 sort key per query for index order).
 
@@ -107,8 +107,8 @@ def main():
           f"{fast / times['jhash, ties by index (no sort)']:.1f}x. The index-ordered jhash mAP equals "
           f"the NumPy stable one to {abs(values['jhash, ties by index (no sort)'] - values['NumPy, fast (bitwise_count, radix argsort)']):.1e}; "
           "the toolbox's unstable argsort orders ties arbitrarily, so its value differs slightly. "
-          f"jhash ran {'the native CPU kernels' if jhash._native.enabled() else 'the array code'} "
-          "(jhash._native).")
+          f"jhash ran {'the native CPU kernels' if jhash.native.enabled() else 'the array code'} "
+          "(jhash.native).")
   _report.write_section("mAP over a whole database",
                         "python benchmarks/bench_metrics.py" + (" --quick" if args.quick else ""),
                         table + "\n\n" + note)

@@ -12,7 +12,7 @@ queries of 32, 64 and 128 bits, k = 100. Rows:
 * FAISS ``IndexBinaryFlat.search`` with ``faiss.omp_set_num_threads`` set to the
   number of cores, and with one thread (for reference);
 * ``jhash.search.hamming_topk``, the default call on one device: on the CPU the
-  native kernel (``jhash._native``: one vectorized pass per block of queries,
+  native kernel (``jhash.native``: one vectorized pass per block of queries,
   spread over XLA's intra-op thread pool, so it uses the cores JAX has);
 * the same with ``method="xor"``, the array code (XLA's CPU backend runs its loops
   on one thread, as its CPU time / wall time shows);
@@ -170,7 +170,7 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
 
 NOTES = """\
 Notes. The selection is exact and breaks ties by the smaller database index. The default
-call on the CPU is the native kernel of `jhash/_native/kernels.cc` (a running k-th
+call on the CPU is the native kernel of `jhash/native/kernels.cc` (a running k-th
 distance per query over a vectorized distance pass, 64 queries sharing each database
 tile, query blocks spread over XLA's intra-op thread pool: its CPU time / wall time
 shows both cores at work); the array code (`method='xor'`, the block-minima selection of

@@ -1,6 +1,6 @@
 """The import layers of jhash, and that experiments and benchmarks use public names only.
 
-From the bottom: input checks and the minibatch order; codes; data; search and the index; metrics; the
+From the bottom: input checks, the minibatch order and the native CPU kernels; codes; data; search and the index; metrics; the
 method API, models and losses; the shared train step; methods; the runner (``fit``),
 then grid search over it. A module may import only from the layers below its own
 (grimp's layer contract, the same as import-linter's). Experiments and benchmarks sit
@@ -25,7 +25,7 @@ LAYERS = (                      # top first
     ("jhash.search", "jhash.index"),
     ("jhash.data",),
     ("jhash.codes",),
-    ("jhash._checks", "jhash._order"),
+    ("jhash._checks", "jhash._order", "jhash.native"),
 )
 
 

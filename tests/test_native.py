@@ -1,4 +1,4 @@
-"""The native CPU kernels (jhash._native) against NumPy references and the array code."""
+"""The native CPU kernels (jhash.native) against NumPy references and the array code."""
 
 import os
 import pathlib
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import _metrics_reference as ref
-from jhash import _native
+from jhash import native
 from jhash import metrics
 from jhash import search
 from jhash.metrics import _native_rank
 from jhash.search import _native_topk
 
-pytestmark = pytest.mark.skipif(not _native.enabled(), reason="native kernels not built here")
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="native kernels not built here")
 
 
 def np_topk(dist, k):
@@ -135,7 +135,7 @@ def test_index_ap_equals_a_stable_sort(top_k, rng):
 def array_code_only(monkeypatch):
   """Run the metrics with the native kernels switched off (and nothing compiled kept)."""
   jax.clear_caches()
-  monkeypatch.setattr(_native, "enabled", lambda: False)
+  monkeypatch.setattr(native, "enabled", lambda: False)
   yield
   jax.clear_caches()
 
@@ -167,7 +167,7 @@ def test_map_array_code_equals_native(array_code_only, rng):
   off = [metrics.mean_average_precision(qc, dc, lq, ld, **o) for o in OPTIONS]
   jax.clear_caches()
   with pytest.MonkeyPatch.context() as mp:
-    mp.setattr(_native, "enabled", lambda: True)
+    mp.setattr(native, "enabled", lambda: True)
     on = [metrics.mean_average_precision(qc, dc, lq, ld, **o) for o in OPTIONS]
   assert on[0] == off[0] and on[2] == off[2]  # tie-aware: the same integer groups
   np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
@@ -178,8 +178,8 @@ def test_map_array_code_equals_native(array_code_only, rng):
 
 BUILD_SCRIPT = textwrap.dedent("""
     import numpy as np, jax.numpy as jnp
-    from jhash import _native, metrics, search
-    assert _native.enabled()
+    from jhash import native, metrics, search
+    assert native.enabled()
     rng = np.random.default_rng(0)
     for words in (1, 2, 4, 9):
       db = rng.integers(0, 2**32, (1500, words), dtype=np.uint64).astype(np.uint32)
@@ -211,9 +211,9 @@ def test_other_instruction_sets_give_the_same_results(flags, tmp_path):
   out = _run(BUILD_SCRIPT, JHASH_NATIVE_CFLAGS=flags, JHASH_CACHE_DIR=str(tmp_path))
   assert out.returncode == 0, out.stderr[-3000:]
   assert list(tmp_path.glob("jhash_kernels_*.so")), "no library was built"
-  off = _run(BUILD_SCRIPT.replace("assert _native.enabled()", ""), JHASH_NATIVE="0")
+  off = _run(BUILD_SCRIPT.replace("assert native.enabled()", ""), JHASH_NATIVE="0")
   assert off.returncode != 0 and "method='native' needs" in off.stderr  # refused when off
-  off = _run(BUILD_SCRIPT.replace("assert _native.enabled()", "").replace(
+  off = _run(BUILD_SCRIPT.replace("assert native.enabled()", "").replace(
       'method="native"', 'method="xor"'), JHASH_NATIVE="0")
   assert off.returncode == 0, off.stderr[-3000:]
   on_values = dict(line.split() for line in out.stdout.splitlines())
@@ -226,10 +226,10 @@ def test_other_instruction_sets_give_the_same_results(flags, tmp_path):
 def test_a_failed_build_warns_and_falls_back(tmp_path):
   script = textwrap.dedent("""
       import warnings, numpy as np
-      from jhash import _native, search
+      from jhash import native, search
       with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert not _native.enabled()
+        assert not native.enabled()
       assert any("native CPU kernels unavailable" in str(w.message) for w in caught)
       db = np.arange(100, dtype=np.uint32)[:, None]
       print(np.asarray(search.hamming_topk(db[:2], db, 3)[1]).tolist())
@@ -274,9 +274,9 @@ def test_bucket_search_native_equals_array_code(case, rng, monkeypatch):
   bits, m, tables, radius, wanted, slots, use = case
   idx, q = _bucket_index(rng, bits, m, tables)
   kw = dict(num_wanted=wanted, max_radius=radius, max_results=slots, use_substrings=use)
-  native = index_lib.bucket_search(idx, q, **kw)
-  monkeypatch.setattr(_native, "enabled", lambda: False)
+  by_kernel = index_lib.bucket_search(idx, q, **kw)
+  monkeypatch.setattr(native, "enabled", lambda: False)
   array_code = index_lib.bucket_search(idx, q, **kw)
-  assert int(np.max(native.num_found)) > 0
-  for name in native._fields:
-    np.testing.assert_array_equal(getattr(native, name), getattr(array_code, name), name)
+  assert int(np.max(by_kernel.num_found)) > 0
+  for name in by_kernel._fields:
+    np.testing.assert_array_equal(getattr(by_kernel, name), getattr(array_code, name), name)

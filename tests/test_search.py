@@ -90,7 +90,7 @@ def test_pack_unpack_round_trip(num_bits, rng):
 # ----------------------------------------------------------------------------------------------
 # Plain top-k.
 
-# "auto" runs the native CPU kernel where it is built (jhash._native), "xor" the array code.
+# "auto" runs the native CPU kernel where it is built (jhash.native), "xor" the array code.
 TOPK_METHODS = ["auto", "xor"]
 
 def test_top_k_keeps_lower_index_first_on_ties():

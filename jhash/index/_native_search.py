@@ -1,4 +1,4 @@
-"""Hash-bucket search by the native CPU kernel (``jhash._native``), ``bucket_search``'s contract.
+"""Hash-bucket search by the native CPU kernel (``jhash.native``), ``bucket_search``'s contract.
 
 One call for all queries, spread over XLA's intra-op thread pool: per query the
 buckets within reach are found (through the substring tables when the plan uses

@@ -59,7 +59,7 @@ import numpy as np
 from jax import lax
 
 from jhash import _checks
-from jhash import _native
+from jhash import native
 from jhash.index import _build
 from jhash.index import _native_search
 from jhash.index import _probe
@@ -388,7 +388,7 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   search = functools.partial(
       _bucket_search, index, query_packed, chunks, num_wanted, max_radius=max_radius,
       max_results=max_results, flip_block_size=max(1, min(num_q, probes // per_query)),
-      window=window, method=method, steps=_probe.static_steps(index), native=_native.enabled())
+      window=window, method=method, steps=_probe.static_steps(index), native=native.enabled())
   if plan is None:
     return search(block_size=1, plan=None, fall_back=False)[0]
   traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))

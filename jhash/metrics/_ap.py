@@ -171,8 +171,8 @@ def _native_ap_kernel(options, db, num_bits: int):
 @_inputs.jit_static
 def _per_query_ap(corpus, setup, chunk, options):
   kernel = _ap_kernel(options, _inputs.max_distance(setup))
-  native = _native_ap_kernel(options, corpus.db, setup.num_bits)
-  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=native)
+  by_kernel = _native_ap_kernel(options, corpus.db, setup.num_bits)
+  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
 def average_precisions(query_codes, db_codes, query_labels, db_labels, *, top_k=None,

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from jhash import _checks
-from jhash import _native
+from jhash import native
 from jhash import codes as codes_lib
 from jhash.metrics import _relevance
 from jhash.search import _distance
@@ -177,7 +177,7 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
   the outputs). Returns the pytree with leading axis ``num_queries``.
   ``native_kernel(query [c, W], relevance [c, n])``, when given, replaces the
   distances and ``kernel`` for plain packed codes on the CPU when jhash's native
-  kernels are built (``jhash._native``); it must return the same pytree.
+  kernels are built (``jhash.native``); it must return the same pytree.
   """
   q = setup.num_queries
   pad = (-q) % chunk
@@ -191,7 +191,7 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
     rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
     def array_code(query, rel):
       return kernel(chunk_distances(corpus, setup, query), rel)
-    if native_kernel is None or setup.kind != "hamming" or not _native.enabled():
+    if native_kernel is None or setup.kind != "hamming" or not native.enabled():
       return array_code(query, rel)
     return lax.platform_dependent(query, rel, cpu=native_kernel, default=array_code)
 

@@ -1,4 +1,4 @@
-"""Ranking metrics of packed codes by the native CPU kernels (``jhash._native``).
+"""Ranking metrics of packed codes by the native CPU kernels (``jhash.native``).
 
 Both kernels take a chunk of queries, the whole database and the chunk's
 relevance, and compute each query's distances in one pass, with no sort:

@@ -1,4 +1,4 @@
-"""Hamming top-k by the native CPU kernel (``jhash._native``), same contract as ``_blockmin``.
+"""Hamming top-k by the native CPU kernel (``jhash.native``), same contract as ``_blockmin``.
 
 One pass over the database per block of queries keeps every item under a
 running k-th distance in a small buffer; the result is the k smallest by
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jhash import _native
+from jhash import native
 
 
 def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
@@ -29,8 +29,8 @@ def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
   return call(query_packed, db_packed, valid, k=np.int64(k), num_bits=np.int64(num_bits))
 
 
-def on_cpu(native, array_code, *operands):
-  """``native(*operands)`` when lowered for the CPU with the kernels built, else array code."""
-  if not _native.enabled():
+def on_cpu(kernel, array_code, *operands):
+  """``kernel(*operands)`` when lowered for the CPU with the kernels built, else array code."""
+  if not native.enabled():
     return array_code(*operands)
-  return lax.platform_dependent(*operands, cpu=native, default=array_code)
+  return lax.platform_dependent(*operands, cpu=kernel, default=array_code)

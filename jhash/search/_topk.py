@@ -20,7 +20,7 @@ from jhash.search import _distance
 from jhash.search import _blockmin
 from jhash.search import _kernels
 from jhash.search import _native_topk
-from jhash import _native
+from jhash import native
 
 def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
                            num_bits: int | None = None,
@@ -34,14 +34,14 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
   """
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
-  if method == "auto" and query_packed.shape[0] and _native.enabled():
-    def native(qp, dp, valid):
+  if method == "auto" and query_packed.shape[0] and native.enabled():
+    def by_kernel(qp, dp, valid):
       return _native_topk.topk(qp, dp, k, num_bits, valid)
     def array_code(qp, dp, valid):
       return hamming_topk_unchecked(qp, dp, k, num_bits, query_chunk, db_block,
                                     _distance.default_method(), valid)
     valid = jnp.asarray(db_packed.shape[0] if num_valid is None else num_valid, jnp.int32)
-    return _native_topk.on_cpu(native, array_code, query_packed, db_packed, valid)
+    return _native_topk.on_cpu(by_kernel, array_code, query_packed, db_packed, valid)
   if method == "auto":
     method = _distance.default_method()
   if method == "native":
@@ -76,9 +76,9 @@ def check_topk_args(k, n: int, query_chunk, db_block, name_n: str = "db_packed")
 def check_method(method) -> str:
   if method not in ("auto", "native", "xor", "matmul"):
     raise ValueError(f"method must be 'auto', 'native', 'xor' or 'matmul'; got {method!r}.")
-  if method == "native" and not _native.enabled():
+  if method == "native" and not native.enabled():
     raise ValueError("method='native' needs jhash's native CPU kernels, which are not built "
-                     "here (see jhash._native; JHASH_NATIVE=0 turns them off).")
+                     "here (see jhash.native; JHASH_NATIVE=0 turns them off).")
   return method
 
 
@@ -103,7 +103,7 @@ def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
       of 16-64 at 32, 64 and 128 bits).
     db_block: database items per block of the fused pass; blocks are whole
       256-item super-blocks, sized near this value with the least padding.
-    method: "auto" (on the CPU, the native kernel of ``jhash._native`` when it is
+    method: "auto" (on the CPU, the native kernel of ``jhash.native`` when it is
       built: one pass per block of queries over XLA's thread pool; elsewhere the
       array code with the distance form of the backend), "native" (the CPU
       kernel), or the array code with distances by "xor" or "matmul" (see

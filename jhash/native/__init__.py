@@ -2,15 +2,18 @@
 
 XLA's CPU backend runs jhash's search loops on one thread and lowers selections
 to sorts; ``kernels.cc`` holds C++ kernels for the hot paths (exact Hamming top-k,
-tie groups and index-ordered AP of a ranking), called with ``jax.ffi.ffi_call``
-and spread over XLA's own intra-op thread pool. They are used on the CPU only
-(``jax.lax.platform_dependent``); GPUs and TPUs run the array code.
+tie groups and index-ordered AP of a ranking, hash-bucket search), called with
+``jax.ffi.ffi_call`` and spread over XLA's own intra-op thread pool, so a call
+uses the cores JAX has. ``jhash.search.hamming_topk``, ``jhash.metrics``' mAP and
+``jhash.index.bucket_search`` use them on the CPU (``jax.lax.platform_dependent``
+inside their compiled programs); GPUs and TPUs run the array code, which gives
+the same results (tested against each other).
 
 The library is compiled with the system's C++ compiler (``$CXX`` or ``c++``,
 C++20) against the XLA FFI headers that jaxlib ships, with ``-march=native``,
 into a cache directory keyed by the source, jaxlib's version and the CPU
 (``$JHASH_CACHE_DIR``, else ``$XDG_CACHE_HOME/jhash``, else ``~/.cache/jhash``).
-``./install.sh`` builds it; ``python -m jhash._native`` builds it and says where.
+``./install.sh`` builds it; ``python -m jhash.native`` builds it and says where.
 Set ``JHASH_NATIVE=0`` to use the array code everywhere; ``JHASH_NATIVE_CFLAGS``
 adds compiler flags (``-mno-avx512f`` builds the AVX2 path on a CPU with
 AVX-512, ``-mno-avx2 -mno-avx512f`` the scalar path). When the build fails,
