@@ -8,6 +8,11 @@ collected; the search stops after the first radius at which at least
 Efficient Image Retrieval" (MCH), Algorithm 1, the general hash-bucket search
 procedure that paper cites). Radius 0 reads the query's own bucket directly.
 
+On the CPU the whole search is one call of a native kernel (``_native_search``,
+``jhash.native``) when the kernels are built, with the same results in the same
+order; what follows describes the array code, which runs elsewhere (and on the
+CPU with ``JHASH_NATIVE=0``).
+
 Order of the results: by radius; inside radius ``r``, in the order the buckets
 are visited, which is increasing flip mask read as an integer (equivalently,
 increasing ``query XOR bucket key``; for ``r = 1`` this is bit 0, bit 1, ...);

@@ -16,12 +16,10 @@ of them (``min(k, rows per shard)`` results), which still leaves at least ``k``
 real candidates for the merge.
 
 On a CPU host, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (set before
-JAX is imported) gives N devices that run on separate threads (XLA's CPU backend
-runs each search loop on one thread). Every shard repeats the per-query
-selection work (about 0.1 ms a query at k = 100), so when the database fits on
-every device, splitting the queries instead (``hamming_topk_unchecked`` under a
-``shard_map`` over the queries, as in ``benchmarks/bench_topk.py``) uses several
-cores better; sharding the database is for databases that do not fit.
+JAX is imported) gives N devices. There the single-device search already uses
+every core (its native kernel runs on XLA's thread pool, ``jhash.native``), so
+sharding the database over host devices is for databases that do not fit one
+device, or for testing the sharded path; on accelerators it splits the work.
 """
 
 from __future__ import annotations
