@@ -66,6 +66,16 @@ def test_topk_heavy_ties_go_to_the_smaller_index(k, rng):
   np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_topk_with_k_the_whole_database_splits_queries_into_smaller_tasks(rng):
+  # k = n = 70,000: buffers of 140,000 keys per query, so 14 queries per task, not 64.
+  db = codes(rng, 70_000, 1, pool=5_000, mask=0xFFFF)
+  q = codes(rng, 30, 1, pool=50, mask=0xFFFF)
+  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), 70_000, 32)
+  want = np_topk(np_dist(q, db), 70_000)
+  np.testing.assert_array_equal(got[0], want[0])
+  np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_topk_rows_past_num_valid_are_padding(rng):
   db = codes(rng, 40, 2)
   q = codes(rng, 3, 2)

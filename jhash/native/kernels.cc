@@ -236,7 +236,7 @@ void WordsDispatch(int64_t w64, F&& f) {
 // one at exactly the threshold distance has a larger index than every kept key
 // and could never be chosen: the strict test keeps it out of the buffer.
 
-constexpr int64_t kQueryBlock = 64;   // queries per task (they share each database tile)
+constexpr int64_t kQueryBlock = 64;   // most queries per task (they share each database tile)
 
 struct Selection {
   std::vector<uint64_t> keys;
@@ -257,7 +257,7 @@ void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0,
                int64_t num_valid, int64_t k, int64_t num_bits, int32_t* out_d, int32_t* out_i) {
   const int64_t nq = q1 - q0;
   const int64_t w64 = W64 > 0 ? W64 : (w + 1) / 2;
-  const int64_t cap = std::max<int64_t>(2 * k, k + 256);
+  const int64_t cap = std::max<int64_t>(2 * k, k + 256);  // as in HammingTopkImpl
   std::vector<Selection> sel(nq);
   for (int64_t a = 0; a < nq; ++a) {
     sel[a].keys.resize(cap);
@@ -327,10 +327,13 @@ ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   const uint32_t* dp = db.typed_data();
   int32_t* od = out_d->typed_data();
   int32_t* oi = out_i->typed_data();
-  const int64_t tasks = (q + kQueryBlock - 1) / kQueryBlock;
+  // Fewer queries per task when k is large: a task's buffers stay under about 16 MB.
+  const int64_t cap = std::max<int64_t>(2 * k, k + 256);
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 21) / cap, 1, kQueryBlock);
+  const int64_t tasks = (q + block - 1) / block;
   WordsDispatch((w + 1) / 2, [&]<int W64>() {
     ParallelFor(pool, tasks, [&](int64_t t) {
-      const int64_t q0 = t * kQueryBlock, q1 = std::min(q, q0 + kQueryBlock);
+      const int64_t q0 = t * block, q1 = std::min(q, q0 + block);
       TopkBlock<W64>(qp, dp, w, q0, q1, num_valid, k, num_bits, od, oi);
     });
   });
