@@ -68,9 +68,9 @@ def pytest_addoption(parser):
 # while the other worker idles. Files not listed run after these, in their usual order.
 LONGEST_FIRST = (
     "test_cdh_experiments.py", "test_hbmp_experiments.py", "test_cdh_scale.py",
-    "test_index.py", "test_metrics.py", "test_native.py", "test_docstrings.py", "test_mch.py", "test_cdh.py",
-    "test_experiments.py", "test_mch_experiment.py", "test_search.py", "test_methods.py",
-    "test_hbmp_hashfn.py", "test_training.py", "test_hbmp.py", "test_models.py",
+    "test_index.py", "test_metrics.py", "test_native.py", "test_docstrings.py", "test_mch.py",
+    "test_cdh.py", "test_experiments.py", "test_mch_experiment.py", "test_search.py",
+    "test_methods.py", "test_hbmp_hashfn.py", "test_training.py", "test_hbmp.py", "test_models.py",
     "test_deep_methods.py", "test_cdh_multilabel_experiment.py")
 
 

@@ -1,10 +1,11 @@
 """The import layers of jhash, and that experiments and benchmarks use public names only.
 
-From the bottom: input checks, the minibatch order and the native CPU kernels; codes; data; search and the index; metrics; the
-method API, models and losses; the shared train step; methods; the runner (``fit``),
-then grid search over it. A module may import only from the layers below its own
-(grimp's layer contract, the same as import-linter's). Experiments and benchmarks sit
-above the package and import its public names, never a private module.
+From the bottom: input checks, the minibatch order and the native CPU kernels; codes;
+data; search and the index; metrics; the method API, models and losses; the shared train
+step; methods; the runner (``fit``), then grid search over it. A module may import only
+from the layers below its own (grimp's layer contract, the same as import-linter's).
+Experiments and benchmarks sit above the package and import its public names, never a
+private module.
 """
 
 import ast

@@ -123,7 +123,8 @@ def test_hamming_topk_longer_codes(method, num_bits, rng):
   q = np_pack(np.concatenate([bits[[5, 650, 1199]], 1 - bits[[7]],
                               rng.integers(0, 2, size=(5, num_bits))]))
   want = np_topk(np_popcount_dist(q, db), 50)
-  assert_topk_equal(search.hamming_topk(q, db, 50, query_chunk=4, db_block=256, method=method), *want)
+  got = search.hamming_topk(q, db, 50, query_chunk=4, db_block=256, method=method)
+  assert_topk_equal(got, *want)
 
 
 @pytest.mark.parametrize("method", TOPK_METHODS)
@@ -147,7 +148,8 @@ def test_hamming_topk_ties_across_blocks_go_to_smaller_index(method):
   db = np.full((512, 1), 0xFF, np.uint32)
   db[10], db[300], db[330] = 0x1F, 0x07, 0x1F
   q = np.zeros((1, 1), np.uint32)
-  assert_topk_equal(search.hamming_topk(q, db, 2, num_bits=8, method=method), [[3, 5]], [[300, 10]])
+  got = search.hamming_topk(q, db, 2, num_bits=8, method=method)
+  assert_topk_equal(got, [[3, 5]], [[300, 10]])
 
 
 @pytest.mark.parametrize("method", ["xor", "matmul"])

@@ -130,8 +130,9 @@ inline __m256i PopBytes(__m256i x) {
   const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
                                          0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
   const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
   return _mm256_add_epi8(_mm256_shuffle_epi8(table, _mm256_and_si256(x, low)),
-                         _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(x, 4), low)));
+                         _mm256_shuffle_epi8(table, high));
 }
 
 inline void Dist16Vec(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
@@ -182,13 +183,17 @@ inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint
 inline uint32_t Below16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
                         int64_t i, int thr) {
   uint32_t mask = 0;
-  for (int u = 0; u < 16; ++u) mask |= static_cast<uint32_t>(DistSoa(soa, stride, w64, q, i + u) < thr) << u;
+  for (int u = 0; u < 16; ++u) {
+    mask |= static_cast<uint32_t>(DistSoa(soa, stride, w64, q, i + u) < thr) << u;
+  }
   return mask;
 }
 
 inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
                     int64_t i, uint16_t* out) {
-  for (int u = 0; u < 16; ++u) out[u] = static_cast<uint16_t>(DistSoa(soa, stride, w64, q, i + u));
+  for (int u = 0; u < 16; ++u) {
+    out[u] = static_cast<uint16_t>(DistSoa(soa, stride, w64, q, i + u));
+  }
 }
 #endif
 
@@ -691,7 +696,9 @@ void SearchOwnBuckets(const BucketTables& t, const uint32_t* query, int64_t a0, 
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t shown = std::min(end[i] - start[i], t.slots);
-      for (int64_t e = 0; e < shown; ++e) __builtin_prefetch(t.item_ids + t.bucket_items[start[i] + e]);
+      for (int64_t e = 0; e < shown; ++e) {
+        __builtin_prefetch(t.item_ids + t.bucket_items[start[i] + e]);
+      }
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t a = g0 + i;
