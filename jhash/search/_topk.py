@@ -45,6 +45,7 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
   if method == "auto":
     method = _distance.default_method()
   if method == "native":
+    check_method(method)  # a clear error where the kernels are not built
     return _native_topk.topk(query_packed, db_packed, k, num_bits, num_valid)
   if method == "xor" and w <= _kernels.MAX_UNROLLED_WORDS:
     layout, minima = _kernels.xor_layout, _kernels.xor_block_minima
