@@ -74,8 +74,9 @@ def relevance(query_labels, db_labels, kind: str = "auto") -> np.ndarray:
   """Relevance [q, n]: bool for "same_class" / "share_label", int for "graded"."""
   if kind == "auto":
     kind = "same_class" if np.ndim(query_labels) == 1 else "share_label"
-  if kind == "same_class":
-    return np.asarray(query_labels)[:, None] == np.asarray(db_labels)[None, :]
+  if kind == "same_class":  # equal class ids, or equal label sets
+    same = np.asarray(query_labels)[:, None] == np.asarray(db_labels)[None, :]
+    return same if same.ndim == 2 else same.all(axis=-1)
   if kind == "share_label":
     return shared_labels(query_labels, db_labels) > 0
   if kind == "graded":

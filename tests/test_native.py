@@ -114,24 +114,48 @@ def test_auto_uses_the_native_kernel_on_the_cpu(rng):
 # ----------------------------------------------------------------------------------------------
 # Ranking metrics.
 
-def test_tie_groups_count_items_and_relevant_items_per_distance(rng):
+LABEL_CASES = ["class ids", "share_label", "same_class"]
+
+
+def _labels(rng, case, q, n):
+  """Query and database labels of one case (multi-hot over 40 labels: two words each),
+  the relevance rule, and the relevance matrix they give."""
+  if case == "class ids":
+    lq, ld = rng.integers(0, 5, q), rng.integers(0, 5, n)
+    return lq, ld, "same_class", lq[:, None] == ld[None, :]
+  lq, ld = rng.random((q, 40)) < 0.05, rng.random((n, 40)) < 0.05
+  ld[::7] = lq[0]  # identical label sets, for "same_class"
+  if case == "share_label":
+    return lq, ld, case, (lq[:, None, :] & ld[None, :, :]).any(-1)
+  return lq, ld, case, (lq[:, None, :] == ld[None, :, :]).all(-1)
+
+
+@pytest.mark.parametrize("case", LABEL_CASES)
+def test_tie_groups_count_items_and_relevant_items_per_distance(case, rng):
   db = codes(rng, 1003, 3, pool=50, mask=0x3FF)  # 1003: not a whole number of 16-item groups
   q = codes(rng, 7, 3, pool=50, mask=0x3FF)
-  rel = rng.random((7, 1003)) < 0.3
-  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), jnp.asarray(rel), 96)
+  lq, ld, kind, rel = _labels(rng, case, 7, 1003)
+  assert 0 < rel.sum() < rel.size
+  qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
+  dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
+  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), qw, dw, 96, overlap)
   d = np_dist(q, db)
   for a in range(7):
     np.testing.assert_array_equal(size[a], np.bincount(d[a], minlength=97))
     np.testing.assert_array_equal(hits[a], np.bincount(d[a], weights=rel[a], minlength=97))
 
 
+@pytest.mark.parametrize("case", LABEL_CASES)
 @pytest.mark.parametrize("top_k", [None, 1, 40, 1003])
-def test_index_ap_equals_a_stable_sort(top_k, rng):
+def test_index_ap_equals_a_stable_sort(top_k, case, rng):
   db = codes(rng, 1003, 1, pool=30, mask=0xFF)
   q = codes(rng, 9, 1, pool=30, mask=0xFF)
-  rel = rng.random((9, 1003)) < 0.2
+  lq, ld, kind, rel = _labels(rng, case, 9, 1003)
   k = 1003 if top_k is None else top_k
-  numer, found = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), jnp.asarray(rel), 8, k)
+  qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
+  dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
+  numer, found, total = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), qw, dw, 8,
+                                              overlap, k)
   d = np_dist(q, db)
   for a in range(9):
     ranked = rel[a][np.argsort(d[a], kind="stable")][:k]
@@ -139,6 +163,7 @@ def test_index_ap_equals_a_stable_sort(top_k, rng):
     want = np.sum(ranked * hits / np.arange(1, k + 1))
     assert numer[a] == pytest.approx(want, rel=1e-6)
     assert found[a] == ranked.sum()
+    assert total[a] == rel[a].sum()
 
 
 @pytest.fixture
@@ -156,18 +181,22 @@ def _map_cases(rng):
   dc[::3, 4:] = 1  # many exact ties
   labels_q = rng.random((30, 5)) < 0.3
   labels_d = rng.random((700, 5)) < 0.3
+  labels_d[::5] = labels_q[0]  # label sets equal to query 0's, for relevance="same_class"
   return qc, dc, labels_q, labels_d
 
 
 OPTIONS = [dict(ties="aware"), dict(ties="index"), dict(ties="aware", top_k=50),
            dict(ties="index", top_k=50, normalizer="retrieved"),
-           dict(ties="index", top_k=700, normalizer="min")]
+           dict(ties="index", top_k=700, normalizer="min"),
+           dict(ties="aware", relevance="same_class"), dict(ties="index", relevance="same_class")]
 
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_map_native_equals_reference(options, rng):
   qc, dc, lq, ld = _map_cases(rng)
   got = metrics.mean_average_precision(qc, dc, lq, ld, **options)
+  options = dict(options)
+  options["relevance_kind"] = options.pop("relevance", "auto")
   want = ref.mean_average_precision(qc, dc, lq, ld, **options)
   assert got == pytest.approx(want, abs=2e-6)
 

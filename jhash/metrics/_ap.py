@@ -133,12 +133,13 @@ def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int 
     numer, retrieved = _tie_aware_sum(groups, None if k == n else k), None
   else:
     numer, retrieved = _index_sum(distances, relevant, k, max_distance)
-  return _normalized(numer, retrieved, relevant, k, normalizer)
+  return _normalized(numer, retrieved, jnp.sum(relevant, axis=1), k, normalizer)
 
 
-def _normalized(numer, retrieved, relevant, k: int, normalizer: str):
-  """AP = numer / Z and whether Z > 0 (``retrieved`` None: all relevant items count)."""
-  total = jnp.sum(relevant, axis=1).astype(jnp.float32)
+def _normalized(numer, retrieved, total, k: int, normalizer: str):
+  """AP = numer / Z and whether Z > 0, from the relevant items in the top k
+  (``retrieved``; None: all of them) and in the whole database (``total``)."""
+  total = total.astype(jnp.float32)
   retrieved = total if retrieved is None else retrieved
   z = {"relevant": total, "min": jnp.minimum(total, float(k)), "retrieved": retrieved}[normalizer]
   defined = z > 0
@@ -153,25 +154,29 @@ def _ap_kernel(options, max_distance):
   return kernel
 
 
-def _native_ap_kernel(options, db, num_bits: int):
-  """The same AP from the native kernels (packed codes on the CPU): no [c, n] distances."""
+def _native_ap_kernel(options, corpus, setup):
+  """The same AP from the native kernels (packed codes on the CPU), from a chunk of
+  queries and their labels: no [c, n] distances or relevance."""
   top_k, ties, normalizer = options
-  k = db.shape[0] if top_k is None else top_k
-  def kernel(query, rel):
-    relevant = rel.astype(bool)
+  n = setup.num_items
+  k = n if top_k is None else top_k
+  db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
+  def kernel(query, labels):
+    words, _ = _native_rank.label_words(labels, setup.relevance)
+    args = (query, corpus.db, words, db_words, setup.num_bits, overlap)
     if ties == "aware":
-      groups = _native_rank.tie_groups(query, db, relevant, num_bits)
-      numer, retrieved = _tie_aware_sum(groups, None if k == db.shape[0] else k), None
-    else:
-      numer, retrieved = _native_rank.index_ap(query, db, relevant, num_bits, k)
-    return _normalized(numer, retrieved, relevant, k, normalizer)
+      groups = _native_rank.tie_groups(*args)
+      numer = _tie_aware_sum(groups, None if k == n else k)
+      return _normalized(numer, None, jnp.sum(groups.hits, axis=1), k, normalizer)
+    numer, retrieved, total = _native_rank.index_ap(*args, k)
+    return _normalized(numer, retrieved, total, k, normalizer)
   return kernel
 
 
 @_inputs.jit_static
 def _per_query_ap(corpus, setup, chunk, options):
   kernel = _ap_kernel(options, _inputs.max_distance(setup))
-  by_kernel = _native_ap_kernel(options, corpus.db, setup.num_bits)
+  by_kernel = _native_ap_kernel(options, corpus, setup)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 

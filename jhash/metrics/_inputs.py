@@ -175,9 +175,9 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
 
   Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
   the outputs). Returns the pytree with leading axis ``num_queries``.
-  ``native_kernel(query [c, W], relevance [c, n])``, when given, replaces the
-  distances and ``kernel`` for plain packed codes on the CPU when jhash's native
-  kernels are built (``jhash.native``); it must return the same pytree.
+  ``native_kernel(query [c, W], query_labels [c, ...])``, when given, replaces the
+  distances, the relevance and ``kernel`` for plain packed codes on the CPU when
+  jhash's native kernels are built (``jhash.native``); it must return the same pytree.
   """
   q = setup.num_queries
   pad = (-q) % chunk
@@ -188,12 +188,12 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
 
   def one(args):
     query, labels = args
-    rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
-    def array_code(query, rel):
+    def array_code(query, labels):
+      rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
       return kernel(chunk_distances(corpus, setup, query), rel)
     if native_kernel is None or setup.kind != "hamming" or not native.enabled():
-      return array_code(query, rel)
-    return lax.platform_dependent(query, rel, cpu=native_kernel, default=array_code)
+      return array_code(query, labels)
+    return lax.platform_dependent(query, labels, cpu=native_kernel, default=array_code)
 
   out = lax.map(one, (qx, ql))
   return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)

@@ -1,10 +1,11 @@
 """Ranking metrics of packed codes by the native CPU kernels (``jhash.native``).
 
-Both kernels take a chunk of queries, the whole database and the chunk's
-relevance, and compute each query's distances in one pass, with no sort:
-``tie_groups`` counts items and relevant items at each distance 0..K (the
-tie groups of ``_groups.groups_by_count``, the same integers), ``index_ap``
-the AP sum of the ranking ordered by (distance, index) (``_ap._index_sum``).
+Both kernels take a chunk of queries, the whole database and the labels of both,
+and compute each query's distances and relevance in one pass, with no sort and
+no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
+distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
+``index_ap`` the AP sum of the ranking ordered by (distance, index)
+(``_ap._index_sum``), the relevant items in the top k and in all.
 """
 
 from __future__ import annotations
@@ -12,23 +13,41 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jhash.metrics import _groups
 
 
-def tie_groups(query: jax.Array, db: jax.Array, relevant: jax.Array,
-               num_bits: int) -> _groups.TieGroups:
+def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
+  """Labels as uint32 words [n, L] for the kernels, and whether relevance is overlap.
+
+  Class ids [n] are one word each (relevant: equal). Multi-hot sets [n, C] are
+  packed 32 labels to a word; "share_label" is relevant when a bit is shared,
+  "same_class" when every word is equal.
+  """
+  if labels.ndim == 1:
+    return lax.bitcast_convert_type(labels.astype(jnp.int32), jnp.uint32)[:, None], False
+  n, c = labels.shape
+  bits = jnp.pad(labels.astype(bool), ((0, 0), (0, (-c) % 32))).astype(jnp.uint32)
+  shifts = jnp.arange(32, dtype=jnp.uint32)
+  words = jnp.sum(bits.reshape(n, -1, 32) << shifts[None, None, :], axis=-1, dtype=jnp.uint32)
+  return words, kind == "share_label"
+
+
+def tie_groups(query, db, query_words, db_words, num_bits: int,
+               overlap: bool) -> _groups.TieGroups:
   """Items and relevant items at each distance: TieGroups of int32 [c, K + 1]."""
   out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 1), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_tie_groups", out, vmap_method="sequential")
-  size, hits = call(query, db, relevant.astype(bool), num_bits=np.int64(num_bits))
+  size, hits = call(query, db, query_words, db_words, num_bits=np.int64(num_bits),
+                    overlap=np.int64(overlap))
   return _groups.TieGroups(size, hits)
 
 
-def index_ap(query: jax.Array, db: jax.Array, relevant: jax.Array, num_bits: int,
-             top_k: int) -> tuple[jax.Array, jax.Array]:
-  """``sum_{i<=k} rel_i precision@i`` and relevant items in the top k, ties by index: [c], [c]."""
-  out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 2
+def index_ap(query, db, query_words, db_words, num_bits: int, overlap: bool, top_k: int):
+  """Ties by index: ``sum_{i<=k} rel_i precision@i``, relevant items in the top k and in
+  the whole database: float32 [c] each."""
+  out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
   call = jax.ffi.ffi_call("jhash_index_ap", out, vmap_method="sequential")
-  return call(query, db, relevant.astype(bool), num_bits=np.int64(num_bits),
-              top_k=np.int64(top_k))
+  return call(query, db, query_words, db_words, num_bits=np.int64(num_bits),
+              overlap=np.int64(overlap), top_k=np.int64(top_k))

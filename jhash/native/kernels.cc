@@ -11,7 +11,7 @@
 // Kernels (each exported symbol is an XLA FFI handler):
 //   JhashHammingTopk   exact k nearest by (distance, index)          -> [q, k] x 2
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 1] x 2
-//   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 2
+//   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 
 #include <algorithm>
@@ -347,57 +347,93 @@ ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 
 // ---------------------------------------------------------------------------------------------
 // Ranking metrics. The database is transposed once per call; per query, one pass
-// computes every distance, then a histogram of (distance, relevant) is counted
-// with four histograms side by side (they break the chain of increments to one
-// counter when neighbouring items share a distance).
+// computes every distance and each item's relevance from the labels, then a
+// histogram of (distance, relevant) is counted with four histograms side by side
+// (they break the chain of increments to one counter when neighbouring items share
+// a distance). Labels are words per item: a relevant item has all words equal to the
+// query's (class ids, or identical label sets) or, with `overlap`, shares a set bit
+// with them (multi-hot label sets packed 32 to a word).
 
 struct RankInputs {
   const uint32_t* query;
-  const bool* rel;
-  int64_t q, n, w, w64, stride, bins;
+  const uint32_t* query_labels;  // [q, L]
+  const uint32_t* db_labels;     // [n, L]
+  int64_t q, n, w, w64, stride, bins, label_words;
+  bool overlap;
   std::vector<uint64_t> soa;   // the database, transposed: [w64, stride]
 };
 
 ffi::Error PrepareRank(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buffer<ffi::U32>& db,
-                       ffi::Buffer<ffi::PRED>& rel, int64_t num_bits, RankInputs* in) {
+                       ffi::Buffer<ffi::U32>& query_labels, ffi::Buffer<ffi::U32>& db_labels,
+                       int64_t num_bits, int64_t overlap, RankInputs* in) {
   const auto qd = query.dimensions();
   const auto dd = db.dimensions();
-  const auto rd = rel.dimensions();
-  if (qd.size() != 2 || dd.size() != 2 || rd.size() != 2 || qd[1] != dd[1] || rd[0] != qd[0] ||
-      rd[1] != dd[0] || num_bits < 0 || num_bits > 32 * qd[1] || num_bits > 65534) {
-    return ffi::Error::InvalidArgument(std::string(name) +
-                                       ": query [q, W], db [n, W], relevance [q, n] expected");
+  const auto ql = query_labels.dimensions();
+  const auto dl = db_labels.dimensions();
+  if (qd.size() != 2 || dd.size() != 2 || ql.size() != 2 || dl.size() != 2 || qd[1] != dd[1] ||
+      ql[0] != qd[0] || dl[0] != dd[0] || ql[1] != dl[1] || num_bits < 0 ||
+      num_bits > 32 * qd[1] || num_bits > 65534) {
+    return ffi::Error::InvalidArgument(
+        std::string(name) + ": query [q, W], db [n, W], labels [q, L] and [n, L] expected");
   }
   in->query = query.typed_data();
-  in->rel = rel.typed_data();
+  in->query_labels = query_labels.typed_data();
+  in->db_labels = db_labels.typed_data();
   in->q = qd[0];
   in->n = dd[0];
   in->w = qd[1];
   in->w64 = (in->w + 1) / 2;
   in->stride = (in->n + kLanes - 1) / kLanes * kLanes;
   in->bins = num_bits + 1;
+  in->label_words = ql[1];
+  in->overlap = overlap != 0;
   in->soa.resize(in->w64 * in->stride);
   Transpose(db.typed_data(), in->w, 0, in->n, in->stride, in->soa.data());
   return ffi::Error::Success();
 }
 
-// Distances of query a to every item (dist has in.stride entries), and the
-// counts of items and of relevant items at each distance.
+// rel[i] = 1 where item i is relevant to query a.
+void Relevance(const RankInputs& in, int64_t a, uint8_t* rel) {
+  const int64_t lw = in.label_words;
+  const uint32_t* ql = in.query_labels + a * lw;
+  const uint32_t* dl = in.db_labels;
+  if (lw == 1 && !in.overlap) {  // class ids
+    const uint32_t c = ql[0];
+    for (int64_t i = 0; i < in.n; ++i) rel[i] = dl[i] == c;
+    return;
+  }
+  for (int64_t i = 0; i < in.n; ++i) {
+    bool r = !in.overlap;
+    for (int64_t j = 0; j < lw; ++j) {
+      if (in.overlap) {
+        r = r || (dl[i * lw + j] & ql[j]) != 0;
+      } else {
+        r = r && dl[i * lw + j] == ql[j];
+      }
+    }
+    rel[i] = r;
+  }
+}
+
+// Distances of query a to every item (dist has in.stride entries), each item's
+// relevance (rel, n entries), and the counts of items and of relevant items at each
+// distance.
 template <int W64>
-void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, int64_t* all, int64_t* relevant) {
+void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, int64_t* all,
+                int64_t* relevant) {
   const int64_t w64 = W64 > 0 ? W64 : in.w64;
   std::vector<uint64_t> q64(w64);
   QueryWords(in.query + a * in.w, in.w, q64.data());
   for (int64_t i = 0; i < in.stride; i += kLanes) {
     Store16(in.soa.data(), in.stride, w64, q64.data(), i, dist + i);
   }
-  const bool* r = in.rel + a * in.n;
+  Relevance(in, a, rel);
   std::vector<int32_t> hist4(4 * 2 * in.bins, 0);
   int64_t i = 0;
   for (; i + 4 <= in.n; i += 4) {
-    for (int u = 0; u < 4; ++u) hist4[u * 2 * in.bins + 2 * dist[i + u] + r[i + u]] += 1;
+    for (int u = 0; u < 4; ++u) hist4[u * 2 * in.bins + 2 * dist[i + u] + rel[i + u]] += 1;
   }
-  for (; i < in.n; ++i) hist4[2 * dist[i] + r[i]] += 1;
+  for (; i < in.n; ++i) hist4[2 * dist[i] + rel[i]] += 1;
   for (int64_t d = 0; d < in.bins; ++d) {
     int64_t total = 0, hits = 0;
     for (int u = 0; u < 4; ++u) {
@@ -411,10 +447,13 @@ void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, int64_t* all, i
 }
 
 ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
-                         ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> rel, int64_t num_bits,
+                         ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::U32> query_labels,
+                         ffi::Buffer<ffi::U32> db_labels, int64_t num_bits, int64_t overlap,
                          ffi::ResultBuffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> hits) {
   RankInputs in;
-  if (auto err = PrepareRank("jhash_tie_groups", query, db, rel, num_bits, &in); !err.success()) {
+  if (auto err = PrepareRank("jhash_tie_groups", query, db, query_labels, db_labels, num_bits,
+                             overlap, &in);
+      !err.success()) {
     return err;
   }
   int32_t* size_out = size->typed_data();
@@ -422,8 +461,9 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   WordsDispatch(in.w64, [&]<int W64>() {
     ParallelFor(pool, in.q, [&](int64_t a) {
       std::vector<uint16_t> dist(in.stride);
+      std::vector<uint8_t> rel(in.n);
       std::vector<int64_t> all(in.bins), relevant(in.bins);
-      CountQuery<W64>(in, a, dist.data(), all.data(), relevant.data());
+      CountQuery<W64>(in, a, dist.data(), rel.data(), all.data(), relevant.data());
       for (int64_t d = 0; d < in.bins; ++d) {
         size_out[a * in.bins + d] = static_cast<int32_t>(all[d]);
         hits_out[a * in.bins + d] = static_cast<int32_t>(relevant[d]);
@@ -438,45 +478,51 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 // the items at smaller distances; a relevant one adds (relevant items ranked
 // before it + 1) / (rank + 1). Two passes over the query's distances, no sort.
 ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::Buffer<ffi::U32> db,
-                       ffi::Buffer<ffi::PRED> rel, int64_t num_bits, int64_t top_k,
-                       ffi::ResultBuffer<ffi::F32> numer, ffi::ResultBuffer<ffi::F32> retrieved) {
+                       ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                       int64_t num_bits, int64_t overlap, int64_t top_k,
+                       ffi::ResultBuffer<ffi::F32> numer, ffi::ResultBuffer<ffi::F32> retrieved,
+                       ffi::ResultBuffer<ffi::F32> total) {
   RankInputs in;
-  if (auto err = PrepareRank("jhash_index_ap", query, db, rel, num_bits, &in); !err.success()) {
+  if (auto err = PrepareRank("jhash_index_ap", query, db, query_labels, db_labels, num_bits,
+                             overlap, &in);
+      !err.success()) {
     return err;
   }
   float* numer_out = numer->typed_data();
   float* retrieved_out = retrieved->typed_data();
+  float* total_out = total->typed_data();
   WordsDispatch(in.w64, [&]<int W64>() {
-   ParallelFor(pool, in.q, [&](int64_t a) {
-    std::vector<uint16_t> dist(in.stride);
-    std::vector<int64_t> before(in.bins), rel_before(in.bins);
-    CountQuery<W64>(in, a, dist.data(), before.data(), rel_before.data());
-    // Counts per distance -> items (relevant items) ranked before each distance.
-    int64_t all = 0, hits = 0;
-    for (int64_t d = 0; d < in.bins; ++d) {
-      const int64_t c = before[d], h = rel_before[d];
-      before[d] = all;
-      rel_before[d] = hits;
-      all += c;
-      hits += h;
-    }
-    const bool* r = in.rel + a * in.n;
-    double sum = 0.0;
-    int64_t found = 0;
-    for (int64_t i = 0; i < in.n; ++i) {
-      const int d = dist[i];
-      const int64_t rank = before[d]++;
-      if (r[i]) {
-        const int64_t hit = rel_before[d]++;
-        if (rank < top_k) {
-          sum += static_cast<double>(hit + 1) / static_cast<double>(rank + 1);
-          ++found;
+    ParallelFor(pool, in.q, [&](int64_t a) {
+      std::vector<uint16_t> dist(in.stride);
+      std::vector<uint8_t> rel(in.n);
+      std::vector<int64_t> before(in.bins), rel_before(in.bins);
+      CountQuery<W64>(in, a, dist.data(), rel.data(), before.data(), rel_before.data());
+      // Counts per distance -> items (relevant items) ranked before each distance.
+      int64_t all = 0, hits = 0;
+      for (int64_t d = 0; d < in.bins; ++d) {
+        const int64_t c = before[d], h = rel_before[d];
+        before[d] = all;
+        rel_before[d] = hits;
+        all += c;
+        hits += h;
+      }
+      double sum = 0.0;
+      int64_t found = 0;
+      for (int64_t i = 0; i < in.n; ++i) {
+        const int d = dist[i];
+        const int64_t rank = before[d]++;
+        if (rel[i]) {
+          const int64_t hit = rel_before[d]++;
+          if (rank < top_k) {
+            sum += static_cast<double>(hit + 1) / static_cast<double>(rank + 1);
+            ++found;
+          }
         }
       }
-    }
-    numer_out[a] = static_cast<float>(sum);
-    retrieved_out[a] = static_cast<float>(found);
-   });
+      numer_out[a] = static_cast<float>(sum);
+      retrieved_out[a] = static_cast<float>(found);
+      total_out[a] = static_cast<float>(hits);
+    });
   });
   return ffi::Error::Success();
 }
@@ -809,23 +855,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashHammingTopk, HammingTopkImpl,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashTieGroups, TieGroupsImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
                                   .Attr<int64_t>("num_bits")
-                                  .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::S32>>());
+                                  .Attr<int64_t>("overlap")
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // items per distance
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // relevant items per distance
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexAp, IndexApImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
                                   .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("overlap")
                                   .Attr<int64_t>("top_k")
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // sum of precisions
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // relevant in the top k
+                                  .Ret<ffi::Buffer<ffi::F32>>()); // relevant in all
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashBucketSearch, BucketSearchImpl,
                               ffi::Ffi::Bind()
