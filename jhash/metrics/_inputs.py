@@ -175,28 +175,31 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
 
   Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
   the outputs). Returns the pytree with leading axis ``num_queries``.
-  ``native_kernel(query [c, W], query_labels [c, ...])``, when given, replaces the
-  distances, the relevance and ``kernel`` for plain packed codes on the CPU when
-  jhash's native kernels are built (``jhash.native``); it must return the same pytree.
+  ``native_kernel(query [q, W], query_labels [q, ...])``, when given, replaces all of
+  it for plain packed codes on the CPU when jhash's native kernels are built
+  (``jhash.native``): one call for every query (its memory is per query, not
+  ``chunk x n``); it must return the same pytree.
   """
-  q = setup.num_queries
-  pad = (-q) % chunk
-  def padded(x):
-    return jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x
-  qx = padded(corpus.query).reshape(-1, chunk, *corpus.query.shape[1:])
-  ql = padded(corpus.query_labels).reshape(-1, chunk, *corpus.query_labels.shape[1:])
+  def array_code(query, labels):
+    q = setup.num_queries
+    pad = (-q) % chunk
+    def padded(x):
+      return jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x
+    qx = padded(query).reshape(-1, chunk, *query.shape[1:])
+    ql = padded(labels).reshape(-1, chunk, *labels.shape[1:])
 
-  def one(args):
-    query, labels = args
-    def array_code(query, labels):
+    def one(args):
+      query, labels = args
       rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
       return kernel(chunk_distances(corpus, setup, query), rel)
-    if native_kernel is None or setup.kind != "hamming" or not native.enabled():
-      return array_code(query, labels)
-    return lax.platform_dependent(query, labels, cpu=native_kernel, default=array_code)
 
-  out = lax.map(one, (qx, ql))
-  return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
+    out = lax.map(one, (qx, ql))
+    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
+
+  if native_kernel is None or setup.kind != "hamming" or not native.enabled():
+    return array_code(corpus.query, corpus.query_labels)
+  return lax.platform_dependent(corpus.query, corpus.query_labels, cpu=native_kernel,
+                                default=array_code)
 
 
 def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:
