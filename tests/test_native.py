@@ -212,6 +212,16 @@ def test_map_array_code_equals_native(array_code_only, rng):
   np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize("relevance", ["auto", "same_class"])
+def test_precision_and_recall_at_k_native_equal_reference(relevance, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  ks = (1, 10, 333, 700)
+  for name in ("precision_at_k", "recall_at_k"):
+    got = getattr(metrics, name)(qc, dc, lq, ld, ks, relevance=relevance)
+    want = getattr(ref, name)(qc, dc, lq, ld, ks, relevance_kind=relevance)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6, err_msg=name)
+
+
 # ----------------------------------------------------------------------------------------------
 # Every build path, and turning the kernels off.
 

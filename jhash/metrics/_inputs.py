@@ -196,7 +196,9 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
     out = lax.map(one, (qx, ql))
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
 
-  if native_kernel is None or setup.kind != "hamming" or not native.enabled():
+  # The kernels hold distances in 16 bits: codes up to 65,534 bits.
+  if (native_kernel is None or setup.kind != "hamming" or setup.num_bits > 65534
+      or not native.enabled()):
     return array_code(corpus.query, corpus.query_labels)
   return lax.platform_dependent(corpus.query, corpus.query_labels, cpu=native_kernel,
                                 default=array_code)

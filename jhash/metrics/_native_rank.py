@@ -22,8 +22,9 @@ def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
   """Labels as uint32 words [n, L] for the kernels, and whether relevance is overlap.
 
   Class ids [n] are one word each (relevant: equal). Multi-hot sets [n, C] are
-  packed 32 labels to a word; "share_label" is relevant when a bit is shared,
-  "same_class" when every word is equal.
+  packed 32 labels to a word; "share_label" (and "graded", taken as relevant when
+  the grade is above 0) is relevant when a bit is shared, "same_class" when every
+  word is equal.
   """
   if labels.ndim == 1:
     return lax.bitcast_convert_type(labels.astype(jnp.int32), jnp.uint32)[:, None], False
@@ -31,7 +32,7 @@ def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
   bits = jnp.pad(labels.astype(bool), ((0, 0), (0, (-c) % 32))).astype(jnp.uint32)
   shifts = jnp.arange(32, dtype=jnp.uint32)
   words = jnp.sum(bits.reshape(n, -1, 32) << shifts[None, None, :], axis=-1, dtype=jnp.uint32)
-  return words, kind == "share_label"
+  return words, kind in ("share_label", "graded")
 
 
 def tie_groups(query, db, query_words, db_words, num_bits: int,

@@ -17,6 +17,7 @@ from jax import lax
 from jhash.metrics import _ap
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
+from jhash.metrics import _native_rank
 
 GAINS = ("exp", "linear")
 
@@ -43,15 +44,19 @@ def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
   ks = _check_ks(ks, distances.shape[1])
   relevant = relevance.astype(bool)
   if ties == "aware":
-    groups = _groups.make_groups(distances, relevant, max_distance)
-    n = groups.size.astype(jnp.float32)
-    p = groups.hits.astype(jnp.float32)
-    share = jnp.where(n > 0, p / jnp.maximum(n, 1.0), 0.0)
-    cols = [jnp.sum(share * _groups.cut_sizes(groups, k)[1], axis=-1) for k in ks]
-    return jnp.stack(cols, axis=-1)
+    return _expected_hits(_groups.make_groups(distances, relevant, max_distance), ks)
   order = _ap.ranked_positions(distances, max(ks), max_distance)
   cum = jnp.cumsum(jnp.take_along_axis(relevant, order, axis=1).astype(jnp.float32), axis=1)
   return cum[:, jnp.asarray(ks) - 1]
+
+
+def _expected_hits(groups: _groups.TieGroups, ks) -> jax.Array:
+  """Expected relevant items in the top k under ties, from the tie groups: [q, len(ks)]."""
+  n = groups.size.astype(jnp.float32)
+  p = groups.hits.astype(jnp.float32)
+  share = jnp.where(n > 0, p / jnp.maximum(n, 1.0), 0.0)
+  cols = [jnp.sum(share * _groups.cut_sizes(groups, k)[1], axis=-1) for k in ks]
+  return jnp.stack(cols, axis=-1)
 
 
 def _gain(grades, gain: str):
@@ -105,7 +110,15 @@ def _hits_and_totals(corpus, setup, chunk, options):
   def kernel(d, rel):
     hits = hits_at_k(d, rel, ks, ties, _inputs.max_distance(setup))
     return hits, jnp.sum(rel.astype(bool), axis=1)
-  return _inputs.map_queries(kernel, corpus, setup, chunk)
+  by_kernel = None
+  if ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
+    db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
+    def by_kernel(query, labels):
+      words, _ = _native_rank.label_words(labels, setup.relevance)
+      groups = _native_rank.tie_groups(query, corpus.db, words, db_words, setup.num_bits,
+                                       overlap)
+      return _expected_hits(groups, ks), jnp.sum(groups.hits, axis=1)
+  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
 def _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, weights,
