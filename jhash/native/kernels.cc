@@ -268,7 +268,8 @@ void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0,
     sel[a].keys.resize(cap);
     sel[a].q64.resize(w64);
     QueryWords(query + (q0 + a) * w, w, sel[a].q64.data());
-    sel[a].threshold = static_cast<int>(num_bits) + 1;  // above every distance: admit all
+    // Above every distance, even with stray bits past num_bits: admit all at first.
+    sel[a].threshold = static_cast<int>(32 * w) + 1;
   }
   // A tile of about 32 KB in the transposed layout, a whole number of 16-item groups.
   const int64_t tile = std::clamp<int64_t>(4096 / w64, 64, 4096) / kLanes * kLanes;
