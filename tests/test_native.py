@@ -138,7 +138,8 @@ def test_tie_groups_count_items_and_relevant_items_per_distance(case, rng):
   assert 0 < rel.sum() < rel.size
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
-  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), qw, dw, 96, overlap)
+  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), None, qw, dw, 96,
+                                       overlap)
   d = np_dist(q, db)
   for a in range(7):
     np.testing.assert_array_equal(size[a], np.bincount(d[a], minlength=97))
@@ -154,8 +155,8 @@ def test_index_ap_equals_a_stable_sort(top_k, case, rng):
   k = 1003 if top_k is None else top_k
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
-  numer, found, total = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), qw, dw, 8,
-                                              overlap, k)
+  numer, found, total = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), None, qw, dw,
+                                              8, overlap, k)
   d = np_dist(q, db)
   for a in range(9):
     ranked = rel[a][np.argsort(d[a], kind="stable")][:k]
@@ -210,6 +211,22 @@ def test_map_array_code_equals_native(array_code_only, rng):
     on = [metrics.mean_average_precision(qc, dc, lq, ld, **o) for o in OPTIONS]
   assert on[0] == off[0] and on[2] == off[2]  # tie-aware: the same integer groups
   np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("options", [dict(ties="aware"), dict(ties="index"),
+                                     dict(ties="index", top_k=100, normalizer="min")])
+def test_map_of_items_with_several_codes_equals_reference(options, rng):
+  # Items hold 1 to 3 codes (the least distance counts); 24 bits: many ties.
+  qc, _, lq, ld = _map_cases(rng)
+  qc = qc[:, :12]
+  dc = np.where(rng.random((700, 3, 12)) < 0.5, -1, 1).astype(np.int8)
+  dc[:, 1] = qc[rng.integers(0, 30, 700)]  # second codes equal to some query's
+  mask = rng.random((700, 3)) < 0.6
+  mask[:, 0] |= ~mask.any(axis=1)
+  got = metrics.mean_average_precision(qc, dc, lq, ld, db_mask=mask, **options)
+  want = ref.mean_average_precision(qc, dc, lq, ld, db_mask=mask, **options)
+  assert got == pytest.approx(want, abs=2e-6)
+  assert 0.05 < got < 0.95
 
 
 @pytest.mark.parametrize("relevance", ["auto", "same_class"])

@@ -163,7 +163,7 @@ def _native_ap_kernel(options, corpus, setup):
   db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
   def kernel(query, labels):
     words, _ = _native_rank.label_words(labels, setup.relevance)
-    args = (query, corpus.db, words, db_words, setup.num_bits, overlap)
+    args = (query, corpus.db, corpus.db_mask, words, db_words, setup.num_bits, overlap)
     if ties == "aware":
       groups = _native_rank.tie_groups(*args)
       numer = _tie_aware_sum(groups, None if k == n else k)

@@ -176,9 +176,9 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
   Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
   the outputs). Returns the pytree with leading axis ``num_queries``.
   ``native_kernel(query [q, W], query_labels [q, ...])``, when given, replaces all of
-  it for plain packed codes on the CPU when jhash's native kernels are built
-  (``jhash.native``): one call for every query (its memory is per query, not
-  ``chunk x n``); it must return the same pytree.
+  it for packed codes (one or several per item) on the CPU when jhash's native
+  kernels are built (``jhash.native``): one call for every query (its memory is per
+  query, not ``chunk x n``); it must return the same pytree.
   """
   def array_code(query, labels):
     q = setup.num_queries
@@ -196,8 +196,9 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
     out = lax.map(one, (qx, ql))
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
 
-  # The kernels hold distances in 16 bits: codes up to 65,534 bits.
-  if (native_kernel is None or setup.kind != "hamming" or setup.num_bits > 65534
+  # Plain and multi-code Hamming distances (not weighted), held in 16 bits: codes up to
+  # 65,534 bits.
+  if (native_kernel is None or setup.kind == "weighted" or setup.num_bits > 65534
       or not native.enabled()):
     return array_code(corpus.query, corpus.query_labels)
   return lax.platform_dependent(corpus.query, corpus.query_labels, cpu=native_kernel,

@@ -1,6 +1,7 @@
 """Ranking metrics of packed codes by the native CPU kernels (``jhash.native``).
 
-Both kernels take a chunk of queries, the whole database and the labels of both,
+Both kernels take a chunk of queries, the whole database (one code per item, or
+several with a mask: the least distance counts) and the labels of both,
 and compute each query's distances and relevance in one pass, with no sort and
 no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
 distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
@@ -35,20 +36,30 @@ def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
   return words, kind in ("share_label", "graded")
 
 
-def tie_groups(query, db, query_words, db_words, num_bits: int,
+def _held(db, db_mask):
+  """The codes each item holds, bool [n, m]; a placeholder for one code per item."""
+  return jnp.zeros((0,), bool) if db_mask is None else db_mask
+
+
+def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
                overlap: bool) -> _groups.TieGroups:
-  """Items and relevant items at each distance: TieGroups of int32 [c, K + 1]."""
+  """Items and relevant items at each distance: TieGroups of int32 [c, K + 1].
+
+  ``db`` is uint32 [n, W], or [n, m, W] with ``db_mask`` bool [n, m] (an item's
+  distance is the least over the codes it holds); ``db_mask`` None for [n, W].
+  """
   out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 1), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_tie_groups", out, vmap_method="sequential")
-  size, hits = call(query, db, query_words, db_words, num_bits=np.int64(num_bits),
-                    overlap=np.int64(overlap))
+  size, hits = call(query, db, _held(db, db_mask), query_words, db_words,
+                    num_bits=np.int64(num_bits), overlap=np.int64(overlap))
   return _groups.TieGroups(size, hits)
 
 
-def index_ap(query, db, query_words, db_words, num_bits: int, overlap: bool, top_k: int):
+def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool,
+             top_k: int):
   """Ties by index: ``sum_{i<=k} rel_i precision@i``, relevant items in the top k and in
-  the whole database: float32 [c] each."""
+  the whole database: float32 [c] each (``db`` and ``db_mask`` as in ``tie_groups``)."""
   out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
   call = jax.ffi.ffi_call("jhash_index_ap", out, vmap_method="sequential")
-  return call(query, db, query_words, db_words, num_bits=np.int64(num_bits),
-              overlap=np.int64(overlap), top_k=np.int64(top_k))
+  return call(query, db, _held(db, db_mask), query_words, db_words,
+              num_bits=np.int64(num_bits), overlap=np.int64(overlap), top_k=np.int64(top_k))

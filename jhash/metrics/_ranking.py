@@ -115,8 +115,8 @@ def _hits_and_totals(corpus, setup, chunk, options):
     db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
     def by_kernel(query, labels):
       words, _ = _native_rank.label_words(labels, setup.relevance)
-      groups = _native_rank.tie_groups(query, corpus.db, words, db_words, setup.num_bits,
-                                       overlap)
+      groups = _native_rank.tie_groups(query, corpus.db, corpus.db_mask, words, db_words,
+                                       setup.num_bits, overlap)
       return _expected_hits(groups, ks), jnp.sum(groups.hits, axis=1)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 

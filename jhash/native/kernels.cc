@@ -353,29 +353,38 @@ ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 // (they break the chain of increments to one counter when neighbouring items share
 // a distance). Labels are words per item: a relevant item has all words equal to the
 // query's (class ids, or identical label sets) or, with `overlap`, shares a set bit
-// with them (multi-hot label sets packed 32 to a word).
+// with them (multi-hot label sets packed 32 to a word). An item may hold several
+// codes (db [n, m, W] with a mask [n, m]): its distance is the least over its codes.
 
 struct RankInputs {
   const uint32_t* query;
   const uint32_t* query_labels;  // [q, L]
   const uint32_t* db_labels;     // [n, L]
-  int64_t q, n, w, w64, stride, bins, label_words;
+  int64_t q, n, w, w64, stride, bins, label_words, codes_per_item;
   bool overlap;
-  std::vector<uint64_t> soa;   // the database, transposed: [w64, stride]
+  std::vector<uint64_t> soa;   // the database, transposed: [codes_per_item, w64, stride]
+  std::vector<uint8_t> held;   // [codes_per_item, n]: 1 where the item holds that code
 };
 
+// db is [n, W] (one code per item; `mask` is then ignored) or [n, m, W] with mask [n, m].
 ffi::Error PrepareRank(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buffer<ffi::U32>& db,
-                       ffi::Buffer<ffi::U32>& query_labels, ffi::Buffer<ffi::U32>& db_labels,
-                       int64_t num_bits, int64_t overlap, RankInputs* in) {
+                       ffi::Buffer<ffi::PRED>& mask, ffi::Buffer<ffi::U32>& query_labels,
+                       ffi::Buffer<ffi::U32>& db_labels, int64_t num_bits, int64_t overlap,
+                       RankInputs* in) {
   const auto qd = query.dimensions();
   const auto dd = db.dimensions();
+  const auto md = mask.dimensions();
   const auto ql = query_labels.dimensions();
   const auto dl = db_labels.dimensions();
-  if (qd.size() != 2 || dd.size() != 2 || ql.size() != 2 || dl.size() != 2 || qd[1] != dd[1] ||
-      ql[0] != qd[0] || dl[0] != dd[0] || ql[1] != dl[1] || num_bits < 0 ||
+  const bool multi = dd.size() == 3;
+  const int64_t m = multi ? dd[1] : 1;
+  if (qd.size() != 2 || (dd.size() != 2 && !multi) || ql.size() != 2 || dl.size() != 2 ||
+      qd[1] != dd[dd.size() - 1] || ql[0] != qd[0] || dl[0] != dd[0] || ql[1] != dl[1] ||
+      (multi && (md.size() != 2 || md[0] != dd[0] || md[1] != m)) || num_bits < 0 ||
       num_bits > 32 * qd[1] || num_bits > 65534) {
     return ffi::Error::InvalidArgument(
-        std::string(name) + ": query [q, W], db [n, W], labels [q, L] and [n, L] expected");
+        std::string(name) + ": query [q, W], db [n, W] or [n, m, W] with mask [n, m], labels "
+        "[q, L] and [n, L] expected");
   }
   in->query = query.typed_data();
   in->query_labels = query_labels.typed_data();
@@ -388,8 +397,23 @@ ffi::Error PrepareRank(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buff
   in->bins = num_bits + 1;
   in->label_words = ql[1];
   in->overlap = overlap != 0;
-  in->soa.resize(in->w64 * in->stride);
-  Transpose(db.typed_data(), in->w, 0, in->n, in->stride, in->soa.data());
+  in->codes_per_item = m;
+  in->soa.resize(m * in->w64 * in->stride);
+  if (!multi) {
+    Transpose(db.typed_data(), in->w, 0, in->n, in->stride, in->soa.data());
+    return ffi::Error::Success();
+  }
+  // Code slot j of every item, as its own [n, W] array, then transposed.
+  std::vector<uint32_t> slot(in->n * in->w);
+  in->held.resize(m * in->n);
+  for (int64_t j = 0; j < m; ++j) {
+    for (int64_t i = 0; i < in->n; ++i) {
+      std::memcpy(slot.data() + i * in->w, db.typed_data() + (i * m + j) * in->w, 4 * in->w);
+      in->held[j * in->n + i] = mask.typed_data()[i * m + j];
+    }
+    Transpose(slot.data(), in->w, 0, in->n, in->stride,
+              in->soa.data() + j * in->w64 * in->stride);
+  }
   return ffi::Error::Success();
 }
 
@@ -418,7 +442,8 @@ void Relevance(const RankInputs& in, int64_t a, uint8_t* rel) {
 
 // Distances of query a to every item (dist has in.stride entries), each item's
 // relevance (rel, n entries), and the counts of items and of relevant items at each
-// distance.
+// distance 0..num_bits + 1 (all and relevant have in.bins + 1 entries; the last is for
+// items that hold no code).
 template <int W64>
 void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, int64_t* all,
                 int64_t* relevant) {
@@ -428,17 +453,37 @@ void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, i
   for (int64_t i = 0; i < in.stride; i += kLanes) {
     Store16(in.soa.data(), in.stride, w64, q64.data(), i, dist + i);
   }
+  if (in.codes_per_item > 1) {  // the least distance over the codes each item holds
+    const uint8_t* held = in.held.data();
+    // An item holding no code (only possible where the mask was not checked) gets the
+    // distance num_bits + 1: counted apart, ranked last.
+    const uint16_t none = static_cast<uint16_t>(in.bins);
+    for (int64_t i = 0; i < in.n; ++i) dist[i] = held[i] ? dist[i] : none;
+    uint16_t more[kLanes];
+    for (int64_t j = 1; j < in.codes_per_item; ++j) {
+      const uint64_t* soa = in.soa.data() + j * w64 * in.stride;
+      const uint8_t* h = held + j * in.n;
+      for (int64_t i = 0; i < in.stride; i += kLanes) {
+        Store16(soa, in.stride, w64, q64.data(), i, more);
+        const int64_t count = std::min<int64_t>(kLanes, in.n - i);
+        for (int64_t u = 0; u < count; ++u) {
+          if (h[i + u] && more[u] < dist[i + u]) dist[i + u] = more[u];
+        }
+      }
+    }
+  }
   Relevance(in, a, rel);
-  std::vector<int32_t> hist4(4 * 2 * in.bins, 0);
+  const int64_t bins = in.bins + 1;
+  std::vector<int32_t> hist4(4 * 2 * bins, 0);
   int64_t i = 0;
   for (; i + 4 <= in.n; i += 4) {
-    for (int u = 0; u < 4; ++u) hist4[u * 2 * in.bins + 2 * dist[i + u] + rel[i + u]] += 1;
+    for (int u = 0; u < 4; ++u) hist4[u * 2 * bins + 2 * dist[i + u] + rel[i + u]] += 1;
   }
   for (; i < in.n; ++i) hist4[2 * dist[i] + rel[i]] += 1;
-  for (int64_t d = 0; d < in.bins; ++d) {
+  for (int64_t d = 0; d < bins; ++d) {
     int64_t total = 0, hits = 0;
     for (int u = 0; u < 4; ++u) {
-      const int32_t* h = hist4.data() + u * 2 * in.bins + 2 * d;
+      const int32_t* h = hist4.data() + u * 2 * bins + 2 * d;
       total += h[0] + h[1];
       hits += h[1];
     }
@@ -448,12 +493,13 @@ void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, i
 }
 
 ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
-                         ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::U32> query_labels,
-                         ffi::Buffer<ffi::U32> db_labels, int64_t num_bits, int64_t overlap,
-                         ffi::ResultBuffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> hits) {
+                         ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> mask,
+                         ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                         int64_t num_bits, int64_t overlap, ffi::ResultBuffer<ffi::S32> size,
+                         ffi::ResultBuffer<ffi::S32> hits) {
   RankInputs in;
-  if (auto err = PrepareRank("jhash_tie_groups", query, db, query_labels, db_labels, num_bits,
-                             overlap, &in);
+  if (auto err = PrepareRank("jhash_tie_groups", query, db, mask, query_labels, db_labels,
+                             num_bits, overlap, &in);
       !err.success()) {
     return err;
   }
@@ -463,7 +509,7 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
     ParallelFor(pool, in.q, [&](int64_t a) {
       std::vector<uint16_t> dist(in.stride);
       std::vector<uint8_t> rel(in.n);
-      std::vector<int64_t> all(in.bins), relevant(in.bins);
+      std::vector<int64_t> all(in.bins + 1), relevant(in.bins + 1);
       CountQuery<W64>(in, a, dist.data(), rel.data(), all.data(), relevant.data());
       for (int64_t d = 0; d < in.bins; ++d) {
         size_out[a * in.bins + d] = static_cast<int32_t>(all[d]);
@@ -479,13 +525,13 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 // the items at smaller distances; a relevant one adds (relevant items ranked
 // before it + 1) / (rank + 1). Two passes over the query's distances, no sort.
 ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::Buffer<ffi::U32> db,
-                       ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
-                       int64_t num_bits, int64_t overlap, int64_t top_k,
-                       ffi::ResultBuffer<ffi::F32> numer, ffi::ResultBuffer<ffi::F32> retrieved,
-                       ffi::ResultBuffer<ffi::F32> total) {
+                       ffi::Buffer<ffi::PRED> mask, ffi::Buffer<ffi::U32> query_labels,
+                       ffi::Buffer<ffi::U32> db_labels, int64_t num_bits, int64_t overlap,
+                       int64_t top_k, ffi::ResultBuffer<ffi::F32> numer,
+                       ffi::ResultBuffer<ffi::F32> retrieved, ffi::ResultBuffer<ffi::F32> total) {
   RankInputs in;
-  if (auto err = PrepareRank("jhash_index_ap", query, db, query_labels, db_labels, num_bits,
-                             overlap, &in);
+  if (auto err = PrepareRank("jhash_index_ap", query, db, mask, query_labels, db_labels,
+                             num_bits, overlap, &in);
       !err.success()) {
     return err;
   }
@@ -496,11 +542,11 @@ ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::B
     ParallelFor(pool, in.q, [&](int64_t a) {
       std::vector<uint16_t> dist(in.stride);
       std::vector<uint8_t> rel(in.n);
-      std::vector<int64_t> before(in.bins), rel_before(in.bins);
+      std::vector<int64_t> before(in.bins + 1), rel_before(in.bins + 1);
       CountQuery<W64>(in, a, dist.data(), rel.data(), before.data(), rel_before.data());
       // Counts per distance -> items (relevant items) ranked before each distance.
       int64_t all = 0, hits = 0;
-      for (int64_t d = 0; d < in.bins; ++d) {
+      for (int64_t d = 0; d <= in.bins; ++d) {
         const int64_t c = before[d], h = rel_before[d];
         before[d] = all;
         rel_before[d] = hits;
@@ -857,7 +903,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashTieGroups, TieGroupsImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
-                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, (m,) W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // codes held [n, m]
                                   .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
                                   .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
                                   .Attr<int64_t>("num_bits")
@@ -869,7 +916,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexAp, IndexApImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
-                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, (m,) W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // codes held [n, m]
                                   .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
                                   .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
                                   .Attr<int64_t>("num_bits")
