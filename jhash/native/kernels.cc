@@ -466,8 +466,9 @@ void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, i
       for (int64_t i = 0; i < in.stride; i += kLanes) {
         Store16(soa, in.stride, w64, q64.data(), i, more);
         const int64_t count = std::min<int64_t>(kLanes, in.n - i);
-        for (int64_t u = 0; u < count; ++u) {
-          if (h[i + u] && more[u] < dist[i + u]) dist[i + u] = more[u];
+        for (int64_t u = 0; u < count; ++u) {  // branch-free: the mask is unpredictable
+          const uint16_t d = h[i + u] ? more[u] : uint16_t{0xFFFF};
+          dist[i + u] = std::min(dist[i + u], d);
         }
       }
     }
