@@ -236,19 +236,19 @@ def _flips_in_blocks(by_flip_masks, block_size, block):
 
 @functools.partial(jax.jit, static_argnames=("max_radius", "max_results", "block_size",
                                              "flip_block_size", "window", "method", "steps",
-                                             "plan", "fall_back", "native"))
+                                             "plan", "fall_back", "use_native"))
 def _bucket_search(index, query_packed, chunks, num_wanted, *, max_radius, max_results,
                    block_size, flip_block_size, window, method, steps, plan, fall_back,
-                   native):
+                   use_native):
   """The search; also returns the most buckets within reach of one query through the
   substring tables (0 without them, and from the native kernel, which needs no second
-  run), to tell an eager caller to run again. ``native``: on the CPU, the kernel of
+  run), to tell an eager caller to run again. ``use_native``: on the CPU, the kernel of
   ``_native_search`` (the same results)."""
   array_code = functools.partial(
       _array_search, max_radius=max_radius, max_results=max_results, block_size=block_size,
       flip_block_size=flip_block_size, window=window, method=method, steps=steps, plan=plan,
       fall_back=fall_back)
-  if not native:
+  if not use_native:
     return array_code(index, query_packed, chunks, num_wanted)
 
   def native_kernel(index, query_packed, chunks, num_wanted):
@@ -259,8 +259,7 @@ def _bucket_search(index, query_packed, chunks, num_wanted, *, max_radius, max_r
         flips=0 if plan is None else plan.flips)
     return SearchResults(*out), jnp.int32(0)
 
-  return lax.platform_dependent(index, query_packed, chunks, num_wanted, cpu=native_kernel,
-                                default=array_code)
+  return native.on_cpu(native_kernel, array_code, index, query_packed, chunks, num_wanted)
 
 
 def _array_search(index, query_packed, chunks, num_wanted, *, max_radius, max_results,
@@ -393,7 +392,8 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   search = functools.partial(
       _bucket_search, index, query_packed, chunks, num_wanted, max_radius=max_radius,
       max_results=max_results, flip_block_size=max(1, min(num_q, probes // per_query)),
-      window=window, method=method, steps=_probe.static_steps(index), native=native.enabled())
+      window=window, method=method, steps=_probe.static_steps(index),
+      use_native=native.enabled())
   if plan is None:
     return search(block_size=1, plan=None, fall_back=False)[0]
   traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))

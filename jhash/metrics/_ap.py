@@ -160,10 +160,9 @@ def _native_ap_kernel(options, corpus, setup):
   top_k, ties, normalizer = options
   n = setup.num_items
   k = n if top_k is None else top_k
-  db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
+  bound = _native_rank.bind(corpus, setup)
   def kernel(query, labels):
-    words, _ = _native_rank.label_words(labels, setup.relevance)
-    args = (query, corpus.db, corpus.db_mask, words, db_words, setup.num_bits, overlap)
+    args = bound(query, labels)
     if ties == "aware":
       groups = _native_rank.tie_groups(*args)
       numer = _tie_aware_sum(groups, None if k == n else k)

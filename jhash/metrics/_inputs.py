@@ -198,11 +198,9 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
 
   # Plain and multi-code Hamming distances (not weighted), held in 16 bits: codes up to
   # 65,534 bits.
-  if (native_kernel is None or setup.kind == "weighted" or setup.num_bits > 65534
-      or not native.enabled()):
+  if native_kernel is None or setup.kind == "weighted" or setup.num_bits > 65534:
     return array_code(corpus.query, corpus.query_labels)
-  return lax.platform_dependent(corpus.query, corpus.query_labels, cpu=native_kernel,
-                                default=array_code)
+  return native.on_cpu(native_kernel, array_code, corpus.query, corpus.query_labels)
 
 
 def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:

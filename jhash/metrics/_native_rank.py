@@ -36,6 +36,16 @@ def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
   return words, kind in ("share_label", "graded")
 
 
+def bind(corpus, setup):
+  """``args(query, query_labels)``: the kernels' leading arguments for a corpus (the
+  database's label words made once), through ``overlap``."""
+  db_words, overlap = label_words(corpus.db_labels, setup.relevance)
+  def args(query, query_labels):
+    words, _ = label_words(query_labels, setup.relevance)
+    return query, corpus.db, corpus.db_mask, words, db_words, setup.num_bits, overlap
+  return args
+
+
 def _held(db, db_mask):
   """The codes each item holds, bool [n, m]; a placeholder for one code per item."""
   return jnp.zeros((0,), bool) if db_mask is None else db_mask

@@ -112,11 +112,9 @@ def _hits_and_totals(corpus, setup, chunk, options):
     return hits, jnp.sum(rel.astype(bool), axis=1)
   by_kernel = None
   if ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
-    db_words, overlap = _native_rank.label_words(corpus.db_labels, setup.relevance)
+    bound = _native_rank.bind(corpus, setup)
     def by_kernel(query, labels):
-      words, _ = _native_rank.label_words(labels, setup.relevance)
-      groups = _native_rank.tie_groups(query, corpus.db, corpus.db_mask, words, db_words,
-                                       setup.num_bits, overlap)
+      groups = _native_rank.tie_groups(*bound(query, labels))
       return _expected_hits(groups, ks), jnp.sum(groups.hits, axis=1)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 

@@ -130,3 +130,11 @@ def _load() -> bool:
 def enabled() -> bool:
   """True when the native kernels are built and registered (CPU paths use them)."""
   return _load()
+
+
+def on_cpu(kernel, array_code, *operands):
+  """``kernel(*operands)`` where the program is compiled for the CPU and the kernels are
+  built, ``array_code(*operands)`` elsewhere (both must return the same pytree)."""
+  if not enabled():
+    return array_code(*operands)
+  return jax.lax.platform_dependent(*operands, cpu=kernel, default=array_code)

@@ -257,12 +257,13 @@ inline int Shrink(Selection& s, int64_t k) {
 }
 
 // W64: 64-bit words per code when 1..4 (the loops unroll), 0 for any other length.
+// cap: keys a query's buffer holds before it shrinks to k.
 template <int W64>
 void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0, int64_t q1,
-               int64_t num_valid, int64_t k, int64_t num_bits, int32_t* out_d, int32_t* out_i) {
+               int64_t num_valid, int64_t k, int64_t cap, int64_t num_bits, int32_t* out_d,
+               int32_t* out_i) {
   const int64_t nq = q1 - q0;
   const int64_t w64 = W64 > 0 ? W64 : (w + 1) / 2;
-  const int64_t cap = std::max<int64_t>(2 * k, k + 256);  // as in HammingTopkImpl
   std::vector<Selection> sel(nq);
   for (int64_t a = 0; a < nq; ++a) {
     sel[a].keys.resize(cap);
@@ -340,7 +341,7 @@ ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   WordsDispatch((w + 1) / 2, [&]<int W64>() {
     ParallelFor(pool, tasks, [&](int64_t t) {
       const int64_t q0 = t * block, q1 = std::min(q, q0 + block);
-      TopkBlock<W64>(qp, dp, w, q0, q1, num_valid, k, num_bits, od, oi);
+      TopkBlock<W64>(qp, dp, w, q0, q1, num_valid, k, cap, num_bits, od, oi);
     });
   });
   return ffi::Error::Success();

@@ -10,9 +10,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-
-from jhash import native
 
 
 def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
@@ -28,9 +25,3 @@ def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
   call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
   return call(query_packed, db_packed, valid, k=np.int64(k), num_bits=np.int64(num_bits))
 
-
-def on_cpu(kernel, array_code, *operands):
-  """``kernel(*operands)`` when lowered for the CPU with the kernels built, else array code."""
-  if not native.enabled():
-    return array_code(*operands)
-  return lax.platform_dependent(*operands, cpu=kernel, default=array_code)

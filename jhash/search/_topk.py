@@ -41,7 +41,7 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
       return hamming_topk_unchecked(qp, dp, k, num_bits, query_chunk, db_block,
                                     _distance.default_method(), valid)
     valid = jnp.asarray(db_packed.shape[0] if num_valid is None else num_valid, jnp.int32)
-    return _native_topk.on_cpu(by_kernel, array_code, query_packed, db_packed, valid)
+    return native.on_cpu(by_kernel, array_code, query_packed, db_packed, valid)
   if method == "auto":
     method = _distance.default_method()
   if method == "native":
