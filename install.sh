@@ -35,6 +35,17 @@ if [ ! -f "$fm/train-images-idx3-ubyte.gz" ]; then
          "dataset-fashion-mnist', or pass root=DIR to jhash.data.load_fashion_mnist." >&2
   fi
 fi
+# SIMDe (header-only portable SIMD intrinsics, x86-64): lets the tests run the kernels'
+# AVX-512 path on CPUs without AVX-512. Optional; the test is skipped without it.
+if [[ ",$extras," == *",test,"* ]] && [ "$(uname -m)" = x86_64 ] &&
+   [ ! -f /usr/include/simde/x86/avx512.h ] && command -v apt-get >/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get install -y -q libsimde-dev >/dev/null 2>&1 ||
+      echo "install.sh: libsimde-dev not installed; the emulated AVX-512 test will be skipped." >&2
+  else
+    echo "install.sh: as root run 'apt-get install -y libsimde-dev' to test the AVX-512 path." >&2
+  fi
+fi
 # jhash's native CPU kernels (C++ through the XLA FFI), compiled now rather than at
 # first use; without a C++ compiler jhash runs its array code (same results, slower).
 "$PY" -m jhash.native || echo "install.sh: native kernels not built (see above); jhash" \

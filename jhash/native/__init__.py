@@ -16,7 +16,8 @@ into a cache directory keyed by the source, jaxlib's version and the CPU
 ``./install.sh`` builds it; ``python -m jhash.native`` builds it and says where.
 Set ``JHASH_NATIVE=0`` to use the array code everywhere; ``JHASH_NATIVE_CFLAGS``
 adds compiler flags (``-mno-avx512f`` builds the AVX2 path on a CPU with
-AVX-512, ``-mno-avx2 -mno-avx512f`` the scalar path). When the build fails,
+AVX-512, ``-mno-avx2 -mno-avx512f`` the scalar path, ``-DJHASH_EMULATE_AVX512`` the
+AVX-512 path on any x86-64 through SIMDe's headers, for tests). When the build fails,
 jhash warns once and falls back to the array code, which gives the same results.
 """
 

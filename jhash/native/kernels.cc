@@ -28,6 +28,33 @@
 #include <immintrin.h>
 #endif
 
+// The AVX-512 path: on CPUs with VPOPCNTDQ, or, for tests on any x86-64, built
+// with -DJHASH_EMULATE_AVX512 over SIMDe's portable definitions of the same
+// intrinsics (header-only, Debian's libsimde-dev), so its results are checked on
+// machines without AVX-512 too. Two intrinsics SIMDe 0.7 lacks are defined below
+// as Intel's guide specifies them.
+#if defined(JHASH_EMULATE_AVX512)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#define JHASH_AVX512 1
+#if !defined(__AVX512F__)
+inline __mmask8 jhash_cmplt_epi64_mask(__m512i a, __m512i b) {
+  return _mm512_cmpgt_epi64_mask(b, a);
+}
+inline __m128i jhash_cvtepi64_epi16(__m512i a) {  // vpmovqw: the low 16 bits of each lane
+  alignas(64) uint64_t lanes[8];
+  alignas(16) uint16_t out[8];
+  _mm512_store_si512(lanes, a);
+  for (int u = 0; u < 8; ++u) out[u] = static_cast<uint16_t>(lanes[u]);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(out));
+}
+#define _mm512_cmplt_epi64_mask jhash_cmplt_epi64_mask
+#define _mm512_cvtepi64_epi16 jhash_cvtepi64_epi16
+#endif
+#elif defined(__AVX512F__) && defined(__AVX512VPOPCNTDQ__)
+#define JHASH_AVX512 1
+#endif
+
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -94,7 +121,7 @@ inline int DistSoa(const uint64_t* soa, int64_t stride, int64_t w64, const uint6
   return d;
 }
 
-#if defined(__AVX512F__) && defined(__AVX512VPOPCNTDQ__)
+#if defined(JHASH_AVX512)
 inline void Dist16Vec(const uint64_t* soa, int64_t stride, int64_t w64, const uint64_t* q,
                       int64_t i, __m512i out[2]) {
   __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
