@@ -240,6 +240,21 @@ def test_precision_and_recall_at_k_native_equal_reference(relevance, rng):
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6, err_msg=name)
 
 
+def test_export_needs_the_checks_and_then_runs_the_kernel(rng):
+  q, db = jnp.asarray(codes(rng, 5, 2)), jnp.asarray(codes(rng, 300, 2))
+  f = jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 7, 64))
+  with pytest.raises(ValueError, match="custom call"):
+    jax.export.export(f)(q, db)
+  exported = jax.export.export(f, disabled_checks=native.export_checks())(q, db)
+  assert "jhash_hamming_topk" in exported.mlir_module()
+  want = np_topk(np_dist(np.asarray(q), np.asarray(db)), 7)
+  for got, want in zip(exported.call(q, db), want):
+    np.testing.assert_array_equal(got, want)
+  # For accelerators only, the program holds the array code and needs no checks.
+  exported = jax.export.export(f, platforms=("cuda",))(q, db)
+  assert "jhash_hamming_topk" not in exported.mlir_module()
+
+
 # ----------------------------------------------------------------------------------------------
 # Every build path, and turning the kernels off.
 

@@ -133,6 +133,27 @@ def enabled() -> bool:
   return _load()
 
 
+def export_checks() -> list:
+  """The ``disabled_checks`` that let ``jax.export`` serialize a program holding the kernels.
+
+  A function compiled for the CPU with the kernels holds XLA FFI custom calls,
+  which ``jax.export`` refuses unless told to allow them; the exported program
+  then runs wherever jhash is imported with its kernels built (the targets are
+  registered by name). Exports for GPUs or TPUs only (``platforms=("cuda",)``)
+  hold the array code and need nothing; with ``JHASH_NATIVE=0`` set before
+  import, CPU exports hold the array code too.
+
+  >>> import jax, numpy as np
+  >>> from jhash import native, search
+  >>> db = np.arange(64, dtype=np.uint32)[:, None]
+  >>> f = jax.jit(lambda q, d: search.hamming_topk_unchecked(q, d, 3, 32))
+  >>> exported = jax.export.export(f, disabled_checks=native.export_checks())(db[:2], db)
+  >>> np.asarray(exported.call(db[:2], db)[1]).tolist()
+  [[0, 1, 2], [1, 0, 3]]
+  """
+  return [jax.export.DisabledSafetyCheck.custom_call(name) for name in TARGETS]
+
+
 def on_cpu(kernel, array_code, *operands):
   """``kernel(*operands)`` where the program is compiled for the CPU and the kernels are
   built, ``array_code(*operands)`` elsewhere (both must return the same pytree)."""
