@@ -214,6 +214,41 @@ def test_map_array_code_equals_native(array_code_only, rng):
   np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
 
 
+RADIUS_OPTIONS = [dict(), dict(average="pooled"), dict(relevance="same_class", empty="skip"),
+                  dict(no_relevant="skip")]
+
+
+@pytest.mark.parametrize("options", RADIUS_OPTIONS)
+def test_radius_curves_native_equal_reference(options, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  got = metrics.pr_curve_by_radius(qc, dc, lq, ld, **options)
+  options = dict(options)
+  options["relevance_kind"] = options.pop("relevance", "auto")
+  want = ref.pr_curve_by_radius(qc, dc, lq, ld, **options)
+  for name in ("precision", "recall"):
+    np.testing.assert_allclose(got[name], want[name], rtol=0, atol=2e-6, err_msg=name)
+  assert 0.1 < got["recall"][8] < 0.9  # a curve, not a constant
+
+
+def test_radius_curves_array_code_equal_native(array_code_only, rng):
+  # Items with one code, and items with 1 to 3 codes (the nearest counts).
+  qc, dc, lq, ld = _map_cases(rng)
+  multi = np.where(rng.random((700, 3, 16)) < 0.5, -1, 1).astype(np.int8)
+  mask = rng.random((700, 3)) < 0.6
+  mask[:, 0] |= ~mask.any(axis=1)
+  cases = [(dc, None, o) for o in RADIUS_OPTIONS] + [(multi, mask, dict(average="pooled"))]
+  def curves():
+    return [metrics.pr_curve_by_radius(qc, d, lq, ld, db_mask=m, **o) for d, m, o in cases]
+  off = curves()
+  jax.clear_caches()
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(native, "enabled", lambda: True)
+    on = curves()
+  for a, b in zip(on, off):
+    for name in ("precision", "recall"):
+      np.testing.assert_array_equal(a[name], b[name])  # the same integer counts
+
+
 @pytest.mark.parametrize("options", [dict(ties="aware"), dict(ties="index"),
                                      dict(ties="index", top_k=100, normalizer="min")])
 def test_map_of_items_with_several_codes_equals_reference(options, rng):

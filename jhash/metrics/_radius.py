@@ -24,18 +24,26 @@ import numpy as np
 
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
+from jhash.metrics import _native_rank
 
 AVERAGES = ("query", "pooled")
 
 
 @_inputs.jit_static
 def _ball_counts(corpus, setup, chunk, options):
+  """Items and relevant items within each radius 0..K, int32 [q, K + 1], and relevant
+  items in all, int32 [q]: cumulative tie groups (from the native kernel on the CPU)."""
   del options
   def kernel(d, rel):
     groups = _groups.groups_by_count(d, rel.astype(bool), setup.num_bits)
     return (jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1),
             jnp.sum(rel.astype(bool), axis=1))
-  return _inputs.map_queries(kernel, corpus, setup, chunk)
+  bound = _native_rank.bind(corpus, setup)
+  def by_kernel(query, labels):
+    groups = _native_rank.tie_groups(*bound(query, labels))
+    return (jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1),
+            jnp.sum(groups.hits, axis=1))
+  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
 def _curve(found, hits, total, average, empty, no_relevant):
