@@ -112,6 +112,48 @@ def test_auto_uses_the_native_kernel_on_the_cpu(rng):
   assert "jhash_hamming_topk" not in text
 
 
+def np_multi_dist(q, db, mask, num_bits):
+  """Least distance over the held codes; num_bits + 1 for an item holding none."""
+  d = np.stack([np_dist(q, db[:, j]) for j in range(db.shape[1])], axis=-1)
+  return np.where(mask[None], d, num_bits + 1).min(-1)
+
+
+# 1 and 2 words are unrolled kernels, 5 words the generic loop; 3 codes per item,
+# some items holding one, some none (possible only with a traced mask), many ties.
+@pytest.mark.parametrize("words", [1, 2, 5])
+@pytest.mark.parametrize("k", [1, 40, 900])
+def test_multi_code_topk_equals_reference(words, k, rng):
+  db = codes(rng, 900 * 3, words, pool=200).reshape(900, 3, words)
+  mask = rng.random((900, 3)) < 0.5
+  mask[::7] = False  # items holding no code
+  q = np.concatenate([codes(rng, 66, words), db[[4, 5], 0]])
+  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), k, 32 * words,
+                          db_mask=jnp.asarray(mask))
+  want = np_topk(np_multi_dist(q, db, mask, 32 * words), k)
+  np.testing.assert_array_equal(got[0], want[0])
+  np.testing.assert_array_equal(got[1], want[1])
+  if k == 900:  # the items holding no code come last, by index, at num_bits + 1
+    assert (np.asarray(got[0])[:, -(900 // 7 + 1):] == 32 * words + 1).all()
+
+
+def test_multi_code_topk_native_equals_array_code(rng, monkeypatch):
+  db = codes(rng, 2000 * 2, 1, pool=500, mask=0xFFF).reshape(2000, 2, 1)
+  mask = rng.random((2000, 2)) < 0.7
+  mask[:, 0] |= ~mask.any(axis=1)
+  q = codes(rng, 50, 1, mask=0xFFF)
+  f = jax.jit(lambda a, b, c: search.multi_code_topk_unchecked(a, b, c, 64, num_bits=12))
+  assert "jhash_hamming_topk" in f.lower(q, db, mask).as_text()
+  by_kernel = f(q, db, mask)
+  jax.clear_caches()
+  monkeypatch.setattr(native, "enabled", lambda: False)
+  g = jax.jit(lambda a, b, c: search.multi_code_topk_unchecked(a, b, c, 64, num_bits=12))
+  assert "jhash_hamming_topk" not in g.lower(q, db, mask).as_text()
+  array_code = g(q, db, mask)
+  jax.clear_caches()
+  np.testing.assert_array_equal(by_kernel[0], array_code[0])
+  np.testing.assert_array_equal(by_kernel[1], array_code[1])
+
+
 # ----------------------------------------------------------------------------------------------
 # Ranking metrics.
 

@@ -9,7 +9,8 @@
 // the popcount of XOR, read two words at a time as one 64-bit word.
 //
 // Kernels (each exported symbol is an XLA FFI handler):
-//   JhashHammingTopk   exact k nearest by (distance, index)          -> [q, k] x 2
+//   JhashHammingTopk   exact k nearest by (distance, index), items of one or more codes
+//                                                                  -> [q, k] x 2
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 1] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
@@ -225,16 +226,19 @@ inline void Store16(const uint64_t* soa, int64_t stride, int64_t w64, const uint
 #endif
 
 // Items t0..t1-1 of packed uint32 codes [n, w] into the transposed layout with
-// `stride` items per word row (zero past t1 and past the code's last word).
+// `stride` items per word row (zero past t1 and past the code's last word). Item i's
+// code starts at db + i * item_words (item_words = m * w picks one code slot of
+// [n, m, W] codes, with db pointing at that slot of item 0).
 void Transpose(const uint32_t* db, int64_t w, int64_t t0, int64_t t1, int64_t stride,
-               uint64_t* soa) {
+               uint64_t* soa, int64_t item_words = 0) {
   const int64_t w64 = (w + 1) / 2;
   const int64_t count = t1 - t0;
+  const int64_t step = item_words > 0 ? item_words : w;
   for (int64_t j = 0; j < w64; ++j) {
     uint64_t* row = soa + j * stride;
     const bool pair = 2 * j + 1 < w;
-    const uint32_t* x = db + t0 * w + 2 * j;
-    for (int64_t i = 0; i < count; ++i, x += w) {
+    const uint32_t* x = db + t0 * step + 2 * j;
+    for (int64_t i = 0; i < count; ++i, x += step) {
       row[i] = pair ? (static_cast<uint64_t>(x[1]) << 32 | x[0]) : x[0];
     }
     std::fill(row + count, row + stride, uint64_t{0});
@@ -283,40 +287,95 @@ inline int Shrink(Selection& s, int64_t k) {
   return static_cast<int>(s.keys[k - 1] >> 32);
 }
 
+// The database of a top-k call: codes [n, W], or [n, m, W] with held [n, m] (an
+// item's distance is the least over the codes it holds; one holding none has the
+// distance num_bits + 1, as in the array code).
+struct TopkDb {
+  const uint32_t* codes;
+  const bool* held;  // null for one code per item
+  int64_t m;
+};
+
+// The least distance over the codes item i (of the tile) holds; held_bits[j] has bit
+// u set when item (group start + u) holds code j.
+inline int MultiDist(const uint64_t* soa, int64_t tile, int64_t w64, int64_t m,
+                     const uint16_t* held_bits, const uint64_t* q, int64_t i, int u,
+                     int none) {
+  int d = none;
+  for (int64_t j = 0; j < m; ++j) {
+    if (held_bits[j] >> u & 1) d = std::min(d, DistSoa(soa + j * w64 * tile, tile, w64, q, i + u));
+  }
+  return d;
+}
+
 // W64: 64-bit words per code when 1..4 (the loops unroll), 0 for any other length.
 // cap: keys a query's buffer holds before it shrinks to k.
 template <int W64>
-void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0, int64_t q1,
+void TopkBlock(const uint32_t* query, const TopkDb& db, int64_t w, int64_t q0, int64_t q1,
                int64_t num_valid, int64_t k, int64_t cap, int64_t num_bits, int32_t* out_d,
                int32_t* out_i) {
   const int64_t nq = q1 - q0;
   const int64_t w64 = W64 > 0 ? W64 : (w + 1) / 2;
+  const int64_t m = db.m;
+  const bool multi = db.held != nullptr;
+  const int none = static_cast<int>(num_bits + 1);
   std::vector<Selection> sel(nq);
   for (int64_t a = 0; a < nq; ++a) {
     sel[a].keys.resize(cap);
     sel[a].q64.resize(w64);
     QueryWords(query + (q0 + a) * w, w, sel[a].q64.data());
     // Above every distance, even with stray bits past num_bits: admit all at first.
-    sel[a].threshold = static_cast<int>(32 * w) + 1;
+    sel[a].threshold = static_cast<int>(32 * w) + 2;
   }
-  // A tile of about 32 KB in the transposed layout, a whole number of 16-item groups.
+  // A tile of about 32 KB per code slot in the transposed layout, a whole number of
+  // 16-item groups.
   const int64_t tile = std::clamp<int64_t>(4096 / w64, 64, 4096) / kLanes * kLanes;
-  std::vector<uint64_t> soa(tile * w64);
+  std::vector<uint64_t> soa(m * tile * w64);
+  // Multi-code: per 16-item group, bits of the items holding each code, and of those
+  // holding none.
+  const int64_t groups = tile / kLanes;
+  std::vector<uint16_t> held_bits(multi ? groups * m : 0), none_bits(multi ? groups : 0);
   for (int64_t t0 = 0; t0 < num_valid; t0 += tile) {
     const int64_t t1 = std::min(num_valid, t0 + tile);
     const int64_t count = t1 - t0;
-    Transpose(db, w, t0, t1, tile, soa.data());
+    for (int64_t j = 0; j < m; ++j) {
+      Transpose(db.codes + j * w, w, t0, t1, tile, soa.data() + j * w64 * tile, m * w);
+    }
+    if (multi) {
+      std::fill(held_bits.begin(), held_bits.end(), uint16_t{0});
+      std::fill(none_bits.begin(), none_bits.end(), uint16_t{0});
+      for (int64_t i = 0; i < count; ++i) {
+        bool any = false;
+        for (int64_t j = 0; j < m; ++j) {
+          const bool h = db.held[(t0 + i) * m + j];
+          held_bits[(i / kLanes) * m + j] |= static_cast<uint16_t>(h) << (i % kLanes);
+          any = any || h;
+        }
+        none_bits[i / kLanes] |= static_cast<uint16_t>(!any) << (i % kLanes);
+      }
+    }
     for (int64_t a = 0; a < nq; ++a) {
       Selection& s = sel[a];
       const uint64_t* q = s.q64.data();
       int thr = s.threshold;
       for (int64_t i = 0; i < count; i += kLanes) {
-        uint32_t mask = Below16(soa.data(), tile, w64, q, i, thr);
+        uint32_t mask;
+        const uint16_t* hb = multi ? held_bits.data() + (i / kLanes) * m : nullptr;
+        if (!multi) {
+          mask = Below16(soa.data(), tile, w64, q, i, thr);
+        } else {
+          mask = none < thr ? none_bits[i / kLanes] : 0;
+          for (int64_t j = 0; j < m; ++j) {
+            // Only held codes admit an item (a filter: MultiDist re-checks).
+            mask |= Below16(soa.data() + j * w64 * tile, tile, w64, q, i, thr) & hb[j];
+          }
+        }
         if (i + kLanes > count) mask &= (uint32_t{1} << (count - i)) - 1;  // past the tile's end
         while (mask) {
           const int u = __builtin_ctz(mask);
           mask &= mask - 1;
-          const int d = DistSoa(soa.data(), tile, w64, q, i + u);
+          const int d = multi ? MultiDist(soa.data(), tile, w64, m, hb, q, i, u, none)
+                              : DistSoa(soa.data(), tile, w64, q, i + u);
           if (d >= thr) continue;  // the threshold fell inside this group
           s.keys[s.count++] = (static_cast<uint64_t>(d) << 32) | static_cast<uint64_t>(t0 + i + u);
           if (s.count == cap) thr = Shrink(s, k);
@@ -343,22 +402,29 @@ void TopkBlock(const uint32_t* query, const uint32_t* db, int64_t w, int64_t q0,
   }
 }
 
+// db is [n, W] (one code per item; `mask` is then ignored) or [n, m, W] with mask [n, m].
 ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
-                           ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> valid, int64_t k,
-                           int64_t num_bits, ffi::ResultBuffer<ffi::S32> out_d,
-                           ffi::ResultBuffer<ffi::S32> out_i) {
+                           ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> mask,
+                           ffi::Buffer<ffi::S32> valid, int64_t k, int64_t num_bits,
+                           ffi::ResultBuffer<ffi::S32> out_d, ffi::ResultBuffer<ffi::S32> out_i) {
   const auto qdims = query.dimensions();
   const auto ddims = db.dimensions();
-  if (qdims.size() != 2 || ddims.size() != 2 || qdims[1] != ddims[1]) {
-    return ffi::Error::InvalidArgument("jhash_hamming_topk: query [q, W] and db [n, W] expected");
+  const auto mdims = mask.dimensions();
+  const bool multi = ddims.size() == 3;
+  if (qdims.size() != 2 || (ddims.size() != 2 && !multi) || qdims[1] != ddims[ddims.size() - 1] ||
+      (multi && (mdims.size() != 2 || mdims[0] != ddims[0] || mdims[1] != ddims[1]))) {
+    return ffi::Error::InvalidArgument(
+        "jhash_hamming_topk: query [q, W] and db [n, W], or db [n, m, W] with mask [n, m], "
+        "expected");
   }
   const int64_t q = qdims[0], w = qdims[1], n = ddims[0];
   const int64_t num_valid = std::clamp<int64_t>(valid.typed_data()[0], 0, n);
-  if (k < 1 || k > n || n >= (int64_t{1} << 31)) {
+  if (k < 1 || k > n || n >= (int64_t{1} << 31) || num_bits < 0 || num_bits > 32 * w) {
     return ffi::Error::InvalidArgument("jhash_hamming_topk: need 1 <= k <= n < 2^31");
   }
+  const TopkDb tdb{db.typed_data(), multi ? mask.typed_data() : nullptr,
+                   multi ? ddims[1] : int64_t{1}};
   const uint32_t* qp = query.typed_data();
-  const uint32_t* dp = db.typed_data();
   int32_t* od = out_d->typed_data();
   int32_t* oi = out_i->typed_data();
   // Fewer queries per task when k is large: a task's buffers stay under about 16 MB.
@@ -368,7 +434,7 @@ ffi::Error HammingTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   WordsDispatch((w + 1) / 2, [&]<int W64>() {
     ParallelFor(pool, tasks, [&](int64_t t) {
       const int64_t q0 = t * block, q1 = std::min(q, q0 + block);
-      TopkBlock<W64>(qp, dp, w, q0, q1, num_valid, k, cap, num_bits, od, oi);
+      TopkBlock<W64>(qp, tdb, w, q0, q1, num_valid, k, cap, num_bits, od, oi);
     });
   });
   return ffi::Error::Success();
@@ -920,9 +986,10 @@ ffi::Error BucketSearchImpl(
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashHammingTopk, HammingTopkImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::U32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, (m,) W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // codes held [n, m]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // valid rows
                                   .Attr<int64_t>("k")
                                   .Attr<int64_t>("num_bits")
                                   .Ret<ffi::Buffer<ffi::S32>>()

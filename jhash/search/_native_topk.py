@@ -2,7 +2,8 @@
 
 One pass over the database per block of queries keeps every item under a
 running k-th distance in a small buffer; the result is the k smallest by
-``(distance, index)``, exactly as the array code returns them.
+``(distance, index)``, exactly as the array code returns them. Items may hold
+several codes (``multi_code_topk``): the least distance over the held codes.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import numpy as np
 
 
 def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
-         num_valid=None) -> tuple[jax.Array, jax.Array]:
+         num_valid=None, db_mask=None) -> tuple[jax.Array, jax.Array]:
   """Distances int32 [q, k] and indices int32 [q, k] by the native kernel (CPU only).
 
-  Rows at index >= ``num_valid`` are padding: never returned while there are k
-  valid rows (else the last slots hold distance ``num_bits + 1``).
+  ``db_packed`` is uint32 [n, W], or [n, m, W] with ``db_mask`` bool [n, m] (an
+  item's distance is the least over the codes it holds; ``num_bits + 1`` when it
+  holds none). Rows at index >= ``num_valid`` are padding: never returned while
+  there are k valid rows (else the last slots hold distance ``num_bits + 1``).
   """
   q, n = query_packed.shape[0], db_packed.shape[0]
   valid = jnp.asarray(n if num_valid is None else num_valid, jnp.int32)
+  held = jnp.zeros((0,), bool) if db_mask is None else db_mask
   out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
-  return call(query_packed, db_packed, valid, k=np.int64(k), num_bits=np.int64(num_bits))
-
+  return call(query_packed, db_packed, held, valid, k=np.int64(k), num_bits=np.int64(num_bits))

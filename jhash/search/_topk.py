@@ -204,10 +204,20 @@ def multi_code_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, db_
                               k: int, num_bits: int | None = None,
                               query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
                               db_block: int = _blockmin.DEFAULT_DB_BLOCK):
-  """``multi_code_topk`` without input checks (for use inside jit)."""
+  """``multi_code_topk`` without input checks (for use inside jit). On the CPU, the
+  native kernel (``jhash.native``; the same results)."""
   w = query_packed.shape[-1]
-  m = db_packed.shape[1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
+  def kernel(qp, dp, mask):
+    return _native_topk.topk(qp, dp, k, num_bits, db_mask=mask)
+  def array_code(qp, dp, mask):
+    return _multi_code_topk_array(qp, dp, mask, k, num_bits, query_chunk, db_block)
+  return native.on_cpu(kernel, array_code, query_packed, db_packed, db_mask)
+
+
+def _multi_code_topk_array(query_packed, db_packed, db_mask, k, num_bits, query_chunk, db_block):
+  """The array code of ``multi_code_topk_unchecked`` (any backend)."""
+  m, w = db_packed.shape[1], db_packed.shape[2]
   far = jnp.int32(num_bits + 1)
 
   unrolled = m * w <= _kernels.MAX_UNROLLED_WORDS
@@ -260,7 +270,8 @@ def multi_code_topk(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.
 
   The distance of an item is the minimum Hamming distance over its valid codes
   (``multi_code_hamming``); each item is returned once; sorted by (distance,
-  item index), ties to the smaller index.
+  item index), ties to the smaller index. On the CPU a native kernel does it in
+  one pass (``jhash.native``; the same results as the array code).
 
   Args:
     query_packed: uint32 [q, W].
