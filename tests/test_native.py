@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 import _metrics_reference as ref
+from _search_reference import np_popcount_dist
+from _search_reference import np_topk
+from _search_reference import random_codes
 from jhash import native
 from jhash import metrics
 from jhash import search
@@ -22,21 +25,8 @@ from jhash.search import _native_topk
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="native kernels not built here")
 
 
-def np_topk(dist, k):
-  order = np.stack([np.lexsort((np.arange(row.shape[0]), row))[:k] for row in dist])
-  return np.take_along_axis(dist, order, axis=1), order
-
-
-def np_dist(q, db):
-  return np.bitwise_count(q[:, None, :] ^ db[None, :, :]).sum(-1).astype(np.int64)
-
-
-def codes(rng, n, words, pool=None, mask=0xFFFFFFFF):
-  """Random packed codes; from a pool of `pool` codes (many exact ties) when given."""
-  size = n if pool is None else pool
-  table = rng.integers(0, 2**32, size=(size, words), dtype=np.uint64).astype(np.uint32)
-  table &= np.uint32(mask)
-  return table if pool is None else table[rng.integers(0, pool, size=n)]
+np_dist = np_popcount_dist
+codes = random_codes
 
 
 # ----------------------------------------------------------------------------------------------

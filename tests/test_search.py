@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 from jax import lax
 
+from _search_reference import np_popcount_dist
+from _search_reference import np_topk
+from _search_reference import random_codes
 from jhash import codes
 from jhash import search
 
@@ -35,21 +38,9 @@ def np_hamming(q_bits, db_bits):
   return (q_bits[:, None, :] != db_bits[None, :, :]).sum(-1)
 
 
-def np_topk(dist, k):
-  """First k of each row by (distance, index)."""
-  order = np.stack([np.lexsort((np.arange(row.shape[0]), row))[:k] for row in dist])
-  return np.take_along_axis(dist, order, axis=1), order
-
-
-def np_popcount_dist(q_packed, db_packed):
-  return np.bitwise_count(q_packed[:, None, :] ^ db_packed[None, :, :]).sum(-1).astype(np.int64)
-
-
 def pooled_codes(rng, n, words, pool_size, mask=0xFFFFFFFF):
   """n packed codes drawn from a pool of pool_size codes (many exact duplicates)."""
-  pool = rng.integers(0, 2**32, size=(pool_size, words), dtype=np.uint64).astype(np.uint32)
-  pool &= np.uint32(mask)
-  return pool[rng.integers(0, pool_size, size=n)]
+  return random_codes(rng, n, words, pool=pool_size, mask=mask)
 
 
 def assert_topk_equal(got, want_dist, want_idx):
