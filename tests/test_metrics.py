@@ -926,3 +926,21 @@ def test_bad_input_raises_naming_the_argument(index):
   match, call = _bad_calls()[index]
   with pytest.raises(ValueError, match=match):
     call()
+
+
+@pytest.mark.parametrize("values", ["bool", "float"])
+def test_tie_groups_leave_out_distances_past_the_largest(values, rng):
+  # Items holding no code have distances past K (the largest int32 from
+  # multi_code_hamming): in no group, in no other query's row either.
+  from jhash.metrics import _groups
+  d = rng.integers(0, 9, size=(5, 60)).astype(np.int32)
+  far = rng.random((5, 60)) < 0.3
+  d_far = np.where(far, np.array([9, 13, np.iinfo(np.int32).max])[rng.integers(0, 3, (5, 60))], d)
+  v = rng.random((5, 60)) < 0.5
+  v = v if values == "bool" else v * rng.random((5, 60)).astype(np.float32)
+  got = _groups.groups_by_count(jnp.asarray(d_far), jnp.asarray(v), 8)
+  for a in range(5):
+    keep = ~far[a]
+    np.testing.assert_array_equal(got.size[a], np.bincount(d[a][keep], minlength=9))
+    np.testing.assert_allclose(got.hits[a], np.bincount(d[a][keep], weights=v[a][keep],
+                                                        minlength=9), rtol=1e-6)

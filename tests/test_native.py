@@ -171,12 +171,48 @@ def test_tie_groups_count_items_and_relevant_items_per_distance(case, rng):
   assert 0 < rel.sum() < rel.size
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
-  size, hits = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), None, qw, dw, 96,
-                                       overlap)
+  (size, hits), total = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), None, qw, dw,
+                                                96, overlap)
   d = np_dist(q, db)
   for a in range(7):
     np.testing.assert_array_equal(size[a], np.bincount(d[a], minlength=97))
     np.testing.assert_array_equal(hits[a], np.bincount(d[a], weights=rel[a], minlength=97))
+  np.testing.assert_array_equal(total, rel.sum(axis=1))
+
+
+def test_items_holding_no_code_count_alike_in_kernel_and_array_code(rng, monkeypatch):
+  # Inside jit the mask is not checked: an item holding no code is never retrieved
+  # (in no tie group, outside every radius, last by index) but counts as relevant.
+  qc, _, lq, ld = _map_cases(rng)
+  dc = np.where(rng.random((700, 2, 16)) < 0.5, -1, 1).astype(np.int8)
+  mask = rng.random((700, 2)) < 0.7
+  mask[::4] = False  # a quarter of the items hold no code
+
+  def all_metrics(m):
+    out = [metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties=t)[0]
+           for t in ("aware", "index")]
+    out += [metrics.precision_at_k(qc, dc, lq, ld, (10, 600), db_mask=m),
+            metrics.recall_at_k(qc, dc, lq, ld, (10, 600), db_mask=m)]
+    out += [metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties="index", top_k=600)[0],
+            metrics.precision_at_k(qc, dc, lq, ld, (10, 700), db_mask=m, ties="index")]
+    return out
+
+  by_kernel = jax.jit(all_metrics)(mask)
+  jax.clear_caches()
+  monkeypatch.setattr(native, "enabled", lambda: False)
+  array_code = jax.jit(all_metrics)(mask)
+  jax.clear_caches()
+  for got, want in zip(by_kernel, array_code):
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+  # Never retrieved: the AP of the items holding codes, over all relevant items.
+  keep = mask.any(axis=1)
+  rel = (lq[:, None, :] & ld[None, :, :]).any(-1)
+  share = rel[:, keep].sum(1) / np.maximum(rel.sum(1), 1)
+  for got, ties in zip(by_kernel[:2], ("aware", "index")):
+    coded = metrics.average_precisions(qc, dc[keep], lq, ld[keep], db_mask=mask[keep],
+                                       ties=ties)[0]
+    np.testing.assert_allclose(got, np.asarray(coded) * share, rtol=0, atol=2e-6, err_msg=ties)
+  assert share.min() < 0.9
 
 
 @pytest.mark.parametrize("case", LABEL_CASES)

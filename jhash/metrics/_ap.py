@@ -78,18 +78,24 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
     # lax.top_k keeps the lower index first among equal keys; integer distances
     # below 2**24 are exact as float32.
     return lax.top_k(-distances.astype(jnp.float32), k)[1]
-  if max_distance is not None and (max_distance + 1) * n <= 2**31 - 1:
+  if max_distance is not None and (max_distance + 2) * n <= 2**31 - 1:
     # One int32 sort key (distance, index): a single-operand sort, several times
     # faster on the CPU than a two-operand stable argsort.
-    key = distances * n + jnp.arange(n, dtype=jnp.int32)[None, :]
+    # Distances past max_distance (an item holding no code) go last, as max_distance + 1.
+    key = jnp.minimum(distances, max_distance + 1) * n + jnp.arange(n, dtype=jnp.int32)[None, :]
     return (jnp.sort(key, axis=1) % n)[:, :k]
   return jnp.argsort(distances, axis=1, stable=True)[:, :k].astype(jnp.int32)
 
 
 def _index_sum(distances, relevant, k: int, max_distance: int | None):
-  """``sum_{i<=k} rel_i precision@i`` and relevant-in-top-k under index ties: [q], [q]."""
+  """``sum_{i<=k} rel_i precision@i`` and relevant-in-top-k under index ties: [q], [q].
+
+  Items past ``max_distance`` (holding no code) are ranked last and never retrieved."""
   order = ranked_positions(distances, k, max_distance)
-  rel = jnp.take_along_axis(relevant, order, axis=1).astype(jnp.float32)
+  rel = jnp.take_along_axis(relevant, order, axis=1).astype(bool)
+  if max_distance is not None:
+    rel &= jnp.take_along_axis(distances, order, axis=1) <= max_distance
+  rel = rel.astype(jnp.float32)
   hits = jnp.cumsum(rel, axis=1)
   pos = jnp.arange(1, rel.shape[1] + 1, dtype=jnp.float32)
   return jnp.sum(rel * hits / pos[None, :], axis=1), hits[:, -1]
@@ -164,9 +170,9 @@ def _native_ap_kernel(options, corpus, setup):
   def kernel(query, labels):
     args = bound(query, labels)
     if ties == "aware":
-      groups = _native_rank.tie_groups(*args)
+      groups, total = _native_rank.tie_groups(*args)
       numer = _tie_aware_sum(groups, None if k == n else k)
-      return _normalized(numer, None, jnp.sum(groups.hits, axis=1), k, normalizer)
+      return _normalized(numer, None, total, k, normalizer)
     numer, retrieved, total = _native_rank.index_ap(*args, k)
     return _normalized(numer, retrieved, total, k, normalizer)
   return kernel
@@ -219,7 +225,9 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
     normalizer: "relevant", "min" or "retrieved" (module docstring).
     no_relevant: "zero" or "skip" for queries whose normaliser is 0.
     weights: float [K] for weighted Hamming ranking ``sum_k w_k [q_k != b_k]``.
-    db_mask: bool [n, m] for multi-code ``db_codes``.
+    db_mask: bool [n, m] for multi-code ``db_codes``; every item must hold a code (checked
+      unless the mask is traced: inside jit an item holding none is never retrieved
+      and still counts among the relevant items, on every backend).
     query_chunk: queries per chunk (default: bounded memory, about 32 MB of distances).
   Returns:
     mAP as a Python float (NaN when every query is skipped).

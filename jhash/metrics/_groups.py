@@ -36,26 +36,29 @@ def groups_by_count(distances: jax.Array, values: jax.Array, max_distance: int) 
   """Groups of integer distances by histogram (no sort).
 
   Args:
-    distances: int32 [q, n] in [0, max_distance].
+    distances: int32 [q, n], 0 or more; those past max_distance (an item holding no
+      code: ``multi_code_hamming`` gives it the largest int32) are in no group.
     values: [q, n] bool / int / float per-item quantity.
     max_distance: D; groups are the distance values 0..D.
   Returns:
     TieGroups with G = D + 1.
   """
   q, _ = distances.shape
-  bins = max_distance + 1
+  # One more bin, for the distances past D, dropped at the end (no index overflows).
+  bins = max_distance + 2
+  distances = jnp.minimum(distances, max_distance + 1)
   if values.dtype == jnp.bool_:
     # One histogram over (distance, relevant) pairs instead of two scatters.
     pair = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances) * 2 + values
     counts = jnp.zeros((q * bins * 2,), jnp.int32).at[pair.reshape(-1)].add(1, mode="drop")
-    counts = counts.reshape(q, bins, 2)
+    counts = counts.reshape(q, bins, 2)[:, :-1]
     return TieGroups(counts[..., 0] + counts[..., 1], counts[..., 1])
   flat = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances).reshape(-1)
   size = jnp.zeros((q * bins,), jnp.int32).at[flat].add(1, mode="drop")
   vdtype = jnp.float32 if jnp.issubdtype(values.dtype, jnp.floating) else jnp.int32
   hits = jnp.zeros((q * bins,), vdtype).at[flat].add(values.reshape(-1).astype(vdtype),
                                                         mode="drop")
-  return TieGroups(size.reshape(q, bins), hits.reshape(q, bins))
+  return TieGroups(size.reshape(q, bins)[:, :-1], hits.reshape(q, bins)[:, :-1])
 
 
 def _groups_by_sort_one(distances: jax.Array, values: jax.Array):

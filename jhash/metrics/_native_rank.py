@@ -52,17 +52,20 @@ def _held(db, db_mask):
 
 
 def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
-               overlap: bool) -> _groups.TieGroups:
-  """Items and relevant items at each distance: TieGroups of int32 [c, K + 1].
+               overlap: bool) -> tuple[_groups.TieGroups, jax.Array]:
+  """Items and relevant items at each distance, TieGroups of int32 [c, K + 1], and the
+  relevant items in all, int32 [c].
 
   ``db`` is uint32 [n, W], or [n, m, W] with ``db_mask`` bool [n, m] (an item's
-  distance is the least over the codes it holds); ``db_mask`` None for [n, W].
+  distance is the least over the codes it holds); ``db_mask`` None for [n, W]. An
+  item holding no code (a mask not checked, inside jit) is in no group but counts
+  as relevant in all, as in the array code: never retrieved.
   """
-  out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 1), jnp.int32),) * 2
+  out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 2), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_tie_groups", out, vmap_method="sequential")
   size, hits = call(query, db, _held(db, db_mask), query_words, db_words,
                     num_bits=np.int64(num_bits), overlap=np.int64(overlap))
-  return _groups.TieGroups(size, hits)
+  return _groups.TieGroups(size[:, :-1], hits[:, :-1]), jnp.sum(hits, axis=1)
 
 
 def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool,

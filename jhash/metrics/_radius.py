@@ -40,9 +40,8 @@ def _ball_counts(corpus, setup, chunk, options):
             jnp.sum(rel.astype(bool), axis=1))
   bound = _native_rank.bind(corpus, setup)
   def by_kernel(query, labels):
-    groups = _native_rank.tie_groups(*bound(query, labels))
-    return (jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1),
-            jnp.sum(groups.hits, axis=1))
+    groups, total = _native_rank.tie_groups(*bound(query, labels))
+    return jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1), total
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 

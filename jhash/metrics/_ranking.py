@@ -46,7 +46,10 @@ def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
   if ties == "aware":
     return _expected_hits(_groups.make_groups(distances, relevant, max_distance), ks)
   order = _ap.ranked_positions(distances, max(ks), max_distance)
-  cum = jnp.cumsum(jnp.take_along_axis(relevant, order, axis=1).astype(jnp.float32), axis=1)
+  ranked = jnp.take_along_axis(relevant, order, axis=1)
+  if max_distance is not None:  # an item holding no code is never retrieved
+    ranked &= jnp.take_along_axis(distances, order, axis=1) <= max_distance
+  cum = jnp.cumsum(ranked.astype(jnp.float32), axis=1)
   return cum[:, jnp.asarray(ks) - 1]
 
 
@@ -114,8 +117,8 @@ def _hits_and_totals(corpus, setup, chunk, options):
   if ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
     bound = _native_rank.bind(corpus, setup)
     def by_kernel(query, labels):
-      groups = _native_rank.tie_groups(*bound(query, labels))
-      return _expected_hits(groups, ks), jnp.sum(groups.hits, axis=1)
+      groups, total = _native_rank.tie_groups(*bound(query, labels))
+      return _expected_hits(groups, ks), total
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 

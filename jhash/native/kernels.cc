@@ -11,7 +11,7 @@
 // Kernels (each exported symbol is an XLA FFI handler):
 //   JhashHammingTopk   exact k nearest by (distance, index), items of one or more codes
 //                                                                  -> [q, k] x 2
-//   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 1] x 2
+//   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 2] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 
@@ -606,9 +606,10 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
       std::vector<uint8_t> rel(in.n);
       std::vector<int64_t> all(in.bins + 1), relevant(in.bins + 1);
       CountQuery<W64>(in, a, dist.data(), rel.data(), all.data(), relevant.data());
-      for (int64_t d = 0; d < in.bins; ++d) {
-        size_out[a * in.bins + d] = static_cast<int32_t>(all[d]);
-        hits_out[a * in.bins + d] = static_cast<int32_t>(relevant[d]);
+      // Distances 0..num_bits, then the items holding no code.
+      for (int64_t d = 0; d <= in.bins; ++d) {
+        size_out[a * (in.bins + 1) + d] = static_cast<int32_t>(all[d]);
+        hits_out[a * (in.bins + 1) + d] = static_cast<int32_t>(relevant[d]);
       }
     });
   });
@@ -618,7 +619,8 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 // AP with ties ordered by database index, over the first top_k positions: an
 // item at distance d and index i has rank N_d + (items at d before i), with N_d
 // the items at smaller distances; a relevant one adds (relevant items ranked
-// before it + 1) / (rank + 1). Two passes over the query's distances, no sort.
+// before it + 1) / (rank + 1). Two passes over the query's distances, no sort. Items
+// holding no code are ranked last and never retrieved (they count only in the total).
 ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::Buffer<ffi::U32> db,
                        ffi::Buffer<ffi::PRED> mask, ffi::Buffer<ffi::U32> query_labels,
                        ffi::Buffer<ffi::U32> db_labels, int64_t num_bits, int64_t overlap,
@@ -653,7 +655,7 @@ ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::B
       for (int64_t i = 0; i < in.n; ++i) {
         const int d = dist[i];
         const int64_t rank = before[d]++;
-        if (rel[i]) {
+        if (rel[i] && d < in.bins) {  // an item holding no code (d = bins) is never retrieved
           const int64_t hit = rel_before[d]++;
           if (rank < top_k) {
             sum += static_cast<double>(hit + 1) / static_cast<double>(rank + 1);
@@ -1005,8 +1007,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashTieGroups, TieGroupsImpl,
                                   .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
                                   .Attr<int64_t>("num_bits")
                                   .Attr<int64_t>("overlap")
-                                  .Ret<ffi::Buffer<ffi::S32>>()   // items per distance
-                                  .Ret<ffi::Buffer<ffi::S32>>()); // relevant items per distance
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // items per distance, no code
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // relevant items likewise
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexAp, IndexApImpl,
                               ffi::Ffi::Bind()
