@@ -364,8 +364,9 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
     use_substrings: tuning only: find the buckets of radii >= 1 through the index's
       substring tables (multi-index hashing; ``build_index(num_substrings=...)``)
       instead of probing every flip mask. Default ``None``: when they are cheaper
-      (``_substrings.substring_plan``); ``False``: never; ``True``: whenever the
-      index has them.
+      (``_substrings.substring_plan``, by the costs of the code that will run: the
+      native kernel's on the CPU); ``False``: never; ``True``: whenever the index
+      has them.
   Returns:
     ``SearchResults``: item ids and radii [q, max_results] (-1 padded), number
     found [q] (all distinct items within the final radius, even past
@@ -376,7 +377,10 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   max_radius, max_results = _check_search_args(index, query_packed, max_radius, max_results)
   num_wanted = _check_num_wanted(num_wanted)
   probes, method = _check_tuning(probes_per_block, searchsorted_method)
-  plan = _substrings.substring_plan(index, max_radius, _check_use_substrings(use_substrings))
+  use_native = native.enabled()
+  # The plan's costs are the kernel's where it will run (programs compiled for the CPU).
+  plan = _substrings.substring_plan(index, max_radius, _check_use_substrings(use_substrings),
+                                    native_kernel=use_native and jax.default_backend() == "cpu")
   if plan is None and index.num_substrings:
     index = index._replace(substring_offsets=None, substring_buckets=None)  # not passed in
   multi = index.max_codes_per_item > 1
@@ -392,8 +396,7 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   search = functools.partial(
       _bucket_search, index, query_packed, chunks, num_wanted, max_radius=max_radius,
       max_results=max_results, flip_block_size=max(1, min(num_q, probes // per_query)),
-      window=window, method=method, steps=_probe.static_steps(index),
-      use_native=native.enabled())
+      window=window, method=method, steps=_probe.static_steps(index), use_native=use_native)
   if plan is None:
     return search(block_size=1, plan=None, fall_back=False)[0]
   traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))
