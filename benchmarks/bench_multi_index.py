@@ -353,19 +353,15 @@ def table(results, args, sizes, repeats):
       "Notes. The radius-2 speed at 64 bits comes from the substring tables (multi-index "
       "hashing: 3 lookups per query instead of 2,081 probes); without them "
       "(`use_substrings=False`, flip masks) jhash ran " + ("; ".join(flips) or "-") + ". "
-      "At radius 0 a call for 1,000 queries takes about a millisecond on both sides, so "
-      "fixed costs decide: jhash's dispatch and result copies against FAISS's per-query C++ "
-      "loop plus the NumPy mapping of codes to items. How the two sides compare depends on "
-      "what else the machine runs: FAISS's 2 OpenMP threads wait for each other at every "
-      "parallel region while another process holds a core, and jhash's compiled program "
-      "splits its large gathers over both cores too (XLA's CPU backend does so for every "
-      "gather from a large table). On this machine, full runs: on 2 busy cores (load "
-      "average 5.1-5.6, 2026-12-01) FAISS on 2 threads was 15-80x slower than jhash, and "
-      "jhash against 1-thread FAISS x0.93-1.03 at radius 0; on nearly idle cores (load "
-      "0.2-1.4, 2026-12-02, three runs) FAISS on 2 threads is at its best, and at 64 bits "
-      "jhash was x0.79-1.16 against the hash index at radius 0 and x0.72-0.91 against the "
-      "multi-hash index at radius 2 (x1.11-1.51 against the multi-hash on 1 thread): "
-      "there the multi-hash index with both cores is faster at radius 2.",
+      "On the CPU the whole search is one call of jhash's native kernel (`jhash.native`), "
+      "its queries spread over XLA's thread pool on both cores. At radius 0 a call for "
+      "1,000 queries takes well under a millisecond on both sides, so fixed costs decide: "
+      "jhash's dispatch and result copies against FAISS's per-query C++ loop plus the NumPy "
+      "mapping of codes to items. How the two compare depends on what else the machine "
+      "runs: FAISS's 2 OpenMP threads wait for each other at every parallel region while "
+      "another process holds a core. Before the native kernel (the array code, which GPUs "
+      "and TPUs run), on nearly idle cores jhash was x0.79-1.16 against the hash index at "
+      "radius 0 and x0.72-0.91 against the multi-hash index at radius 2 (2026-12-02).",
       "",
   ]
   return "\n".join(lines)
