@@ -72,7 +72,7 @@ def _where_jhash_runs() -> str:
   from jhash import native  # pylint: disable=import-outside-toplevel
   if jax.default_backend() == "cpu" and native.enabled():
     return ("on the CPU one call of the native kernel (`jhash.native`), queries spread over "
-            "XLA's thread pool (all cores); `lookup` is array code on one core.")
+            "XLA's thread pool (all cores); `lookup` is array code.")
   return f"the array code on {jax.default_backend()}."
 
 
