@@ -324,7 +324,8 @@ void TopkBlock(const uint32_t* query, const TopkDb& db, int64_t w, int64_t q0, i
     sel[a].keys.resize(cap);
     sel[a].q64.resize(w64);
     QueryWords(query + (q0 + a) * w, w, sel[a].q64.data());
-    // Above every distance, even with stray bits past num_bits: admit all at first.
+    // Above every distance, even with stray bits past num_bits, and above num_bits + 1
+    // (an item holding no code): admit all at first.
     sel[a].threshold = static_cast<int>(32 * w) + 2;
   }
   // A tile of about 32 KB per code slot in the transposed layout, a whole number of
