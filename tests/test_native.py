@@ -516,3 +516,26 @@ def test_bucket_search_native_equals_array_code(case, rng, monkeypatch):
   assert int(np.max(by_kernel.num_found)) > 0
   for name in by_kernel._fields:
     np.testing.assert_array_equal(getattr(by_kernel, name), getattr(array_code, name), name)
+
+
+@pytest.mark.parametrize("bits,m", [(64, 3), (32, 1), (16, 3)])
+def test_lookup_native_equals_array_code_and_the_bucket(bits, m, rng, monkeypatch):
+  from jhash import index as index_lib
+  idx, q = _bucket_index(rng, bits, m, 0)
+  q = np.concatenate([q, q[:3] ^ np.uint32(1 << 7)])  # 43 queries: a partial group of 16
+  start, count = (np.asarray(x) for x in index_lib.lookup(idx, q))
+  keys = np.asarray(idx.keys).astype(np.uint64)
+  key = keys[:, 0] | (keys[:, 1] << np.uint64(32)) if keys.shape[1] == 2 else keys[:, 0]
+  qk = q.astype(np.uint64)
+  qk = qk[:, 0] | (qk[:, 1] << np.uint64(32)) if q.shape[1] == 2 else qk[:, 0]
+  offsets = np.asarray(idx.offsets)
+  where = np.searchsorted(key, qk)  # the bucket, or the insertion point
+  hit = (where < key.size) & (key[np.minimum(where, key.size - 1)] == qk)
+  np.testing.assert_array_equal(start, offsets[where])
+  np.testing.assert_array_equal(count, np.where(hit, offsets[np.minimum(where + 1, key.size)]
+                                                - offsets[where], 0))
+  assert hit.any() and not hit.all()
+  monkeypatch.setattr(native, "enabled", lambda: False)
+  array_code = index_lib.lookup(idx, q)
+  np.testing.assert_array_equal(start, array_code[0])
+  np.testing.assert_array_equal(count, array_code[1])

@@ -40,3 +40,11 @@ def search(index: _build.BucketIndex, query_packed: jax.Array, num_wanted, *, ma
               num_bits=np.int64(index.num_bits), max_radius=np.int64(max_radius),
               directory_bits=np.int64(index.directory_bits),
               num_substrings=np.int64(num_substrings), flips=np.int64(flips))
+
+
+def lookup(index: _build.BucketIndex, query_packed: jax.Array):
+  """``lookup``'s ``(start, count)``, int32 [q] each, by the native kernel (CPU only)."""
+  per_query = jax.ShapeDtypeStruct((query_packed.shape[0],), jnp.int32)
+  call = jax.ffi.ffi_call("jhash_lookup", (per_query, per_query), vmap_method="sequential")
+  return call(jnp.asarray(query_packed, jnp.uint32), index.keys, index.offsets, index.directory,
+              num_bits=np.int64(index.num_bits), directory_bits=np.int64(index.directory_bits))

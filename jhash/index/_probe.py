@@ -16,7 +16,9 @@ import numpy as np
 from jax import lax
 
 from jhash import codes as codes_lib
+from jhash import native
 from jhash.index import _build
+from jhash.index import _native_search
 
 
 def key_less(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -173,10 +175,14 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   return masks
 
 
-@functools.partial(jax.jit, static_argnames="steps")
-def _lookup(index, query_packed, steps):
-  start, count, _ = bucket_ranges(index, query_packed, steps, scan=True)
-  return start, count
+@functools.partial(jax.jit, static_argnames=("steps", "use_native"))
+def _lookup(index, query_packed, steps, use_native):
+  def array_code(index, query_packed):
+    start, count, _ = bucket_ranges(index, query_packed, steps, scan=True)
+    return start, count
+  if not use_native:
+    return array_code(index, query_packed)
+  return native.on_cpu(_native_search.lookup, array_code, index, query_packed)
 
 
 def check_queries(index: _build.BucketIndex, query_packed, name: str = "query_packed"):
@@ -201,4 +207,4 @@ def lookup(index: _build.BucketIndex, query_packed: jax.Array):
     maps them to ids). ``count`` is 0 when no stored code equals the query.
   """
   check_queries(index, query_packed)
-  return _lookup(index, query_packed, static_steps(index))
+  return _lookup(index, query_packed, static_steps(index), native.enabled())

@@ -2,10 +2,10 @@
 
 XLA's CPU backend runs jhash's search loops on one thread and lowers selections
 to sorts; ``kernels.cc`` holds C++ kernels for the hot paths (exact Hamming top-k,
-tie groups and index-ordered AP of a ranking, hash-bucket search), called with
+tie groups and index-ordered AP of a ranking, hash-bucket search and lookup), called with
 ``jax.ffi.ffi_call`` and spread over XLA's own intra-op thread pool, so a call
 uses the cores JAX has. ``jhash.search.hamming_topk``, ``jhash.metrics``' mAP and
-``jhash.index.bucket_search`` use them on the CPU (``jax.lax.platform_dependent``
+``jhash.index.bucket_search`` and ``lookup`` use them on the CPU (``jax.lax.platform_dependent``
 inside their compiled programs); GPUs and TPUs run the array code, which gives
 the same results (tested against each other).
 
@@ -43,6 +43,7 @@ TARGETS = {
     "jhash_tie_groups": "JhashTieGroups",
     "jhash_index_ap": "JhashIndexAp",
     "jhash_bucket_search": "JhashBucketSearch",
+    "jhash_lookup": "JhashLookup",
 }
 
 

@@ -14,6 +14,7 @@
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 2] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
+//   JhashLookup        exact-match bucket of each query (start, count) -> [q] x 2
 
 #include <algorithm>
 #include <climits>
@@ -847,44 +848,59 @@ void SearchQuery(const BucketTables& t, const uint32_t* query, int64_t a, int64_
 // (directory, keys, offsets, items, ids), each likely a cache miss; the group takes
 // each step for all its queries, prefetching the next step's lines, so the misses
 // of different queries overlap instead of following one another.
+// Queries g0..g0+count-1 (count <= 16): each query's bucket, or -1 (lo), and the bounds
+// of its items in bucket_items (start, end; both the insertion point's offset when the
+// bucket is absent, so start is what an exact-match lookup reports). Each step of the
+// chain is taken for the whole group, prefetching the next step's lines.
+constexpr int64_t kGroup = 16;
+
+void FindOwnBuckets(const BucketTables& t, const uint32_t* query, int64_t g0, int64_t count,
+                    uint64_t* q, int64_t* lo, int64_t* start, int64_t* end) {
+  const int64_t shift = t.num_bits - t.directory_bits;
+  int64_t hi[kGroup];
+  for (int64_t i = 0; i < count; ++i) {
+    q[i] = Key(query + (g0 + i) * t.w, t.w);
+    __builtin_prefetch(t.directory + (q[i] >> shift));
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    lo[i] = t.directory[q[i] >> shift];
+    hi[i] = t.directory[(q[i] >> shift) + 1];
+    __builtin_prefetch(t.keys + ((lo[i] + hi[i]) >> 1) * t.w);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t l = lo[i], h = hi[i];
+    while (l < h) {
+      const int64_t mid = (l + h) >> 1;
+      if (Key(t.keys + mid * t.w, t.w) < q[i]) {
+        l = mid + 1;
+      } else {
+        h = mid;
+      }
+    }
+    const bool hit = l < t.num_keys && Key(t.keys + l * t.w, t.w) == q[i];
+    hi[i] = l;  // the insertion point
+    lo[i] = hit ? l : -1;
+    __builtin_prefetch(t.offsets + l);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    start[i] = t.offsets[hi[i]];
+    end[i] = lo[i] < 0 ? start[i] : t.offsets[lo[i] + 1];
+  }
+}
+
+// Radius 0, for a group of queries at a time: each query's own bucket, its items
+// all first visits. A lookup is a chain of dependent reads from large tables
+// (directory, keys, offsets, items, ids), each likely a cache miss; the group takes
+// each step for all its queries, prefetching the next step's lines, so the misses
+// of different queries overlap instead of following one another.
 void SearchOwnBuckets(const BucketTables& t, const uint32_t* query, int64_t a0, int64_t a1,
                       const std::vector<int32_t>& visited_by_radius, const BucketOut& out) {
-  constexpr int64_t kGroup = 16;
-  const int64_t shift = t.num_bits - t.directory_bits;
   for (int64_t g0 = a0; g0 < a1; g0 += kGroup) {
     const int64_t count = std::min(kGroup, a1 - g0);
     uint64_t q[kGroup];
-    int64_t lo[kGroup], hi[kGroup], start[kGroup], end[kGroup];
-    for (int64_t i = 0; i < count; ++i) {
-      q[i] = Key(query + (g0 + i) * t.w, t.w);
-      __builtin_prefetch(t.directory + (q[i] >> shift));
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      lo[i] = t.directory[q[i] >> shift];
-      hi[i] = t.directory[(q[i] >> shift) + 1];
-      __builtin_prefetch(t.keys + ((lo[i] + hi[i]) >> 1) * t.w);
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t l = lo[i], h = hi[i];
-      while (l < h) {
-        const int64_t mid = (l + h) >> 1;
-        if (Key(t.keys + mid * t.w, t.w) < q[i]) {
-          l = mid + 1;
-        } else {
-          h = mid;
-        }
-      }
-      const bool hit = l < t.num_keys && Key(t.keys + l * t.w, t.w) == q[i];
-      lo[i] = hit ? l : -1;
-      if (hit) __builtin_prefetch(t.offsets + l);
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      start[i] = end[i] = 0;
-      if (lo[i] < 0) continue;
-      start[i] = t.offsets[lo[i]];
-      end[i] = t.offsets[lo[i] + 1];
-      __builtin_prefetch(t.bucket_items + start[i]);
-    }
+    int64_t lo[kGroup], start[kGroup], end[kGroup];
+    FindOwnBuckets(t, query, g0, count, q, lo, start, end);
+    for (int64_t i = 0; i < count; ++i) __builtin_prefetch(t.bucket_items + start[i]);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t shown = std::min(end[i] - start[i], t.slots);
       for (int64_t e = 0; e < shown; ++e) {
@@ -907,6 +923,46 @@ void SearchOwnBuckets(const BucketTables& t, const uint32_t* query, int64_t a0, 
       out.radius[a] = 0;
     }
   }
+}
+
+// Exact-match lookup (jhash.index.lookup): each query's bucket as (start, count) in
+// bucket_items; count 0 and start the insertion point's offset when it is absent.
+ffi::Error LookupImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> queries,
+                      ffi::Buffer<ffi::U32> keys, ffi::Buffer<ffi::S32> offsets,
+                      ffi::Buffer<ffi::S32> directory, int64_t num_bits, int64_t directory_bits,
+                      ffi::ResultBuffer<ffi::S32> start_out, ffi::ResultBuffer<ffi::S32> count_out) {
+  const auto qd = queries.dimensions();
+  const auto kd = keys.dimensions();
+  if (qd.size() != 2 || kd.size() != 2 || qd[1] != kd[1] || kd[1] > 2 || num_bits < 1 ||
+      num_bits > 32 * kd[1] || directory_bits < 1 || directory_bits > num_bits) {
+    return ffi::Error::InvalidArgument("jhash_lookup: inconsistent index or queries");
+  }
+  BucketTables t;
+  t.keys = keys.typed_data();
+  t.offsets = offsets.typed_data();
+  t.directory = directory.typed_data();
+  t.w = kd[1];
+  t.num_keys = kd[0];
+  t.num_bits = num_bits;
+  t.directory_bits = directory_bits;
+  const int64_t q = qd[0];
+  int32_t* start = start_out->typed_data();
+  int32_t* count = count_out->typed_data();
+  constexpr int64_t kBlock = 256;
+  ParallelFor(pool, (q + kBlock - 1) / kBlock, [&](int64_t task) {
+    const int64_t a1 = std::min(q, (task + 1) * kBlock);
+    for (int64_t g0 = task * kBlock; g0 < a1; g0 += kGroup) {
+      const int64_t n = std::min(kGroup, a1 - g0);
+      uint64_t qv[kGroup];
+      int64_t lo[kGroup], s[kGroup], e[kGroup];
+      FindOwnBuckets(t, queries.typed_data(), g0, n, qv, lo, s, e);
+      for (int64_t i = 0; i < n; ++i) {
+        start[g0 + i] = static_cast<int32_t>(s[i]);
+        count[g0 + i] = static_cast<int32_t>(e[i] - s[i]);
+      }
+    }
+  });
+  return ffi::Error::Success();
 }
 
 ffi::Error BucketSearchImpl(
@@ -1051,3 +1107,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashBucketSearch, BucketSearchImpl,
                                   .Ret<ffi::Buffer<ffi::S32>>()   // buckets visited [q]
                                   .Ret<ffi::Buffer<ffi::S32>>()   // non-empty buckets [q]
                                   .Ret<ffi::Buffer<ffi::S32>>()); // radius reached [q]
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashLookup, LookupImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // keys [b, W]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // offsets [b + 1]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // directory
+                                  .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("directory_bits")
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // start [q]
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // count [q]
