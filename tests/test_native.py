@@ -317,6 +317,45 @@ def test_radius_curves_array_code_equal_native(array_code_only, rng):
       np.testing.assert_array_equal(a[name], b[name])  # the same integer counts
 
 
+@pytest.mark.parametrize("labels", ["multi-hot", "class ids", "40 labels"])
+@pytest.mark.parametrize("gain", ["exp", "linear"])
+def test_ndcg_native_equals_reference(labels, gain, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  if labels == "class ids":
+    lq, ld = lq.argmax(1), ld.argmax(1)
+  elif labels == "40 labels":  # two label words, grades up to 40
+    lq, ld = rng.random((30, 40)) < 0.4, rng.random((700, 40)) < 0.4
+  for k in (1, 25, 700):
+    got = metrics.ndcg_at_k(qc, dc, lq, ld, k, gain=gain)
+    want = ref.ndcg_at_k(qc, dc, lq, ld, k, gain=gain)
+    assert got == pytest.approx(want, abs=2e-6), k
+  assert 0.05 < got < 0.99
+
+
+def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypatch):
+  # Items of 1-3 codes, a fifth holding none (inside jit): never retrieved, but in the
+  # ideal ranking, as in the array code.
+  qc, _, lq, ld = _map_cases(rng)
+  dc = np.where(rng.random((700, 3, 16)) < 0.5, -1, 1).astype(np.int8)
+  mask = rng.random((700, 3)) < 0.6
+  mask[:, 0] |= ~mask.any(axis=1)
+  def both(m):
+    return [metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=m) for k in (10, 700)]
+  none = mask.copy()
+  none[::5] = False
+  by_kernel = both(mask) + [jax.jit(lambda m: metrics._ranking._per_query_ndcg(
+      *metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m), 64,
+      (700, "aware", "exp"))[0])(none)]
+  jax.clear_caches()
+  monkeypatch.setattr(native, "enabled", lambda: False)
+  array_code = both(mask) + [jax.jit(lambda m: metrics._ranking._per_query_ndcg(
+      *metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m), 64,
+      (700, "aware", "exp"))[0])(none)]
+  jax.clear_caches()
+  np.testing.assert_allclose(by_kernel[:2], array_code[:2], rtol=0, atol=2e-6)
+  np.testing.assert_allclose(by_kernel[2], array_code[2], rtol=0, atol=2e-6)
+
+
 @pytest.mark.parametrize("options", [dict(ties="aware"), dict(ties="index"),
                                      dict(ties="index", top_k=100, normalizer="min")])
 def test_map_of_items_with_several_codes_equals_reference(options, rng):

@@ -6,7 +6,8 @@ and compute each query's distances and relevance in one pass, with no sort and
 no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
 distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
 ``index_ap`` the AP sum of the ranking ordered by (distance, index)
-(``_ap._index_sum``), the relevant items in the top k and in all.
+(``_ap._index_sum``), the relevant items in the top k and in all, ``grade_groups``
+the items at each (distance, grade) for NDCG.
 """
 
 from __future__ import annotations
@@ -76,3 +77,15 @@ def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: 
   call = jax.ffi.ffi_call("jhash_index_ap", out, vmap_method="sequential")
   return call(query, db, _held(db, db_mask), query_words, db_words,
               num_bits=np.int64(num_bits), overlap=np.int64(overlap), top_k=np.int64(top_k))
+
+
+def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
+                 overlap: bool) -> jax.Array:
+  """Items at each (distance, grade): int32 [c, K + 2, G], distances 0..K then the items
+  holding no code; grades 0..G-1 are the labels shared with the query (``overlap``:
+  G = 32 x label words + 1) or 1 for the same class id (G = 2)."""
+  width = 32 * query_words.shape[1] + 1 if overlap else 2
+  out = jax.ShapeDtypeStruct((query.shape[0], num_bits + 2, width), jnp.int32)
+  call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
+  return call(query, db, _held(db, db_mask), query_words, db_words,
+              num_bits=np.int64(num_bits), overlap=np.int64(overlap))

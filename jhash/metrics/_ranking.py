@@ -93,13 +93,7 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
   ideal = jnp.sum(lax.top_k(gains, k)[0] * disc[None, :], axis=-1)
   if ties == "aware":
-    groups = _groups.make_groups(distances, gains, max_distance)
-    before, cut = _groups.cut_sizes(groups, k)
-    table = jnp.asarray(_groups.discount_table(k).astype(np.float32))
-    lo = jnp.minimum(before, k)
-    span = table[lo + cut] - table[lo]
-    size = groups.size.astype(jnp.float32)
-    dcg = jnp.sum(jnp.where(size > 0, groups.hits / jnp.maximum(size, 1.0), 0.0) * span, axis=-1)
+    dcg = _expected_dcg(_groups.make_groups(distances, gains, max_distance), k)
   else:
     order = _ap.ranked_positions(distances, k, max_distance)
     dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc[None, :], axis=-1)
@@ -163,12 +157,47 @@ def recall_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="awa
   return jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)(recall, defined)
 
 
+def _expected_dcg(groups: _groups.TieGroups, k: int) -> jax.Array:
+  """DCG@k expected over the orders of ties, from groups of summed gains: float32 [q]."""
+  before, cut = _groups.cut_sizes(groups, k)
+  table = jnp.asarray(_groups.discount_table(k).astype(np.float32))
+  lo = jnp.minimum(before, k)
+  span = table[lo + cut] - table[lo]
+  size = groups.size.astype(jnp.float32)
+  return jnp.sum(jnp.where(size > 0, groups.hits / jnp.maximum(size, 1.0), 0.0) * span, axis=-1)
+
+
+def _ndcg_from_grade_groups(counts, k: int, gain: str):
+  """Tie-aware NDCG@k from items per (distance, grade), int [q, K + 2, G] (the last
+  distance row: items holding no code, never retrieved): (ndcg float32 [q], defined)."""
+  gains = _gain(jnp.arange(counts.shape[-1]), gain)
+  ranked = counts[:, :-1].astype(jnp.float32)
+  dcg = _expected_dcg(_groups.TieGroups(jnp.sum(counts[:, :-1], axis=-1), ranked @ gains), k)
+  # The ideal ranking: grades from the highest down, each over its run of positions.
+  per_grade = jnp.sum(counts, axis=1)[:, ::-1]
+  before = _groups.exclusive_cumsum(per_grade)
+  table = jnp.asarray(_groups.discount_table(k).astype(np.float32))
+  span = table[jnp.minimum(before + per_grade, k)] - table[jnp.minimum(before, k)]
+  ideal = jnp.sum(span * gains[::-1][None, :], axis=-1)
+  defined = ideal > 0
+  return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
+
+
 @_inputs.jit_static
 def _per_query_ndcg(corpus, setup, chunk, options):
   k, ties, gain = options
   def kernel(d, grades):
     return ndcg(d, grades, k=k, ties=ties, gain=gain, max_distance=_inputs.max_distance(setup))
-  return _inputs.map_queries(kernel, corpus, setup, chunk)
+  by_kernel = None
+  labels = corpus.query_labels
+  width = 2 if labels.ndim == 1 else 32 * -(-labels.shape[1] // 32) + 1  # grades counted
+  # Items per (distance, grade) from the native kernel (CPU), while the counts of all
+  # queries take at most 256 MB (else the array code, chunk by chunk).
+  if ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:
+    bound = _native_rank.bind(corpus, setup)
+    def by_kernel(query, labels):
+      return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)
+  return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
 def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k, *, ties="aware", gain="exp",

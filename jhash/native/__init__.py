@@ -44,6 +44,7 @@ TARGETS = {
     "jhash_index_ap": "JhashIndexAp",
     "jhash_bucket_search": "JhashBucketSearch",
     "jhash_lookup": "JhashLookup",
+    "jhash_grade_groups": "JhashGradeGroups",
 }
 
 

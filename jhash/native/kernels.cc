@@ -13,6 +13,7 @@
 //                                                                  -> [q, k] x 2
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 2] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
+//   JhashGradeGroups   per query, items per (distance, grade), for NDCG -> [q, K + 2, G]
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 //   JhashLookup        exact-match bucket of each query (start, count) -> [q] x 2
 
@@ -541,8 +542,7 @@ void Relevance(const RankInputs& in, int64_t a, uint8_t* rel) {
 // distance 0..num_bits + 1 (all and relevant have in.bins + 1 entries; the last is for
 // items that hold no code).
 template <int W64>
-void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, int64_t* all,
-                int64_t* relevant) {
+void QueryDistances(const RankInputs& in, int64_t a, uint16_t* dist) {
   const int64_t w64 = W64 > 0 ? W64 : in.w64;
   std::vector<uint64_t> q64(w64);
   QueryWords(in.query + a * in.w, in.w, q64.data());
@@ -569,6 +569,12 @@ void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, i
       }
     }
   }
+}
+
+template <int W64>
+void CountQuery(const RankInputs& in, int64_t a, uint16_t* dist, uint8_t* rel, int64_t* all,
+                int64_t* relevant) {
+  QueryDistances<W64>(in, a, dist);
   Relevance(in, a, rel);
   const int64_t bins = in.bins + 1;
   std::vector<int32_t> hist4(4 * 2 * bins, 0);
@@ -612,6 +618,50 @@ ffi::Error TieGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
       for (int64_t d = 0; d <= in.bins; ++d) {
         size_out[a * (in.bins + 1) + d] = static_cast<int32_t>(all[d]);
         hits_out[a * (in.bins + 1) + d] = static_cast<int32_t>(relevant[d]);
+      }
+    });
+  });
+  return ffi::Error::Success();
+}
+
+// NDCG's groups: per query, the items at each (distance, grade), distances 0..num_bits
+// and num_bits + 1 for items holding no code; the grade is the number of labels shared
+// with the query (overlap: multi-hot words), or 1 for the same class id and 0 otherwise.
+ffi::Error GradeGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                           ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> mask,
+                           ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                           int64_t num_bits, int64_t overlap, ffi::ResultBuffer<ffi::S32> counts) {
+  RankInputs in;
+  if (auto err = PrepareRank("jhash_grade_groups", query, db, mask, query_labels, db_labels,
+                             num_bits, overlap, &in);
+      !err.success()) {
+    return err;
+  }
+  const auto cd = counts->dimensions();
+  const int64_t grades = in.overlap ? 32 * in.label_words + 1 : 2;
+  if (cd.size() != 3 || cd[0] != in.q || cd[1] != in.bins + 1 || cd[2] < grades) {
+    return ffi::Error::InvalidArgument("jhash_grade_groups: counts [q, K + 2, grades] expected");
+  }
+  const int64_t width = cd[2];
+  int32_t* out = counts->typed_data();
+  WordsDispatch(in.w64, [&]<int W64>() {
+    ParallelFor(pool, in.q, [&](int64_t a) {
+      std::vector<uint16_t> dist(in.stride);
+      QueryDistances<W64>(in, a, dist.data());
+      int32_t* c = out + a * (in.bins + 1) * width;
+      std::fill(c, c + (in.bins + 1) * width, 0);
+      const int64_t lw = in.label_words;
+      const uint32_t* ql = in.query_labels + a * lw;
+      for (int64_t i = 0; i < in.n; ++i) {
+        const uint32_t* dl = in.db_labels + i * lw;
+        int g = 0;
+        if (in.overlap) {
+          for (int64_t j = 0; j < lw; ++j) g += __builtin_popcount(dl[j] & ql[j]);
+        } else {
+          g = 1;
+          for (int64_t j = 0; j < lw; ++j) g &= dl[j] == ql[j];
+        }
+        c[dist[i] * width + g] += 1;
       }
     });
   });
@@ -1119,3 +1169,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashLookup, LookupImpl,
                                   .Attr<int64_t>("directory_bits")
                                   .Ret<ffi::Buffer<ffi::S32>>()   // start [q]
                                   .Ret<ffi::Buffer<ffi::S32>>()); // count [q]
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashGradeGroups, GradeGroupsImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, (m,) W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // codes held [n, m]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
+                                  .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("overlap")
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // items [q, K + 2, grades]
