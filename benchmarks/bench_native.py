@@ -15,6 +15,8 @@ each against a NumPy implementation and jhash's own array code:
   cumulative precision (index order).
 * ``jhash.metrics.pr_curve_by_radius``: NumPy counts items and relevant items per
   distance with ``np.bincount`` and takes cumulative sums.
+* ``jhash.metrics.ndcg_at_k`` (k = 100, tie-aware, items of several codes): against
+  the array code only.
 
 ``--quick`` (100 queries x 20,000 items) only prints. NumPy and jhash (native
 kernels) are interleaved, median of repeats after a warm-up; jhash's array code (the kernels switched off, as on a GPU or TPU, here on
@@ -109,6 +111,7 @@ def jhash_runs(qc, ql, dc, dl, mask, qp, dp):
       "mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
           qc, dc, ql, dl, db_mask=mask, ties="aware"),
       "pr_curve_by_radius": lambda: jhash.metrics.pr_curve_by_radius(qc, single, ql, dl),
+      "ndcg_at_k, tie-aware": lambda: jhash.metrics.ndcg_at_k(qc, dc, ql, dl, K, db_mask=mask),
   }
 
 
@@ -133,7 +136,9 @@ def check_equal(name, a, b, numpy_value):
                for f, v in zip(("precision", "recall"), numpy_value))
   if name == "mAP, ties by index":
     return abs(a - b) < 1e-6 and abs(a - numpy_value) < 1e-5
-  return a == b  # tie-aware: the same integer tie groups
+  if name.startswith("ndcg"):
+    return abs(a - b) < 1e-6  # float32 sums in a different order
+  return a == b  # tie-aware mAP: the same integer tie groups
 
 
 def main():
@@ -166,7 +171,8 @@ def main():
     peer = times.get(f"numpy {name}")
     ok = check_equal(name, values[f"jhash {name}"], array_values[name],
                      values.get(f"numpy {name}", values.get("numpy mAP, ties by index")))
-    rows.append([f"`{name}`" if "_" in name else name,
+    head, comma, rest = name.partition(",")
+    rows.append([f"`{head}`{comma}{rest}" if "_" in head else name,
                  "" if peer is None else f"{peer:.3f}",
                  f"{array_times[name]:.3f}", f"{times[f'jhash {name}']:.3f}",
                  "" if peer is None else f"{peer / times[f'jhash {name}']:.1f}x",
@@ -176,7 +182,7 @@ def main():
        "default vs NumPy", "default vs array code", "results equal"], rows)
   note = (f"{nq:,} queries x {nd:,} items, {k} bits, 10 classes; multi-code rows: items of 1 to "
           f"3 codes ({mask.sum() / nd:.2f} on average), top-k k = {K}; the radius curves over "
-          "the items' first codes. The tie-aware mAP row has no NumPy peer (NumPy's row for the "
+          "the items' first codes. The tie-aware rows have no NumPy peer (NumPy's row for the "
           "mAP is index-ordered; 'results equal' there compares the two jhash paths' integer "
           "tie groups). jhash default ran "
           f"{'the native CPU kernels' if native_on else 'the array code (kernels not built)'}.")
