@@ -41,6 +41,7 @@ if [[ ",$extras," == *",test,"* ]] && [ "$(uname -m)" = x86_64 ] &&
    [ ! -f /usr/include/simde/x86/avx512.h ] && command -v apt-get >/dev/null; then
   if [ "$(id -u)" -eq 0 ]; then
     apt-get install -y -q libsimde-dev >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libsimde-dev >/dev/null 2>&1; } ||
       echo "install.sh: libsimde-dev not installed; the emulated AVX-512 test will be skipped." >&2
   else
     echo "install.sh: as root run 'apt-get install -y libsimde-dev' to test the AVX-512 path." >&2
