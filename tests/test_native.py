@@ -339,18 +339,20 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   dc = np.where(rng.random((700, 3, 16)) < 0.5, -1, 1).astype(np.int8)
   mask = rng.random((700, 3)) < 0.6
   mask[:, 0] |= ~mask.any(axis=1)
-  def both(m):
-    return [metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=m) for k in (10, 700)]
   none = mask.copy()
   none[::5] = False
-  by_kernel = both(mask) + [jax.jit(lambda m: metrics._ranking._per_query_ndcg(
-      *metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m), 64,
-      (700, "aware", "exp"))[0])(none)]
+
+  def per_query_ndcg(m):  # NDCG@700 of each query, jittable (the mask traced)
+    corpus, setup = metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m)
+    return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, "aware", "exp"))[0]
+
+  def both():
+    return ([metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask) for k in (10, 700)]
+            + [jax.jit(per_query_ndcg)(none)])
+  by_kernel = both()
   jax.clear_caches()
   monkeypatch.setattr(native, "enabled", lambda: False)
-  array_code = both(mask) + [jax.jit(lambda m: metrics._ranking._per_query_ndcg(
-      *metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m), 64,
-      (700, "aware", "exp"))[0])(none)]
+  array_code = both()
   jax.clear_caches()
   np.testing.assert_allclose(by_kernel[:2], array_code[:2], rtol=0, atol=2e-6)
   np.testing.assert_allclose(by_kernel[2], array_code[2], rtol=0, atol=2e-6)

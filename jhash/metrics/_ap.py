@@ -87,14 +87,19 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
   return jnp.argsort(distances, axis=1, stable=True)[:, :k].astype(jnp.int32)
 
 
+def retrievable(relevant, distances, max_distance: int | None):
+  """``relevant`` (bool [q, n]) without the items past ``max_distance`` (holding no code:
+  ranked last, never retrieved); elementwise, so it fuses into the gather after it."""
+  relevant = relevant.astype(bool)
+  return relevant if max_distance is None else relevant & (distances <= max_distance)
+
+
 def _index_sum(distances, relevant, k: int, max_distance: int | None):
   """``sum_{i<=k} rel_i precision@i`` and relevant-in-top-k under index ties: [q], [q].
 
   Items past ``max_distance`` (holding no code) are ranked last and never retrieved."""
   order = ranked_positions(distances, k, max_distance)
-  rel = jnp.take_along_axis(relevant, order, axis=1).astype(bool)
-  if max_distance is not None:
-    rel &= jnp.take_along_axis(distances, order, axis=1) <= max_distance
+  rel = jnp.take_along_axis(retrievable(relevant, distances, max_distance), order, axis=1)
   rel = rel.astype(jnp.float32)
   hits = jnp.cumsum(rel, axis=1)
   pos = jnp.arange(1, rel.shape[1] + 1, dtype=jnp.float32)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jhash import native
 from jhash.metrics import _groups
 
 
@@ -47,11 +48,6 @@ def bind(corpus, setup):
   return args
 
 
-def _held(db, db_mask):
-  """The codes each item holds, bool [n, m]; a placeholder for one code per item."""
-  return jnp.zeros((0,), bool) if db_mask is None else db_mask
-
-
 def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
                overlap: bool) -> tuple[_groups.TieGroups, jax.Array]:
   """Items and relevant items at each distance, TieGroups of int32 [c, K + 1], and the
@@ -64,7 +60,7 @@ def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
   """
   out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 2), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_tie_groups", out, vmap_method="sequential")
-  size, hits = call(query, db, _held(db, db_mask), query_words, db_words,
+  size, hits = call(query, db, native.held_codes(db_mask), query_words, db_words,
                     num_bits=np.int64(num_bits), overlap=np.int64(overlap))
   return _groups.TieGroups(size[:, :-1], hits[:, :-1]), jnp.sum(hits, axis=1)
 
@@ -75,17 +71,23 @@ def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: 
   the whole database: float32 [c] each (``db`` and ``db_mask`` as in ``tie_groups``)."""
   out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
   call = jax.ffi.ffi_call("jhash_index_ap", out, vmap_method="sequential")
-  return call(query, db, _held(db, db_mask), query_words, db_words,
+  return call(query, db, native.held_codes(db_mask), query_words, db_words,
               num_bits=np.int64(num_bits), overlap=np.int64(overlap), top_k=np.int64(top_k))
+
+
+def grade_width(labels) -> int:
+  """G, the grades ``grade_groups`` counts: 2 for class ids [n], 32 x label words + 1 for
+  multi-hot label sets [n, C] (the shared labels, up to C)."""
+  return 2 if np.ndim(labels) == 1 else 32 * -(-np.shape(labels)[1] // 32) + 1
 
 
 def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
                  overlap: bool) -> jax.Array:
   """Items at each (distance, grade): int32 [c, K + 2, G], distances 0..K then the items
-  holding no code; grades 0..G-1 are the labels shared with the query (``overlap``:
-  G = 32 x label words + 1) or 1 for the same class id (G = 2)."""
-  width = 32 * query_words.shape[1] + 1 if overlap else 2
+  holding no code; grades 0..G-1 are the labels shared with the query (``overlap``,
+  multi-hot words) or 1 for the same class id (G: ``grade_width``)."""
+  width = 32 * query_words.shape[1] + 1 if overlap else 2  # grade_width of the labels
   out = jax.ShapeDtypeStruct((query.shape[0], num_bits + 2, width), jnp.int32)
   call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
-  return call(query, db, _held(db, db_mask), query_words, db_words,
+  return call(query, db, native.held_codes(db_mask), query_words, db_words,
               num_bits=np.int64(num_bits), overlap=np.int64(overlap))

@@ -46,9 +46,7 @@ def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
   if ties == "aware":
     return _expected_hits(_groups.make_groups(distances, relevant, max_distance), ks)
   order = _ap.ranked_positions(distances, max(ks), max_distance)
-  ranked = jnp.take_along_axis(relevant, order, axis=1)
-  if max_distance is not None:  # an item holding no code is never retrieved
-    ranked &= jnp.take_along_axis(distances, order, axis=1) <= max_distance
+  ranked = jnp.take_along_axis(_ap.retrievable(relevant, distances, max_distance), order, axis=1)
   cum = jnp.cumsum(ranked.astype(jnp.float32), axis=1)
   return cum[:, jnp.asarray(ks) - 1]
 
@@ -189,8 +187,7 @@ def _per_query_ndcg(corpus, setup, chunk, options):
   def kernel(d, grades):
     return ndcg(d, grades, k=k, ties=ties, gain=gain, max_distance=_inputs.max_distance(setup))
   by_kernel = None
-  labels = corpus.query_labels
-  width = 2 if labels.ndim == 1 else 32 * -(-labels.shape[1] // 32) + 1  # grades counted
+  width = _native_rank.grade_width(corpus.query_labels)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
   if ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:

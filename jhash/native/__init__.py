@@ -36,6 +36,7 @@ import tempfile
 import warnings
 
 import jax
+import jax.numpy as jnp
 
 SOURCE = pathlib.Path(__file__).with_name("kernels.cc")
 TARGETS = {
@@ -154,6 +155,12 @@ def export_checks() -> list:
   [[0, 1, 2], [1, 0, 3]]
   """
   return [jax.export.DisabledSafetyCheck.custom_call(name) for name in TARGETS]
+
+
+def held_codes(db_mask):
+  """The kernels' mask operand: bool [n, m] for items of several codes, and a
+  placeholder for one code per item (``db_mask`` None)."""
+  return jnp.zeros((0,), bool) if db_mask is None else db_mask
 
 
 def on_cpu(kernel, array_code, *operands):

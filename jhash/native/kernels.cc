@@ -515,6 +515,20 @@ ffi::Error PrepareRank(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buff
 }
 
 // rel[i] = 1 where item i is relevant to query a.
+// An item's grade for a query: with `overlap`, the labels they share (set bits in
+// common); else 1 when every label word is equal (the same class id or label set).
+inline int Grade(const uint32_t* ql, const uint32_t* dl, int64_t lw, bool overlap) {
+  int g = overlap ? 0 : 1;
+  for (int64_t j = 0; j < lw; ++j) {
+    if (overlap) {
+      g += __builtin_popcount(dl[j] & ql[j]);
+    } else {
+      g &= dl[j] == ql[j];
+    }
+  }
+  return g;
+}
+
 void Relevance(const RankInputs& in, int64_t a, uint8_t* rel) {
   const int64_t lw = in.label_words;
   const uint32_t* ql = in.query_labels + a * lw;
@@ -524,17 +538,7 @@ void Relevance(const RankInputs& in, int64_t a, uint8_t* rel) {
     for (int64_t i = 0; i < in.n; ++i) rel[i] = dl[i] == c;
     return;
   }
-  for (int64_t i = 0; i < in.n; ++i) {
-    bool r = !in.overlap;
-    for (int64_t j = 0; j < lw; ++j) {
-      if (in.overlap) {
-        r = r || (dl[i * lw + j] & ql[j]) != 0;
-      } else {
-        r = r && dl[i * lw + j] == ql[j];
-      }
-    }
-    rel[i] = r;
-  }
+  for (int64_t i = 0; i < in.n; ++i) rel[i] = Grade(ql, dl + i * lw, lw, in.overlap) > 0;
 }
 
 // Distances of query a to every item (dist has in.stride entries), each item's
@@ -653,15 +657,7 @@ ffi::Error GradeGroupsImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
       const int64_t lw = in.label_words;
       const uint32_t* ql = in.query_labels + a * lw;
       for (int64_t i = 0; i < in.n; ++i) {
-        const uint32_t* dl = in.db_labels + i * lw;
-        int g = 0;
-        if (in.overlap) {
-          for (int64_t j = 0; j < lw; ++j) g += __builtin_popcount(dl[j] & ql[j]);
-        } else {
-          g = 1;
-          for (int64_t j = 0; j < lw; ++j) g &= dl[j] == ql[j];
-        }
-        c[dist[i] * width + g] += 1;
+        c[dist[i] * width + Grade(ql, in.db_labels + i * lw, lw, in.overlap)] += 1;
       }
     });
   });

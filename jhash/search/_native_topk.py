@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jhash import native
+
 
 def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
          num_valid=None, db_mask=None) -> tuple[jax.Array, jax.Array]:
@@ -24,7 +26,6 @@ def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
   """
   q, n = query_packed.shape[0], db_packed.shape[0]
   valid = jnp.asarray(n if num_valid is None else num_valid, jnp.int32)
-  held = jnp.zeros((0,), bool) if db_mask is None else db_mask
   out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
-  return call(query_packed, db_packed, held, valid, k=np.int64(k), num_bits=np.int64(num_bits))
+  return call(query_packed, db_packed, native.held_codes(db_mask), valid, k=np.int64(k), num_bits=np.int64(num_bits))
