@@ -1,4 +1,4 @@
-"""The native CPU kernels where items hold several codes, and the radius curves.
+"""The native CPU kernels where items hold several codes, the radius curves, weighted ranking.
 
     python benchmarks/bench_native.py [--quick]
 
@@ -17,6 +17,11 @@ each against a NumPy implementation and jhash's own array code:
   distance with ``np.bincount`` and takes cumulative sums.
 * ``jhash.metrics.ndcg_at_k`` (k = 100, tie-aware, items of several codes): against
   the array code only.
+* Weighted Hamming ranking (HBMP's; one code per item, 64 real weights in (0.5, 1.5)):
+  ``jhash.search.weighted_hamming_topk`` (k = 100) and ``mean_average_precision(weights=)``
+  by index and tie-aware. NumPy computes a query's distances as one float64
+  matrix-vector product with the weights as jhash rounds them (``weight_units``: the
+  same ranking), then ``np.argpartition`` on (distance, index) / a stable argsort.
 
 ``--quick`` (100 queries x 20,000 items) only prints. NumPy and jhash (native
 kernels) are interleaved, median of repeats after a warm-up; jhash's array code (the kernels switched off, as on a GPU or TPU, here on
@@ -99,9 +104,47 @@ def np_pr_curve(q_packed, db_packed, num_bits, q_labels, db_labels):
   return precision / q_packed.shape[0], recall / q_packed.shape[0]
 
 
+def np_weighted_distances(qc, db, weights, i):
+  """Query i's weighted distances, float64 [n] (db float64 [n, K] in {-1,+1})."""
+  return 0.5 * (weights.sum() - db @ (qc[i] * weights))
+
+
+def np_weighted_topk(qc, db, weights, k):
+  n = db.shape[0]
+  out_d = np.empty((qc.shape[0], k))
+  out_i = np.empty((qc.shape[0], k), np.int64)
+  for i in range(qc.shape[0]):
+    d = np_weighted_distances(qc, db, weights, i)
+    part = np.argpartition(d, k - 1)[:k]
+    # Ties at the k-th distance: every item at most that far, then (distance, index).
+    keep = np.flatnonzero(d <= d[part].max())
+    top = keep[np.lexsort((keep, d[keep]))][:k]
+    out_d[i], out_i[i] = d[top], top
+  return out_d, out_i
+
+
+def np_weighted_map(qc, db, weights, q_labels, db_labels):
+  """Index-ordered mAP over the whole database by weighted distance (stable argsort)."""
+  total = 0.0
+  for i in range(qc.shape[0]):
+    rel = db_labels[np.argsort(np_weighted_distances(qc, db, weights, i), kind="stable")]
+    rel = rel == q_labels[i]
+    hits = np.cumsum(rel)
+    if hits[-1]:
+      total += np.sum(hits[rel] / (np.flatnonzero(rel) + 1.0)) / hits[-1]
+  return total / qc.shape[0]
+
+
+def weights_for(num_bits, seed=1):
+  return (0.5 + np.random.default_rng(seed).random(num_bits)).astype(np.float32)
+
+
 def jhash_runs(qc, ql, dc, dl, mask, qp, dp):
   num_bits = qc.shape[1]
   single = dc[:, 0]
+  w = weights_for(num_bits)
+  def weighted_topk():
+    return jax.block_until_ready(jhash.search.weighted_hamming_topk(qc, single, w, K))
   def topk():
     return jax.block_until_ready(jhash.search.multi_code_topk(qp, dp, mask, K, num_bits=num_bits))
   return {
@@ -112,6 +155,11 @@ def jhash_runs(qc, ql, dc, dl, mask, qp, dp):
           qc, dc, ql, dl, db_mask=mask, ties="aware"),
       "pr_curve_by_radius": lambda: jhash.metrics.pr_curve_by_radius(qc, single, ql, dl),
       "ndcg_at_k, tie-aware": lambda: jhash.metrics.ndcg_at_k(qc, dc, ql, dl, K, db_mask=mask),
+      "weighted_hamming_topk": weighted_topk,
+      "weighted mAP, ties by index": lambda: jhash.metrics.mean_average_precision(
+          qc, single, ql, dl, weights=w, ties="index"),
+      "weighted mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
+          qc, single, ql, dl, weights=w),
   }
 
 
@@ -128,6 +176,12 @@ def median_times(runs, repeats):
 
 
 def check_equal(name, a, b, numpy_value):
+  if name == "weighted_hamming_topk":
+    return (all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+            and np.array_equal(np.asarray(a[1]), numpy_value[1])
+            and np.allclose(np.asarray(a[0]), numpy_value[0], rtol=1e-6))
+  if name == "weighted mAP, ties by index":
+    return abs(a - b) < 1e-6 and abs(a - numpy_value) < 1e-5
   if name == "multi_code_topk":
     same = all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
     return same and all(np.array_equal(np.asarray(x), y) for x, y in zip(a, numpy_value))
@@ -150,10 +204,15 @@ def main():
   qc, ql, dc, dl, mask = make_data(nq, nd, k)
   qp = np.asarray(jhash.codes.pack_bits(qc))
   dp = np.asarray(jhash.codes.pack_bits(dc.reshape(-1, k))).reshape(nd, dc.shape[1], -1)
+  single = dc[:, 0].astype(np.float64)
+  units, unit = jhash.search.weight_units(weights_for(k))
+  rounded = np.asarray(units, np.float64) * float(unit)  # the weights jhash ranks by
   numpy_runs = {
       "multi_code_topk": lambda: np_multi_topk(qp, dp, mask, k, K),
       "mAP, ties by index": lambda: np_multi_map(qp, dp, mask, k, ql, dl),
       "pr_curve_by_radius": lambda: np_pr_curve(qp, dp[:, 0], k, ql, dl),
+      "weighted_hamming_topk": lambda: np_weighted_topk(qc, single, rounded, K),
+      "weighted mAP, ties by index": lambda: np_weighted_map(qc, single, rounded, ql, dl),
   }
   runs = jhash_runs(qc, ql, dc, dl, mask, qp, dp)
   interleaved = {**{f"numpy {n}": f for n, f in numpy_runs.items()},
@@ -169,8 +228,9 @@ def main():
   rows = []
   for name in runs:
     peer = times.get(f"numpy {name}")
+    twin = "numpy weighted mAP, ties by index" if "weighted" in name else "numpy mAP, ties by index"
     ok = check_equal(name, values[f"jhash {name}"], array_values[name],
-                     values.get(f"numpy {name}", values.get("numpy mAP, ties by index")))
+                     values.get(f"numpy {name}", values.get(twin)))
     head, comma, rest = name.partition(",")
     rows.append([f"`{head}`{comma}{rest}" if "_" in head else name,
                  "" if peer is None else f"{peer:.3f}",
@@ -182,7 +242,8 @@ def main():
        "default vs NumPy", "default vs array code", "results equal"], rows)
   note = (f"{nq:,} queries x {nd:,} items, {k} bits, 10 classes; multi-code rows: items of 1 to "
           f"3 codes ({mask.sum() / nd:.2f} on average), top-k k = {K}; the radius curves over "
-          "the items' first codes. The tie-aware rows have no NumPy peer (NumPy's row for the "
+          "the items' first codes; weighted rows: the items' first codes, 64 weights in "
+          "(0.5, 1.5). The tie-aware rows have no NumPy peer (NumPy's row for the "
           "mAP is index-ordered; 'results equal' there compares the two jhash paths' integer "
           "tie groups). jhash default ran "
           f"{'the native CPU kernels' if native_on else 'the array code (kernels not built)'}.")

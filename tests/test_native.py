@@ -16,6 +16,7 @@ import _metrics_reference as ref
 from _search_reference import np_popcount_dist
 from _search_reference import np_topk
 from _search_reference import random_codes
+from jhash import codes as jcodes
 from jhash import native
 from jhash import metrics
 from jhash import search
@@ -514,6 +515,87 @@ def test_a_failed_build_warns_and_falls_back(tmp_path):
   out = _run(script, CXX=str(tmp_path / "no-such-compiler"), JHASH_CACHE_DIR=str(tmp_path))
   assert out.returncode == 0, out.stderr[-3000:]
   assert out.stdout.strip() == "[[0, 1, 2], [1, 0, 3]]"
+
+
+# ----------------------------------------------------------------------------------------------
+# Weighted Hamming distance.
+
+def _weighted_case(rng, n, num_bits, q=9, pool=40):
+  """Codes drawn from a pool of 40 (exact ties; pool=None: n random codes), queries partly
+  from the pool, real weights of both signs, and the same weights in units (integers: the
+  reference sums them exactly)."""
+  pool = np.where(rng.random((pool or n, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  db = pool[rng.integers(0, len(pool), n)] if len(pool) < n else pool
+  qc = np.where(rng.random((q, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  qc[:3] = pool[:3]
+  weights = (rng.normal(size=num_bits) + 0.4).astype(np.float32)
+  assert weights.min() < 0
+  units = np.asarray(search.weight_units(weights)[0], np.int64)
+  return qc, db, weights, units
+
+
+def _pack(signs):
+  return np.asarray(jcodes.pack_bits(signs))
+
+
+@pytest.mark.parametrize("num_bits,pool", [(7, 40), (64, 40), (100, 40), (64, None)])
+@pytest.mark.parametrize("k", [1, 37, 1003])
+def test_weighted_topk_equals_reference(num_bits, pool, k, rng):
+  qc, db, _, units = _weighted_case(rng, 1003, num_bits, pool=pool)
+  want_d, want_i = np_topk(((qc[:, None, :] != db[None]) * units).sum(-1), k)
+  d, i = _native_topk.weighted_topk(_pack(qc), _pack(db), jnp.asarray(units, jnp.float32), k)
+  np.testing.assert_array_equal(d, want_d)
+  np.testing.assert_array_equal(i, want_i)
+
+
+@pytest.mark.parametrize("case", LABEL_CASES)
+@pytest.mark.parametrize("ties,top_k", [("aware", None), ("aware", 40), ("index", None),
+                                        ("index", 40)])
+def test_weighted_ap_equals_reference(case, ties, top_k, rng):
+  qc, db, weights, units = _weighted_case(rng, 1003, 45)
+  lq, ld, kind, rel = _labels(rng, case, 9, 1003)
+  qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
+  dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
+  k = 1003 if top_k is None else top_k
+  numer, found, total = _native_rank.weighted_ap(_pack(qc), _pack(db), jnp.asarray(units), qw,
+                                                 dw, overlap, k, ties == "aware")
+  d = ref.distances(qc, db, units)
+  want, _ = ref.average_precision(d, rel, top_k, ties)
+  np.testing.assert_allclose(numer / np.maximum(total, 1), want, rtol=0, atol=2e-6)
+  np.testing.assert_array_equal(total, rel.sum(axis=1))
+  if ties == "index":
+    ranked = np.take_along_axis(rel, np.argsort(d, axis=1, kind="stable"), axis=1)[:, :k]
+    np.testing.assert_array_equal(found, ranked.sum(axis=1))
+  # and through the public metric
+  got = metrics.average_precisions(qc, db, lq, ld, weights=weights, ties=ties, top_k=top_k,
+                                   relevance=kind)[0]
+  np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+
+
+def _weighted_results(qc, db, lq, ld, weights):
+  out = [metrics.mean_average_precision(qc, db, lq, ld, weights=weights, **o)
+         for o in OPTIONS[:5]]
+  out += [metrics.mean_average_precision(qc, db, lq, ld, weights=np.full(16, 0.1), ties=t)
+          for t in ("aware", "index")]
+  d, i = search.weighted_hamming_topk(qc, db, weights, 50)
+  return out, np.asarray(d), np.asarray(i)
+
+
+def test_weighted_array_code_equals_native(array_code_only, rng):
+  qc, dc, lq, ld = _map_cases(rng)
+  weights = (rng.normal(size=16) + 0.4).astype(np.float32)
+  off = _weighted_results(qc, dc, lq, ld, weights)
+  jax.clear_caches()
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(native, "enabled", lambda: True)
+    on = _weighted_results(qc, dc, lq, ld, weights)
+  np.testing.assert_allclose(on[0], off[0], rtol=0, atol=2e-6)
+  np.testing.assert_array_equal(on[1], off[1])
+  np.testing.assert_array_equal(on[2], off[2])
+  # Equal weights (0.1: not exact in binary) rank as plain Hamming distance, ties exact.
+  plain = [metrics.mean_average_precision(qc, dc, lq, ld, ties=t) for t in ("aware", "index")]
+  assert on[0][5:] == pytest.approx(plain, abs=1e-6)
+  assert off[0][5:] == pytest.approx(plain, abs=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -279,6 +279,36 @@ def test_weighted_topk_distances_are_weighted_hamming_distance(rng):
   np.testing.assert_allclose(d, np.sort(full, axis=1)[:, :20], rtol=0, atol=1e-5)
 
 
+def test_weight_units_round_to_one_power_of_two(rng):
+  for weights in (rng.normal(size=48), rng.normal(size=300) * 1e-6, np.array([3.0, -0.3, 0.0])):
+    units, unit = (np.asarray(x, np.float64) for x in search.weight_units(weights))
+    w32 = weights.astype(np.float32).astype(np.float64)    # the weights as used
+    span = np.abs(w32).sum()
+    assert np.log2(unit) == np.round(np.log2(unit))                 # a power of two
+    assert span / 2**23 <= unit <= span / 2**22                     # 2^-23 of the span
+    np.testing.assert_array_equal(units, np.round(units))           # integers
+    assert np.abs(units * unit - w32).max() <= unit / 2
+    assert np.abs(units).sum() < 2**23 + len(weights)
+  ints = rng.integers(-40, 41, size=64).astype(np.float32)          # dyadic: kept exactly
+  units, unit = search.weight_units(ints)
+  np.testing.assert_array_equal(np.asarray(units) * np.asarray(unit), ints)
+
+
+def test_weighted_distance_is_the_exact_sum_of_the_units(rng):
+  # 300 bits of units near 2^23 / 300 each: partial sums up to 2^23, exact in float32.
+  weights = rng.normal(size=300).astype(np.float32)
+  q = rng.choice(np.array([-1, 1], np.int8), size=(5, 300))
+  db = rng.choice(np.array([-1, 1], np.int8), size=(200, 300))
+  units, unit = search.weight_units(weights)
+  want = ((q[:, None, :] != db[None]) * np.asarray(units, np.int64)).sum(-1)
+  got = search.weighted_hamming_distance(q, db, weights)
+  np.testing.assert_array_equal(np.asarray(got, np.float64), want * float(unit))
+  d, i = search.weighted_hamming_topk(q, db, weights, 30)
+  np.testing.assert_array_equal(np.asarray(d, np.float64),
+                                np.take_along_axis(want, np.asarray(i), 1) * float(unit))
+  np.testing.assert_array_equal(i, np.argsort(want, axis=1, kind="stable")[:, :30])
+
+
 @pytest.mark.parametrize("codes_per_item", [1, 3])
 def test_multi_code_topk(codes_per_item, rng):
   n, m = 900, codes_per_item

@@ -13,9 +13,10 @@ For one query, with database items ranked by ascending distance and
   derivation is in ``_tie_aware_sum``). Whether that needs a sort depends on the
   distances (``_groups``): integer Hamming distances with a known bound K (plain
   and multi-code codes; ``max_distance`` in the chunk kernel) are grouped by
-  counting each value 0..K, with no sort, O(n) per query; real-valued distances
-  (weighted Hamming) and integer ones without a bound are grouped by sorting
-  each query's row, O(n log n).
+  counting each value 0..K, with no sort, O(n) per query; weighted Hamming distances
+  (exact integers in ``jhash.search.weight_units``, so ties are exact) and other
+  distances without a bound are grouped by sorting each query's row (on the CPU a
+  native kernel's radix sort, O(n) per query).
 * ``normalizer`` Z: ``"relevant"`` (R, relevant items in the whole database),
   ``"min"`` (min(R, k)) or ``"retrieved"`` (relevant items in the top k; a
   random quantity under ties, so only with ``ties="index"`` when k < n).
@@ -174,6 +175,9 @@ def _native_ap_kernel(options, corpus, setup):
   bound = _native_rank.bind(corpus, setup)
   def kernel(query, labels):
     args = bound(query, labels)
+    if setup.kind == "weighted":
+      numer, retrieved, total = _native_rank.weighted_ap(*args, k, ties == "aware")
+      return _normalized(numer, None if ties == "aware" else retrieved, total, k, normalizer)
     if ties == "aware":
       groups, total = _native_rank.tie_groups(*args)
       numer = _tie_aware_sum(groups, None if k == n else k)
@@ -225,11 +229,12 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
     ties: "aware" (expected AP over orders of tied items; the default) or "index"
       (ties ordered by smaller database index). Tie-aware AP counts the tie
       groups of Hamming distances without a sort; with ``weights`` it sorts
-      each query's distances (module docstring).
+      each query's distances (module docstring; on the CPU a native radix sort).
     relevance: "auto", "same_class" or "share_label".
     normalizer: "relevant", "min" or "retrieved" (module docstring).
     no_relevant: "zero" or "skip" for queries whose normaliser is 0.
-    weights: float [K] for weighted Hamming ranking ``sum_k w_k [q_k != b_k]``.
+    weights: float [K] for weighted Hamming ranking ``sum_k w_k [q_k != b_k]``, summed
+      exactly over the weights rounded to ``jhash.search.weight_units`` (equal sums tie).
     db_mask: bool [n, m] for multi-code ``db_codes``; every item must hold a code (checked
       unless the mask is traced: inside jit an item holding none is never retrieved
       and still counts among the relevant items, on every backend).

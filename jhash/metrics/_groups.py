@@ -7,8 +7,8 @@ count, or gain). Any metric that is a sum over positions of a per-position term
 then has an exact expectation over all orders of the tied items.
 
 Integer distances in ``[0, D]`` are grouped by counting (a scatter-add histogram,
-O(n) with no sort: distance value ``l`` is group ``l``); real-valued distances
-(weighted Hamming) are grouped by sorting.
+O(n) with no sort: distance value ``l`` is group ``l``); distances without a small
+bound (weighted Hamming, integers in weight units) are grouped by sorting.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def _groups_by_sort_one(distances: jax.Array, values: jax.Array):
 
 
 def groups_by_sort(distances: jax.Array, values: jax.Array) -> TieGroups:
-  """Groups of real-valued distances (equal values tie), by sorting each row.
+  """Groups of distances without a small bound (equal values tie), by sorting each row.
 
   Args:
-    distances: float [q, n].
+    distances: int or float [q, n].
     values: [q, n] per-item quantity.
   Returns:
     TieGroups with G = n (groups past the number of distinct values are empty).

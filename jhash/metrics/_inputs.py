@@ -27,10 +27,10 @@ _CHUNK_ELEMENTS = 1 << 23
 
 class Corpus(NamedTuple):
   """Validated retrieval inputs (arrays only; pytree)."""
-  query: jax.Array        # uint32 [q, W] packed, or float32 [q, K] for weighted
-  db: jax.Array           # uint32 [n, W] / [n, m, W] packed, or float32 [n, K]
+  query: jax.Array        # uint32 [q, W] packed
+  db: jax.Array           # uint32 [n, W] / [n, m, W] packed
   db_mask: jax.Array | None  # bool [n, m] for multi-code items
-  weights: jax.Array | None  # float32 [K] for weighted Hamming
+  weights: jax.Array | None  # weighted Hamming: the weights in units, float32 [K] (integers)
   query_labels: jax.Array
   db_labels: jax.Array
 
@@ -135,14 +135,12 @@ def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = 
       raise ValueError(f"weights must have shape ({num_bits},) (one per bit); got "
                        f"{tuple(np.shape(weights))}.")
     _checks.finite(weights, "weights")
-    w = jnp.asarray(weights, jnp.float32)
-    query = jnp.asarray(query_codes, jnp.float32)
-    db = jnp.asarray(db_codes, jnp.float32)
+    w, _ = _distance.weight_units(weights)   # ranking by units: the unit does not matter
     kind_d = "weighted"
   else:
-    query = codes_lib.pack_bits(query_codes)
-    db = codes_lib.pack_bits(db_codes)
     kind_d = "multi" if mask is not None else "hamming"
+  query = codes_lib.pack_bits(query_codes)
+  db = codes_lib.pack_bits(db_codes)
   corpus = Corpus(query, db, mask, w, jnp.asarray(query_labels), jnp.asarray(db_labels))
   setup = Setup(num_bits, q, n, kind_d, kind, _relevance.max_grade(query_labels))
   return corpus, setup
@@ -154,9 +152,13 @@ def max_distance(setup: Setup) -> int | None:
 
 
 def chunk_distances(corpus: Corpus, setup: Setup, query: jax.Array) -> jax.Array:
-  """Distances of a chunk of queries to the whole database: int32 or float32 [c, n]."""
+  """Distances of a chunk of queries to the whole database: int32 [c, n] (weighted: in
+  weight units, exact)."""
   if setup.kind == "weighted":
-    return _distance.weighted_hamming_distance(query, corpus.db, corpus.weights)
+    def signs(packed):
+      return codes_lib.unpack_bits(packed, setup.num_bits).astype(jnp.float32)
+    d = _distance.weighted_units_distance(signs(query), signs(corpus.db), corpus.weights)
+    return d.astype(jnp.int32)
   if setup.kind == "multi":
     return _distance.multi_code_hamming(query, corpus.db, corpus.db_mask, setup.num_bits)
   return _distance.pairwise_hamming(query, corpus.db, setup.num_bits)
@@ -196,9 +198,8 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
     out = lax.map(one, (qx, ql))
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
 
-  # Plain and multi-code Hamming distances (not weighted), held in 16 bits: codes up to
-  # 65,534 bits.
-  if native_kernel is None or setup.kind == "weighted" or setup.num_bits > 65534:
+  # Hamming distances are held in 16 bits by the kernels: codes up to 65,534 bits.
+  if native_kernel is None or setup.num_bits > 65534:
     return array_code(corpus.query, corpus.query_labels)
   return native.on_cpu(native_kernel, array_code, corpus.query, corpus.query_labels)
 

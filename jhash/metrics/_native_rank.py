@@ -7,7 +7,9 @@ no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
 distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
 ``index_ap`` the AP sum of the ranking ordered by (distance, index)
 (``_ap._index_sum``), the relevant items in the top k and in all, ``grade_groups``
-the items at each (distance, grade) for NDCG.
+the items at each (distance, grade) for NDCG. ``weighted_ap`` gives ``index_ap``'s
+outputs, or the tie-aware sum, for the ranking by weighted Hamming distance (one
+sort of each query's integer distances in weight units).
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ def label_words(labels: jax.Array, kind: str) -> tuple[jax.Array, bool]:
 
 def bind(corpus, setup):
   """``args(query, query_labels)``: the kernels' leading arguments for a corpus (the
-  database's label words made once), through ``overlap``."""
+  database's label words made once), through ``overlap``; for weighted Hamming
+  ``weighted_ap``'s (the weights in units in place of the mask and code length)."""
   db_words, overlap = label_words(corpus.db_labels, setup.relevance)
   def args(query, query_labels):
     words, _ = label_words(query_labels, setup.relevance)
+    if setup.kind == "weighted":
+      return query, corpus.db, corpus.weights, words, db_words, overlap
     return query, corpus.db, corpus.db_mask, words, db_words, setup.num_bits, overlap
   return args
 
@@ -91,3 +96,14 @@ def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
   call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
   return call(query, db, native.held_codes(db_mask), query_words, db_words,
               num_bits=np.int64(num_bits), overlap=np.int64(overlap))
+
+
+def weighted_ap(query, db, units, query_words, db_words, overlap: bool, top_k: int,
+                aware: bool):
+  """AP by weighted Hamming distance (``units`` [K]: ``jhash.search``'s weight units):
+  the sum of precisions (tie-aware: its expectation over orders of ties; else ties by
+  index), relevant items in the top k (0 when ``aware``) and in all: float32 [c] each."""
+  out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
+  call = jax.ffi.ffi_call("jhash_weighted_ap", out, vmap_method="sequential")
+  return call(query, db, units.astype(jnp.int32), query_words, db_words,
+              overlap=np.int64(overlap), top_k=np.int64(top_k), aware=np.int64(aware))

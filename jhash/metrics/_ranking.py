@@ -106,7 +106,8 @@ def _hits_and_totals(corpus, setup, chunk, options):
     hits = hits_at_k(d, rel, ks, ties, _inputs.max_distance(setup))
     return hits, jnp.sum(rel.astype(bool), axis=1)
   by_kernel = None
-  if ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
+  # Tie groups from the native kernel (CPU), no [c, n] arrays; weighted: the array code.
+  if ties == "aware" and setup.kind != "weighted":
     bound = _native_rank.bind(corpus, setup)
     def by_kernel(query, labels):
       groups, total = _native_rank.tie_groups(*bound(query, labels))
@@ -190,7 +191,8 @@ def _per_query_ndcg(corpus, setup, chunk, options):
   width = _native_rank.grade_width(corpus.query_labels)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
-  if ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:
+  if (ties == "aware" and setup.kind != "weighted"
+      and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28):
     bound = _native_rank.bind(corpus, setup)
     def by_kernel(query, labels):
       return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)

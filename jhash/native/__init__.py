@@ -2,7 +2,8 @@
 
 XLA's CPU backend runs jhash's search loops on one thread and lowers selections
 to sorts; ``kernels.cc`` holds C++ kernels for the hot paths (exact Hamming top-k,
-tie groups and index-ordered AP of a ranking, hash-bucket search and lookup), called with
+tie groups and index-ordered AP of a ranking, the same by weighted Hamming distance,
+hash-bucket search and lookup), called with
 ``jax.ffi.ffi_call`` and spread over XLA's own intra-op thread pool, so a call
 uses the cores JAX has. ``jhash.search.hamming_topk``, ``jhash.metrics``' mAP and
 ``jhash.index.bucket_search`` and ``lookup`` use them on the CPU (``jax.lax.platform_dependent``
@@ -46,6 +47,8 @@ TARGETS = {
     "jhash_bucket_search": "JhashBucketSearch",
     "jhash_lookup": "JhashLookup",
     "jhash_grade_groups": "JhashGradeGroups",
+    "jhash_weighted_topk": "JhashWeightedTopk",
+    "jhash_weighted_ap": "JhashWeightedAp",
 }
 
 

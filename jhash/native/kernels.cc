@@ -16,12 +16,15 @@
 //   JhashGradeGroups   per query, items per (distance, grade), for NDCG -> [q, K + 2, G]
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 //   JhashLookup        exact-match bucket of each query (start, count) -> [q] x 2
+//   JhashWeightedTopk  exact k nearest by (weighted distance, index)   -> [q, k] x 2
+//   JhashWeightedAp    AP of the ranking by weighted distance          -> [q] x 3
 
 #include <algorithm>
 #include <climits>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -720,6 +723,225 @@ ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::B
 }
 
 // ---------------------------------------------------------------------------------------------
+// Weighted Hamming distance sum_k w_k [q_k != b_k] (HBMP's ranking), with the weights
+// given as integers (jhash.search's weight units: each real weight rounded to a multiple
+// of a power of two, so every sum is exact and ties are exact). Per query, a table per
+// byte of the code holds the summed weight of every pattern of its 8 bits; an item's
+// distance is the sum of one table entry per byte of query XOR item (bit j of the code
+// is bit j % 8 of byte j / 8 of the little-endian words).
+
+struct WeightTables {
+  int64_t bytes;             // 4 W
+  std::vector<int32_t> sum;  // [bytes, 256]
+  int64_t lowest = 0;        // the least possible distance: the sum of the negative weights
+
+  WeightTables(const int32_t* weights, int64_t num_bits, int64_t w)
+      : bytes(4 * w), sum(bytes * 256, 0) {
+    for (int64_t p = 0; p < bytes; ++p) {
+      int32_t* t = sum.data() + p * 256;
+      for (int x = 1; x < 256; ++x) {
+        const int64_t bit = 8 * p + __builtin_ctz(x);
+        t[x] = t[x & (x - 1)] + (bit < num_bits ? weights[bit] : 0);
+      }
+    }
+    for (int64_t b = 0; b < num_bits; ++b) lowest += std::min(weights[b], 0);
+  }
+};
+
+// dist[i] = the weighted distance of query qv [W] to item i of db [n, W], minus `lowest`
+// (so >= 0).
+void WeightedDistances(const WeightTables& t, const uint32_t* qv, const uint32_t* db, int64_t n,
+                       int64_t w, uint32_t* dist) {
+  const int32_t* s = t.sum.data();
+  const int32_t base = static_cast<int32_t>(-t.lowest);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t* x = db + i * w;
+    int32_t d = base;
+    for (int64_t j = 0; j < w; ++j) {
+      const uint32_t v = qv[j] ^ x[j];
+      const int32_t* r = s + 4 * j * 256;
+      d += r[v & 255] + r[256 + (v >> 8 & 255)] + r[512 + (v >> 16 & 255)] + r[768 + (v >> 24)];
+    }
+    dist[i] = static_cast<uint32_t>(d);
+  }
+}
+
+// Sorts keys[0..n) ascending by their low `bits` bits (the rest must be 0): least
+// significant digit first, 11 bits a pass, a pass skipped when every key shares its digit.
+void RadixSort(uint64_t* keys, uint64_t* tmp, int64_t n, int bits) {
+  constexpr int kDigit = 11;
+  if (n < 2) return;
+  std::vector<int64_t> count(1 << kDigit);
+  for (int shift = 0; shift < bits; shift += kDigit) {
+    std::fill(count.begin(), count.end(), 0);
+    const uint64_t mask = (uint64_t{1} << kDigit) - 1;
+    for (int64_t i = 0; i < n; ++i) ++count[keys[i] >> shift & mask];
+    if (count[keys[0] >> shift & mask] == n) continue;
+    int64_t at = 0;
+    for (auto& c : count) {
+      const int64_t here = c;
+      c = at;
+      at += here;
+    }
+    for (int64_t i = 0; i < n; ++i) tmp[count[keys[i] >> shift & mask]++] = keys[i];
+    std::copy(tmp, tmp + n, keys);
+  }
+}
+
+inline int BitWidth(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+// Checks of a weighted kernel's query [q, W], db [n, W] and weights [K].
+ffi::Error CheckWeighted(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Buffer<ffi::U32>& db,
+                         ffi::Buffer<ffi::S32>& weights) {
+  const auto qd = query.dimensions();
+  const auto dd = db.dimensions();
+  const auto wd = weights.dimensions();
+  if (qd.size() != 2 || dd.size() != 2 || wd.size() != 1 || qd[1] != dd[1] ||
+      wd[0] > 32 * qd[1] || dd[0] >= (int64_t{1} << 31)) {
+    return ffi::Error::InvalidArgument(std::string(name) +
+                                       ": query [q, W], db [n, W], weights [K <= 32 W] expected");
+  }
+  int64_t span = 0;
+  for (int64_t b = 0; b < wd[0]; ++b) span += std::abs(static_cast<int64_t>(weights.typed_data()[b]));
+  if (span >= (int64_t{1} << 30)) {
+    return ffi::Error::InvalidArgument(std::string(name) + ": the weights' magnitudes must sum "
+                                       "below 2^30");
+  }
+  return ffi::Error::Success();
+}
+
+// Exact k nearest by (weighted distance, index), as in JhashHammingTopk: a buffer of keys
+// (distance - lowest) << 32 | index below a running threshold, cut to the k smallest
+// (nth_element) when full. Distances are returned in weight units.
+ffi::Error WeightedTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                            ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> weights, int64_t k,
+                            ffi::ResultBuffer<ffi::S32> out_d, ffi::ResultBuffer<ffi::S32> out_i) {
+  if (auto err = CheckWeighted("jhash_weighted_topk", query, db, weights); !err.success()) {
+    return err;
+  }
+  const int64_t q = query.dimensions()[0], w = query.dimensions()[1], n = db.dimensions()[0];
+  if (k < 1 || k > n) return ffi::Error::InvalidArgument("jhash_weighted_topk: need 1 <= k <= n");
+  const WeightTables tables(weights.typed_data(), weights.dimensions()[0], w);
+  const int64_t cap = std::max<int64_t>(2 * k, k + 256);
+  int32_t* od = out_d->typed_data();
+  int32_t* oi = out_i->typed_data();
+  ParallelFor(pool, q, [&](int64_t a) {
+    std::vector<uint32_t> dist(n);
+    WeightedDistances(tables, query.typed_data() + a * w, db.typed_data(), n, w, dist.data());
+    std::vector<uint64_t> keys(cap);
+    int64_t count = 0;
+    uint64_t threshold = UINT64_MAX;  // admit keys below it: (distance, index) order
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t key = static_cast<uint64_t>(dist[i]) << 32 | static_cast<uint64_t>(i);
+      if (key >= threshold) continue;
+      keys[count++] = key;
+      if (count == cap) {
+        std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.begin() + count);
+        count = k;
+        threshold = keys[k - 1];
+      }
+    }
+    std::sort(keys.begin(), keys.begin() + count);
+    for (int64_t j = 0; j < k; ++j) {
+      od[a * k + j] = static_cast<int32_t>(static_cast<int64_t>(keys[j] >> 32) + tables.lowest);
+      oi[a * k + j] = static_cast<int32_t>(keys[j] & 0xFFFFFFFFu);
+    }
+  });
+  return ffi::Error::Success();
+}
+
+// AP of the ranking by weighted distance over the first top_k positions: with `aware`,
+// the expected AP over orders of tied items (the closed form of jhash.metrics._ap.
+// _tie_aware_sum, per group of equal distance, from a sort of (distance, relevant)
+// keys), else ties ordered by index (a sort of (distance, index) keys). Outputs as
+// JhashIndexAp's (with `aware`, relevant items in the top k are not defined: 0).
+ffi::Error WeightedApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                          ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> weights,
+                          ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                          int64_t overlap, int64_t top_k, int64_t aware,
+                          ffi::ResultBuffer<ffi::F32> numer, ffi::ResultBuffer<ffi::F32> retrieved,
+                          ffi::ResultBuffer<ffi::F32> total) {
+  if (auto err = CheckWeighted("jhash_weighted_ap", query, db, weights); !err.success()) {
+    return err;
+  }
+  const auto ql = query_labels.dimensions();
+  const auto dl = db_labels.dimensions();
+  RankInputs in;
+  in.q = query.dimensions()[0];
+  in.n = db.dimensions()[0];
+  in.w = query.dimensions()[1];
+  if (ql.size() != 2 || dl.size() != 2 || ql[0] != in.q || dl[0] != in.n || ql[1] != dl[1]) {
+    return ffi::Error::InvalidArgument("jhash_weighted_ap: labels [q, L] and [n, L] expected");
+  }
+  in.query_labels = query_labels.typed_data();
+  in.db_labels = db_labels.typed_data();
+  in.label_words = ql[1];
+  in.overlap = overlap != 0;
+  const int64_t n = in.n, w = in.w;
+  const int64_t k = std::clamp<int64_t>(top_k, 0, n);
+  const WeightTables tables(weights.typed_data(), weights.dimensions()[0], w);
+  std::vector<double> harmonic(n + 1, 0.0);  // H(i) = sum_{j <= i} 1 / j
+  for (int64_t i = 1; i <= n; ++i) harmonic[i] = harmonic[i - 1] + 1.0 / static_cast<double>(i);
+  const int index_bits = BitWidth(static_cast<uint64_t>(std::max<int64_t>(n - 1, 0)));
+  float* numer_out = numer->typed_data();
+  float* retrieved_out = retrieved->typed_data();
+  float* total_out = total->typed_data();
+  ParallelFor(pool, in.q, [&](int64_t a) {
+    std::vector<uint32_t> dist(n);
+    std::vector<uint8_t> rel(n);
+    std::vector<uint64_t> keys(n), tmp(n);
+    WeightedDistances(tables, query.typed_data() + a * w, db.typed_data(), n, w, dist.data());
+    Relevance(in, a, rel.data());
+    uint32_t top = 0;
+    int64_t hits = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      top = std::max(top, dist[i]);
+      hits += rel[i];
+    }
+    double sum = 0.0;
+    int64_t found = 0;
+    if (aware) {
+      for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(dist[i]) << 1 | rel[i];
+      RadixSort(keys.data(), tmp.data(), n, BitWidth(top) + 1);
+      int64_t before = 0, rel_before = 0;  // N and P of the group
+      for (int64_t i = 0; i < n && before < k;) {
+        int64_t j = i, p = 0;
+        for (; j < n && keys[j] >> 1 == keys[i] >> 1; ++j) p += keys[j] & 1;
+        const int64_t size = j - i, cut = std::min(size, k - before);
+        if (p > 0) {
+          const double m = size > 1 ? static_cast<double>(p - 1) / static_cast<double>(size - 1)
+                                    : 0.0;
+          const double c = static_cast<double>(rel_before) + 1.0 - m;
+          const double inner = m * static_cast<double>(cut) +
+                               (c - m * static_cast<double>(before)) *
+                                   (harmonic[before + cut] - harmonic[before]);
+          sum += static_cast<double>(p) / static_cast<double>(size) * inner;
+        }
+        before += size;
+        rel_before += p;
+        i = j;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        keys[i] = static_cast<uint64_t>(dist[i]) << index_bits | static_cast<uint64_t>(i);
+      }
+      RadixSort(keys.data(), tmp.data(), n, BitWidth(top) + index_bits);
+      const uint64_t index_mask = (uint64_t{1} << index_bits) - 1;
+      for (int64_t r = 0; r < k; ++r) {
+        if (rel[keys[r] & index_mask]) {
+          ++found;
+          sum += static_cast<double>(found) / static_cast<double>(r + 1);
+        }
+      }
+    }
+    numer_out[a] = static_cast<float>(sum);
+    retrieved_out[a] = static_cast<float>(found);
+    total_out[a] = static_cast<float>(hits);
+  });
+  return ffi::Error::Success();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Hash-bucket search (jhash.index.bucket_search's contract, MCH's Algorithm 1). Per
 // query, every bucket within max_radius is found: through the substring tables
 // (multi-index hashing: each substring looked up with up to `flips` flipped bits,
@@ -1177,3 +1399,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashGradeGroups, GradeGroupsImpl,
                                   .Attr<int64_t>("num_bits")
                                   .Attr<int64_t>("overlap")
                                   .Ret<ffi::Buffer<ffi::S32>>()); // items [q, K + 2, grades]
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashWeightedTopk, WeightedTopkImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // weights in units [K]
+                                  .Attr<int64_t>("k")
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // distances in units [q, k]
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // indices [q, k]
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashWeightedAp, WeightedApImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // weights in units [K]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
+                                  .Attr<int64_t>("overlap")
+                                  .Attr<int64_t>("top_k")
+                                  .Attr<int64_t>("aware")
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // sum of precisions
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // relevant in the top k
+                                  .Ret<ffi::Buffer<ffi::F32>>()); // relevant in all

@@ -8,6 +8,7 @@ from jhash.search._distance import hamming_distance
 from jhash.search._distance import hamming_one
 from jhash.search._distance import multi_code_hamming
 from jhash.search._distance import pairwise_hamming
+from jhash.search._distance import weight_units
 from jhash.search._distance import weighted_hamming_distance
 from jhash.search._sharded import sharded_hamming_topk
 from jhash.search._sharded import sharded_hamming_topk_unchecked

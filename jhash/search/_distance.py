@@ -123,11 +123,56 @@ def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: in
   return pairwise_hamming(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
 
 
+# Weighted Hamming distances are exact sums of integer weights: the real weights are
+# rounded to multiples of one power of two, 2^-23 of their summed magnitude or finer, so
+# every partial sum is an integer below 2^24 in magnitude (exact in float32 on every
+# backend and in any order of summation) and two items tie exactly when their sums
+# of rounded weights are equal.
+UNIT_BITS = 23
+
+
+def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Real bit weights as integers times one unit (jittable).
+
+  ``unit = 2^(e - 23)`` with ``2^e`` the least power of two at or above ``sum_k |w_k|``;
+  ``units_k = round(w_k / unit)``. Dyadic weights of less than 23 bits' range (integers,
+  multiples of 1/8) are kept exactly; any weight moves by at most half a unit,
+  ``2^-24`` of the largest possible distance.
+
+  Args:
+    weights: float [K].
+  Returns:
+    (units float32 [K], integer-valued with ``sum |units| < 2^23 + K``; unit float32 []).
+  """
+  w = jnp.asarray(weights, jnp.float32)
+  _, exponent = jnp.frexp(jnp.sum(jnp.abs(w)))
+  unit = jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS)
+  return jnp.round(w / unit), unit
+
+
+def weighted_units_distance(query_codes: jax.Array, db_codes: jax.Array,
+                            units: jax.Array) -> jax.Array:
+  """Weighted Hamming distances in weight units, exact: float32 [q, n], integer-valued.
+
+  Args:
+    query_codes: [q, K] in {-1,+1}.
+    db_codes: [n, K] in {-1,+1}.
+    units: float32 [K] from ``weight_units``.
+  """
+  q = jnp.asarray(query_codes, jnp.float32)
+  b = jnp.asarray(db_codes, jnp.float32)
+  dots = jnp.einsum("qk,nk->qn", q * units[None, :], b, precision=lax.Precision.HIGHEST)
+  return 0.5 * (jnp.sum(units) - dots)
+
+
 def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
                               weights: jax.Array) -> jax.Array:
   """Weighted Hamming distance ``sum_k w_k [q_k != b_k]`` (HBMP's retrieval).
 
-  Computed as ``(sum_k w_k - sum_k w_k q_k b_k) / 2`` by one matrix product.
+  Summed exactly over the weights rounded to ``weight_units`` (relative error at most
+  ``K 2^-24`` of ``sum_k |w_k|``; none for dyadic weights such as integers or
+  multiples of 1/8), so equal sums tie exactly on every backend: the distance that
+  ``weighted_hamming_topk`` and the metrics' ``weights=`` rank by.
 
   Args:
     query_codes: [q, K] in {-1,+1}.
@@ -136,11 +181,8 @@ def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
   Returns:
     float32 [q, n].
   """
-  q = jnp.asarray(query_codes, jnp.float32)
-  b = jnp.asarray(db_codes, jnp.float32)
-  w = jnp.asarray(weights, jnp.float32)
-  dots = jnp.einsum("qk,nk->qn", q * w[None, :], b, precision=lax.Precision.HIGHEST)
-  return 0.5 * (jnp.sum(w) - dots)
+  units, unit = weight_units(weights)
+  return weighted_units_distance(query_codes, db_codes, units) * unit
 
 
 def multi_code_hamming(query_packed: jax.Array, db_packed: jax.Array,

@@ -4,6 +4,7 @@ One pass over the database per block of queries keeps every item under a
 running k-th distance in a small buffer; the result is the k smallest by
 ``(distance, index)``, exactly as the array code returns them. Items may hold
 several codes (``multi_code_topk``): the least distance over the held codes.
+``weighted_topk`` is the same selection by weighted Hamming distance in weight units.
 """
 
 from __future__ import annotations
@@ -29,3 +30,14 @@ def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
   out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
   return call(query_packed, db_packed, native.held_codes(db_mask), valid, k=np.int64(k), num_bits=np.int64(num_bits))
+
+
+def weighted_topk(query_packed: jax.Array, db_packed: jax.Array, units: jax.Array,
+                  k: int) -> tuple[jax.Array, jax.Array]:
+  """Weighted distances in weight units int32 [q, k] and indices int32 [q, k], sorted by
+  (distance, index), by the native kernel (CPU only); ``units`` int32 [K] as
+  ``_distance.weight_units`` gives them."""
+  q = query_packed.shape[0]
+  out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
+  call = jax.ffi.ffi_call("jhash_weighted_topk", out, vmap_method="sequential")
+  return call(query_packed, db_packed, units.astype(jnp.int32), k=np.int64(k))

@@ -141,10 +141,27 @@ def weighted_hamming_topk_unchecked(query_codes: jax.Array, db_codes: jax.Array,
                                     weights: jax.Array, k: int,
                                     query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
                                     db_block: int = _blockmin.DEFAULT_DB_BLOCK):
-  """``weighted_hamming_topk`` without input checks (for use inside jit)."""
-  w = jnp.asarray(weights, jnp.float32)
-  total = jnp.sum(w)
-  qw = jnp.asarray(query_codes, jnp.float32) * w[None, :]
+  """``weighted_hamming_topk`` without input checks (for use inside jit). On the CPU, the
+  native kernel (``jhash.native``; the same results)."""
+  units, unit = _distance.weight_units(weights)
+  def kernel(qc, dc, units):
+    d, i = _native_topk.weighted_topk(codes_lib.pack_bits(qc), codes_lib.pack_bits(dc), units, k)
+    return d.astype(jnp.float32), i
+  def array_code(qc, dc, units):
+    return _weighted_topk_array(qc, dc, units, k, query_chunk, db_block)
+  if jnp.shape(query_codes)[0] == 0:
+    d, i = array_code(query_codes, db_codes, units)
+  else:
+    d, i = native.on_cpu(kernel, array_code, jnp.asarray(query_codes), jnp.asarray(db_codes),
+                         units)
+  return d * unit, i
+
+
+def _weighted_topk_array(query_codes, db_codes, units, k, query_chunk, db_block):
+  """The array code of ``weighted_hamming_topk_unchecked``: distances in weight units
+  (float32, integer-valued, exact below 2^24) and indices."""
+  total = jnp.sum(units)
+  qw = jnp.asarray(query_codes, jnp.float32) * units[None, :]
   hi = lax.Precision.HIGHEST
 
   def layout(padded, num_blocks, block):
@@ -158,8 +175,8 @@ def weighted_hamming_topk_unchecked(query_codes: jax.Array, db_codes: jax.Array,
     return 0.5 * (total - jnp.einsum("qk,qgsk->qgs", qc, cand.astype(jnp.float32), precision=hi))
 
   return _blockmin.select(qw, jnp.asarray(db_codes), k, layout=layout, block_minima=block_minima,
-                 candidate_distances=candidates, sentinel=np.float32(np.inf),
-                 query_chunk=query_chunk, db_block=db_block)
+                          candidate_distances=candidates, sentinel=np.float32(np.inf),
+                          query_chunk=query_chunk, db_block=db_block)
 
 
 _weighted_jit = jax.jit(weighted_hamming_topk_unchecked,
@@ -171,10 +188,10 @@ def weighted_hamming_topk(query_codes: jax.Array, db_codes: jax.Array, weights: 
                           db_block: int = _blockmin.DEFAULT_DB_BLOCK) -> tuple[jax.Array, jax.Array]:
   """Exact k smallest weighted Hamming distances ``sum_k w_k [q_k != b_k]``.
 
-  The distance is ``weighted_hamming_distance``'s, ``(sum_k w_k - sum_k w_k q_k b_k) / 2``
-  in float32; weights may be negative. Sorted by (distance, index), ties to the
-  smaller index. Distances that differ only by float32 rounding of the sum may
-  come in either order (dyadic weights such as multiples of 1/8 are exact).
+  The distance is ``weighted_hamming_distance``'s: an exact sum of the weights rounded
+  to ``weight_units`` (ties are exact: equal sums of rounded weights); weights may be
+  negative. Sorted by (distance, index), ties to the smaller index. On the CPU a
+  native kernel (``jhash.native``), elsewhere the array code; the same results.
 
   Args:
     query_codes: [q, K] in {-1,+1}.
