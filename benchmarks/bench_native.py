@@ -110,7 +110,6 @@ def np_weighted_distances(qc, db, weights, i):
 
 
 def np_weighted_topk(qc, db, weights, k):
-  n = db.shape[0]
   out_d = np.empty((qc.shape[0], k))
   out_i = np.empty((qc.shape[0], k), np.int64)
   for i in range(qc.shape[0]):

@@ -9,7 +9,9 @@ distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers)
 (``_ap._index_sum``), the relevant items in the top k and in all, ``grade_groups``
 the items at each (distance, grade) for NDCG. ``weighted_ap`` gives ``index_ap``'s
 outputs, or the tie-aware sum, for the ranking by weighted Hamming distance (one
-sort of each query's integer distances in weight units).
+sort of each query's integer distances in weight units); ``weighted_ranked`` the tie
+groups of that ranking's first k positions with their summed gains, and the items of
+each grade (precision / recall@k and NDCG@k).
 """
 
 from __future__ import annotations
@@ -86,12 +88,18 @@ def grade_width(labels) -> int:
   return 2 if np.ndim(labels) == 1 else 32 * -(-np.shape(labels)[1] // 32) + 1
 
 
+def grades(query_words, overlap: bool) -> jax.Array:
+  """The grades the kernels count, 0..G-1: int32 [G] (G as in ``grade_width``, from the
+  label words: 32 per word + 1 with ``overlap``, else 2)."""
+  return jnp.arange(32 * query_words.shape[1] + 1 if overlap else 2)
+
+
 def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
                  overlap: bool) -> jax.Array:
   """Items at each (distance, grade): int32 [c, K + 2, G], distances 0..K then the items
   holding no code; grades 0..G-1 are the labels shared with the query (``overlap``,
   multi-hot words) or 1 for the same class id (G: ``grade_width``)."""
-  width = 32 * query_words.shape[1] + 1 if overlap else 2  # grade_width of the labels
+  width = grades(query_words, overlap).shape[0]
   out = jax.ShapeDtypeStruct((query.shape[0], num_bits + 2, width), jnp.int32)
   call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
   return call(query, db, native.held_codes(db_mask), query_words, db_words,
@@ -107,3 +115,22 @@ def weighted_ap(query, db, units, query_words, db_words, overlap: bool, top_k: i
   call = jax.ffi.ffi_call("jhash_weighted_ap", out, vmap_method="sequential")
   return call(query, db, units.astype(jnp.int32), query_words, db_words,
               overlap=np.int64(overlap), top_k=np.int64(top_k), aware=np.int64(aware))
+
+
+def weighted_ranked(query, db, units, query_words, db_words, overlap: bool, gains, k: int,
+                    aware: bool) -> tuple[_groups.TieGroups, jax.Array]:
+  """The first k positions of the ranking by weighted Hamming distance as tie groups.
+
+  Returns TieGroups of int32 sizes and float32 summed gains [c, k] (the groups starting
+  before position k, in ranking order, zero past them; ``aware``: items of equal
+  distance, else one position each, ties by index), and the items of each grade in all,
+  int32 [c, G]. ``gains`` float32 [G] is the gain of each grade (``grade_width``).
+  """
+  c, width = query.shape[0], gains.shape[0]
+  out = (jax.ShapeDtypeStruct((c, k), jnp.int32), jax.ShapeDtypeStruct((c, k), jnp.float32),
+         jax.ShapeDtypeStruct((c, width), jnp.int32))
+  call = jax.ffi.ffi_call("jhash_weighted_ranked", out, vmap_method="sequential")
+  size, value, per_grade = call(query, db, units.astype(jnp.int32), query_words, db_words,
+                                gains.astype(jnp.float32), overlap=np.int64(overlap),
+                                k=np.int64(k), aware=np.int64(aware))
+  return _groups.TieGroups(size, value), per_grade

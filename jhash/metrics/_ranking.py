@@ -106,9 +106,15 @@ def _hits_and_totals(corpus, setup, chunk, options):
     hits = hits_at_k(d, rel, ks, ties, _inputs.max_distance(setup))
     return hits, jnp.sum(rel.astype(bool), axis=1)
   by_kernel = None
-  # Tie groups from the native kernel (CPU), no [c, n] arrays; weighted: the array code.
-  if ties == "aware" and setup.kind != "weighted":
-    bound = _native_rank.bind(corpus, setup)
+  bound = _native_rank.bind(corpus, setup)
+  if setup.kind == "weighted":  # the first max(ks) positions' groups (CPU), either tie rule
+    def by_kernel(query, labels):
+      query, db, units, words, db_words, overlap = bound(query, labels)
+      relevant = _native_rank.grades(words, overlap) > 0
+      groups, per_grade = _native_rank.weighted_ranked(
+          query, db, units, words, db_words, overlap, relevant, max(ks), ties == "aware")
+      return _expected_hits(groups, ks), jnp.sum(per_grade[:, 1:], axis=1)
+  elif ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
     def by_kernel(query, labels):
       groups, total = _native_rank.tie_groups(*bound(query, labels))
       return _expected_hits(groups, ks), total
@@ -172,8 +178,13 @@ def _ndcg_from_grade_groups(counts, k: int, gain: str):
   gains = _gain(jnp.arange(counts.shape[-1]), gain)
   ranked = counts[:, :-1].astype(jnp.float32)
   dcg = _expected_dcg(_groups.TieGroups(jnp.sum(counts[:, :-1], axis=-1), ranked @ gains), k)
-  # The ideal ranking: grades from the highest down, each over its run of positions.
-  per_grade = jnp.sum(counts, axis=1)[:, ::-1]
+  return _ndcg_of(dcg, jnp.sum(counts, axis=1), gains, k)
+
+
+def _ndcg_of(dcg, per_grade, gains, k: int):
+  """NDCG from DCG@k [q] and the items of each grade int [q, G] (the ideal ranking: grades
+  from the highest down, each over its run of positions): (ndcg float32 [q], defined)."""
+  per_grade = per_grade[:, ::-1]
   before = _groups.exclusive_cumsum(per_grade)
   table = jnp.asarray(_groups.discount_table(k).astype(np.float32))
   span = table[jnp.minimum(before + per_grade, k)] - table[jnp.minimum(before, k)]
@@ -189,11 +200,17 @@ def _per_query_ndcg(corpus, setup, chunk, options):
     return ndcg(d, grades, k=k, ties=ties, gain=gain, max_distance=_inputs.max_distance(setup))
   by_kernel = None
   width = _native_rank.grade_width(corpus.query_labels)
+  bound = _native_rank.bind(corpus, setup)
+  if setup.kind == "weighted":  # the first k positions' groups (CPU), either tie rule
+    def by_kernel(query, labels):
+      query, db, units, words, db_words, overlap = bound(query, labels)
+      gains = _gain(_native_rank.grades(words, overlap), gain)
+      groups, per_grade = _native_rank.weighted_ranked(
+          query, db, units, words, db_words, overlap, gains, k, ties == "aware")
+      return _ndcg_of(_expected_dcg(groups, k), per_grade, gains, k)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
-  if (ties == "aware" and setup.kind != "weighted"
-      and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28):
-    bound = _native_rank.bind(corpus, setup)
+  elif ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:
     def by_kernel(query, labels):
       return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)

@@ -49,6 +49,7 @@ TARGETS = {
     "jhash_grade_groups": "JhashGradeGroups",
     "jhash_weighted_topk": "JhashWeightedTopk",
     "jhash_weighted_ap": "JhashWeightedAp",
+    "jhash_weighted_ranked": "JhashWeightedRanked",
 }
 
 

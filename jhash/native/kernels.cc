@@ -18,6 +18,7 @@
 //   JhashLookup        exact-match bucket of each query (start, count) -> [q] x 2
 //   JhashWeightedTopk  exact k nearest by (weighted distance, index)   -> [q, k] x 2
 //   JhashWeightedAp    AP of the ranking by weighted distance          -> [q] x 3
+//   JhashWeightedRanked  tie groups of its first k positions, grades   -> [q, k] x 2, [q, G]
 
 #include <algorithm>
 #include <climits>
@@ -941,6 +942,77 @@ ffi::Error WeightedApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   return ffi::Error::Success();
 }
 
+// The first k positions of the ranking by weighted distance, as tie groups: per query, the
+// groups that start before position k in ranking order (aware: items of equal distance;
+// else each position its own group, ties ordered by index), each group's size and summed
+// gain (gains[grade], the grade as Grade gives it), and the items of each grade in the
+// whole database (for NDCG's ideal ranking, and the relevant items in all). The items at
+// most as far as the k-th are found by nth_element on (distance, index) keys, then sorted.
+ffi::Error WeightedRankedImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                              ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> weights,
+                              ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                              ffi::Buffer<ffi::F32> gains, int64_t overlap, int64_t k,
+                              int64_t aware, ffi::ResultBuffer<ffi::S32> size,
+                              ffi::ResultBuffer<ffi::F32> value,
+                              ffi::ResultBuffer<ffi::S32> per_grade) {
+  if (auto err = CheckWeighted("jhash_weighted_ranked", query, db, weights); !err.success()) {
+    return err;
+  }
+  const auto ql = query_labels.dimensions();
+  const auto dl = db_labels.dimensions();
+  const int64_t q = query.dimensions()[0], w = query.dimensions()[1], n = db.dimensions()[0];
+  const int64_t grades = overlap ? 32 * (ql.size() == 2 ? ql[1] : 0) + 1 : 2;
+  if (ql.size() != 2 || dl.size() != 2 || ql[0] != q || dl[0] != n || ql[1] != dl[1] ||
+      gains.dimensions().size() != 1 || gains.dimensions()[0] != grades || k < 1 || k > n) {
+    return ffi::Error::InvalidArgument(
+        "jhash_weighted_ranked: labels [q, L] and [n, L], gains [grades], 1 <= k <= n expected");
+  }
+  const int64_t lw = ql[1];
+  const WeightTables tables(weights.typed_data(), weights.dimensions()[0], w);
+  const float* gain = gains.typed_data();
+  int32_t* size_out = size->typed_data();
+  float* value_out = value->typed_data();
+  int32_t* grade_out = per_grade->typed_data();
+  ParallelFor(pool, q, [&](int64_t a) {
+    std::vector<uint32_t> dist(n);
+    std::vector<int32_t> grade(n);
+    std::vector<uint64_t> keys(n);
+    WeightedDistances(tables, query.typed_data() + a * w, db.typed_data(), n, w, dist.data());
+    const uint32_t* qlab = query_labels.typed_data() + a * lw;
+    int32_t* hist = grade_out + a * grades;
+    std::fill(hist, hist + grades, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      grade[i] = Grade(qlab, db_labels.typed_data() + i * lw, lw, overlap);
+      ++hist[grade[i]];
+      keys[i] = static_cast<uint64_t>(dist[i]) << 32 | static_cast<uint64_t>(i);
+    }
+    std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
+    const uint64_t last = keys[k - 1] >> 32;  // the k-th item's distance: its group ends there
+    int64_t m = k;
+    for (int64_t i = k; i < n; ++i) {
+      if (keys[i] >> 32 == last) keys[m++] = keys[i];
+    }
+    std::sort(keys.begin(), keys.begin() + m);
+    int32_t* s = size_out + a * k;
+    float* v = value_out + a * k;
+    std::fill(s, s + k, 0);
+    std::fill(v, v + k, 0.0f);
+    int64_t g = 0;
+    for (int64_t r = 0; r < m && r < k; ++g) {
+      int64_t end = r + 1;
+      if (aware) {
+        while (end < m && keys[end] >> 32 == keys[r] >> 32) ++end;
+      }
+      double sum = 0.0;
+      for (int64_t j = r; j < end; ++j) sum += gain[grade[keys[j] & 0xFFFFFFFFu]];
+      s[g] = static_cast<int32_t>(end - r);
+      v[g] = static_cast<float>(sum);
+      r = end;
+    }
+  });
+  return ffi::Error::Success();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hash-bucket search (jhash.index.bucket_search's contract, MCH's Algorithm 1). Per
 // query, every bucket within max_radius is found: through the substring tables
@@ -1424,3 +1496,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashWeightedAp, WeightedApImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()   // sum of precisions
                                   .Ret<ffi::Buffer<ffi::F32>>()   // relevant in the top k
                                   .Ret<ffi::Buffer<ffi::F32>>()); // relevant in all
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashWeightedRanked, WeightedRankedImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, W]
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // weights in units [K]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
+                                  .Arg<ffi::Buffer<ffi::F32>>()   // gain of each grade [G]
+                                  .Attr<int64_t>("overlap")
+                                  .Attr<int64_t>("k")
+                                  .Attr<int64_t>("aware")
+                                  .Ret<ffi::Buffer<ffi::S32>>()   // group sizes [q, k]
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // group gains [q, k]
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // items per grade [q, G]
