@@ -124,7 +124,7 @@ def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: in
 
 
 # Weighted Hamming distances are exact sums of integer weights: the real weights are
-# rounded to multiples of one power of two, 2^-23 of their summed magnitude or finer, so
+# rounded to multiples of one power of two, 2^-23 to 2^-22 of their summed magnitude, so
 # every partial sum is an integer below 2^24 in magnitude (exact in float32 on every
 # backend and in any order of summation) and two items tie exactly when their sums
 # of rounded weights are equal.
@@ -134,10 +134,10 @@ UNIT_BITS = 23
 def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Real bit weights as integers times one unit (jittable).
 
-  ``unit = 2^(e - 23)`` with ``2^e`` the least power of two at or above ``sum_k |w_k|``;
-  ``units_k = round(w_k / unit)``. Dyadic weights of less than 23 bits' range (integers,
-  multiples of 1/8) are kept exactly; any weight moves by at most half a unit,
-  ``2^-24`` of the largest possible distance.
+  ``unit = 2^(e - 23)`` with ``2^e`` the least power of two above ``sum_k |w_k|`` (so
+  ``unit`` is 2^-23 to 2^-22 of it); ``units_k = round(w_k / unit)``. Dyadic weights of
+  less than 23 bits' range (integers, multiples of 1/8) are kept exactly; any weight
+  moves by at most half a unit, at most ``2^-23 sum_k |w_k|``.
 
   Args:
     weights: float [K].
@@ -146,8 +146,9 @@ def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
   w = jnp.asarray(weights, jnp.float32)
   _, exponent = jnp.frexp(jnp.sum(jnp.abs(w)))
-  unit = jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS)
-  return jnp.round(w / unit), unit
+  # Scaled by ldexp, not divided by the unit: the unit of tiny weights may underflow.
+  return (jnp.round(jnp.ldexp(w, UNIT_BITS - exponent)),
+          jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS))
 
 
 def weighted_units_distance(query_codes: jax.Array, db_codes: jax.Array,
@@ -169,8 +170,8 @@ def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
                               weights: jax.Array) -> jax.Array:
   """Weighted Hamming distance ``sum_k w_k [q_k != b_k]`` (HBMP's retrieval).
 
-  Summed exactly over the weights rounded to ``weight_units`` (relative error at most
-  ``K 2^-24`` of ``sum_k |w_k|``; none for dyadic weights such as integers or
+  Summed exactly over the weights rounded to ``weight_units`` (error at most
+  ``K 2^-23 sum_k |w_k|``; none for dyadic weights such as integers or
   multiples of 1/8), so equal sums tie exactly on every backend: the distance that
   ``weighted_hamming_topk`` and the metrics' ``weights=`` rank by.
 
