@@ -749,22 +749,43 @@ struct WeightTables {
   }
 };
 
+// The weighted distance of query qv [W] to the item x [W], plus `base` (W words: a
+// template argument for 1..4, else 0 and `w` words).
+template <int W>
+inline uint32_t WeightedDistance(const int32_t* s, const uint32_t* qv, const uint32_t* x,
+                                 int64_t w, int32_t base) {
+  const int64_t words = W > 0 ? W : w;
+  int32_t d = base;
+  for (int64_t j = 0; j < words; ++j) {
+    const uint32_t v = qv[j] ^ x[j];
+    const int32_t* r = s + 4 * j * 256;
+    d += r[v & 255] + r[256 + (v >> 8 & 255)] + r[512 + (v >> 16 & 255)] + r[768 + (v >> 24)];
+  }
+  return static_cast<uint32_t>(d);
+}
+
+// Calls f.template operator()<W>() with W the uint32 words per code if 1..4, else <0>.
+template <typename F>
+void CodeWordsDispatch(int64_t w, F&& f) {
+  switch (w) {
+    case 1: f.template operator()<1>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    default: f.template operator()<0>(); break;
+  }
+}
+
 // dist[i] = the weighted distance of query qv [W] to item i of db [n, W], minus `lowest`
 // (so >= 0).
 void WeightedDistances(const WeightTables& t, const uint32_t* qv, const uint32_t* db, int64_t n,
                        int64_t w, uint32_t* dist) {
-  const int32_t* s = t.sum.data();
   const int32_t base = static_cast<int32_t>(-t.lowest);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t* x = db + i * w;
-    int32_t d = base;
-    for (int64_t j = 0; j < w; ++j) {
-      const uint32_t v = qv[j] ^ x[j];
-      const int32_t* r = s + 4 * j * 256;
-      d += r[v & 255] + r[256 + (v >> 8 & 255)] + r[512 + (v >> 16 & 255)] + r[768 + (v >> 24)];
+  CodeWordsDispatch(w, [&]<int W>() {
+    for (int64_t i = 0; i < n; ++i) {
+      dist[i] = WeightedDistance<W>(t.sum.data(), qv, db + i * w, w, base);
     }
-    dist[i] = static_cast<uint32_t>(d);
-  }
+  });
 }
 
 // Sorts keys[0..n) ascending by their low `bits` bits (the rest must be 0): least
@@ -803,7 +824,9 @@ ffi::Error CheckWeighted(const char* name, ffi::Buffer<ffi::U32>& query, ffi::Bu
                                        ": query [q, W], db [n, W], weights [K <= 32 W] expected");
   }
   int64_t span = 0;
-  for (int64_t b = 0; b < wd[0]; ++b) span += std::abs(static_cast<int64_t>(weights.typed_data()[b]));
+  for (int64_t b = 0; b < wd[0]; ++b) {
+    span += std::abs(static_cast<int64_t>(weights.typed_data()[b]));
+  }
   if (span >= (int64_t{1} << 30)) {
     return ffi::Error::InvalidArgument(std::string(name) + ": the weights' magnitudes must sum "
                                        "below 2^30");
@@ -826,27 +849,31 @@ ffi::Error WeightedTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   const int64_t cap = std::max<int64_t>(2 * k, k + 256);
   int32_t* od = out_d->typed_data();
   int32_t* oi = out_i->typed_data();
-  ParallelFor(pool, q, [&](int64_t a) {
-    std::vector<uint32_t> dist(n);
-    WeightedDistances(tables, query.typed_data() + a * w, db.typed_data(), n, w, dist.data());
-    std::vector<uint64_t> keys(cap);
-    int64_t count = 0;
-    uint64_t threshold = UINT64_MAX;  // admit keys below it: (distance, index) order
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t key = static_cast<uint64_t>(dist[i]) << 32 | static_cast<uint64_t>(i);
-      if (key >= threshold) continue;
-      keys[count++] = key;
-      if (count == cap) {
-        std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.begin() + count);
-        count = k;
-        threshold = keys[k - 1];
+  const int32_t base = static_cast<int32_t>(-tables.lowest);
+  CodeWordsDispatch(w, [&]<int W>() {
+    ParallelFor(pool, q, [&](int64_t a) {
+      const uint32_t* qv = query.typed_data() + a * w;
+      const uint32_t* x = db.typed_data();
+      std::vector<uint64_t> keys(cap);
+      int64_t count = 0;
+      uint64_t threshold = UINT64_MAX;  // admit keys below it: (distance, index) order
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t key = static_cast<uint64_t>(
+            WeightedDistance<W>(tables.sum.data(), qv, x + i * w, w, base)) << 32 | i;
+        if (key >= threshold) continue;
+        keys[count++] = key;
+        if (count == cap) {
+          std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.begin() + count);
+          count = k;
+          threshold = keys[k - 1];
+        }
       }
-    }
-    std::sort(keys.begin(), keys.begin() + count);
-    for (int64_t j = 0; j < k; ++j) {
-      od[a * k + j] = static_cast<int32_t>(static_cast<int64_t>(keys[j] >> 32) + tables.lowest);
-      oi[a * k + j] = static_cast<int32_t>(keys[j] & 0xFFFFFFFFu);
-    }
+      std::sort(keys.begin(), keys.begin() + count);
+      for (int64_t j = 0; j < k; ++j) {
+        od[a * k + j] = static_cast<int32_t>(static_cast<int64_t>(keys[j] >> 32) + tables.lowest);
+        oi[a * k + j] = static_cast<int32_t>(keys[j] & 0xFFFFFFFFu);
+      }
+    });
   });
   return ffi::Error::Success();
 }
