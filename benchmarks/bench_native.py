@@ -26,8 +26,8 @@ each against a NumPy implementation and jhash's own array code:
 ``--quick`` (100 queries x 20,000 items) only prints. NumPy and jhash (native
 kernels) are interleaved, median of repeats after a warm-up; jhash's array code (the kernels switched off, as on a GPU or TPU, here on
 the CPU) is timed after them in the same process. Results are checked equal across
-the three. The section "Native kernels: several codes per item, radius curves" of
-benchmarks/RESULTS.md is rewritten with the table.
+the three. The section "Native kernels: several codes per item, radius curves, weighted
+ranking" of benchmarks/RESULTS.md is rewritten with the table.
 """
 
 from __future__ import annotations
@@ -252,7 +252,8 @@ def main():
   if args.quick:  # a smoke run: printed only
     print(table + "\n\n" + note)
     return
-  _report.write_section("Native kernels: several codes per item, radius curves",
+  _report.write_section("Native kernels: several codes per item, radius curves, "
+                        "weighted ranking",
                         "python benchmarks/bench_native.py", table + "\n\n" + note)
 
 
