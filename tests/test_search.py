@@ -280,10 +280,11 @@ def test_weighted_topk_distances_are_weighted_hamming_distance(rng):
 
 
 def test_weight_units_round_to_one_power_of_two(rng):
-  for weights in (rng.normal(size=48), rng.normal(size=300) * 1e-6, np.array([3.0, -0.3, 0.0])):
+  for weights in (rng.normal(size=48), rng.normal(size=300) * 1e-6, np.array([3.0, -0.3, 0.0]),
+                  np.array([3e38, 3e38, 1.0, -2e38]), np.array([1e-30, 3e-31])):
     units, unit = (np.asarray(x, np.float64) for x in search.weight_units(weights))
     w32 = weights.astype(np.float32).astype(np.float64)    # the weights as used
-    span = np.abs(w32).sum()
+    span = np.abs(w32).sum()                                # float64: no overflow
     assert np.log2(unit) == np.round(np.log2(unit))                 # a power of two
     assert span / 2**23 <= unit <= span / 2**22                     # 2^-23 of the span
     np.testing.assert_array_equal(units, np.round(units))           # integers

@@ -145,7 +145,11 @@ def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
     (units float32 [K], integer-valued with ``sum |units| < 2^23 + K``; unit float32 []).
   """
   w = jnp.asarray(weights, jnp.float32)
-  _, exponent = jnp.frexp(jnp.sum(jnp.abs(w)))
+  # The exponent of sum |w|, summed after scaling by the largest weight (no overflow
+  # for weights near float32's largest).
+  _, top = jnp.frexp(jnp.max(jnp.abs(w), initial=0.0))
+  _, exponent = jnp.frexp(jnp.sum(jnp.ldexp(jnp.abs(w), -top)))
+  exponent = exponent + top
   # Scaled by ldexp, not divided by the unit: the unit of tiny weights may underflow.
   return (jnp.round(jnp.ldexp(w, UNIT_BITS - exponent)),
           jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS))
