@@ -3,9 +3,9 @@ pursuit as one call.
 
 Everything here reaches HBMP through its public method (``jhash.methods.hbmp`` and its
 ``extras``): ``whole_pursuit`` compiles the pursuit of every bit as one call from
-``extras.pursuit``. Weighted Hamming mAP over a large database is
-``jhash.metrics.weighted_mean_average_precision`` (the same value as
-``mean_average_precision(..., weights=)`` without its per-row sort).
+``extras.pursuit``. Weighted Hamming mAP is
+``jhash.metrics.weighted_mean_average_precision``, a shorthand for
+``mean_average_precision(..., weights=)`` (on the CPU a native kernel).
 """
 
 from __future__ import annotations
