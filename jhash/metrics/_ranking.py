@@ -201,13 +201,21 @@ def _per_query_ndcg(corpus, setup, chunk, options):
   by_kernel = None
   width = _native_rank.grade_width(corpus.query_labels)
   bound = _native_rank.bind(corpus, setup)
-  if setup.kind == "weighted":  # the first k positions' groups (CPU), either tie rule
+  def by_ranked(query, db, units, words, db_words, overlap):
+    # The first k positions' groups (CPU) by weighted distance, either tie rule.
+    gains = _gain(_native_rank.grades(words, overlap), gain)
+    groups, per_grade = _native_rank.weighted_ranked(
+        query, db, units, words, db_words, overlap, gains, k, ties == "aware")
+    return _ndcg_of(_expected_dcg(groups, k), per_grade, gains, k)
+  if setup.kind == "weighted":
     def by_kernel(query, labels):
-      query, db, units, words, db_words, overlap = bound(query, labels)
-      gains = _gain(_native_rank.grades(words, overlap), gain)
-      groups, per_grade = _native_rank.weighted_ranked(
-          query, db, units, words, db_words, overlap, gains, k, ties == "aware")
-      return _ndcg_of(_expected_dcg(groups, k), per_grade, gains, k)
+      return by_ranked(*bound(query, labels))
+  elif setup.kind == "hamming" and ties == "index":
+    # Hamming distance is the weighted one with equal weights: the same (distance, index)
+    # order, from the same kernel.
+    def by_kernel(query, labels):
+      query, db, _, words, db_words, num_bits, overlap = bound(query, labels)
+      return by_ranked(query, db, jnp.ones(num_bits), words, db_words, overlap)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
   elif ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:

@@ -1001,7 +1001,7 @@ ffi::Error WeightedApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
 // else each position its own group, ties ordered by index), each group's size and summed
 // gain (gains[grade], the grade as Grade gives it), and the items of each grade in the
 // whole database (for NDCG's ideal ranking, and the relevant items in all). The items at
-// most as far as the k-th are found by nth_element on (distance, index) keys, then sorted.
+// most as far as the k-th are kept under a running bound (as in the top-k), then sorted.
 ffi::Error WeightedRankedImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
                               ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::S32> weights,
                               ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
@@ -1030,24 +1030,35 @@ ffi::Error WeightedRankedImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   const WeightedDb wdb(db.typed_data(), n, w);
   ParallelFor(pool, q, [&](int64_t a) {
     std::vector<uint32_t> dist(wdb.stride);
-    std::vector<int32_t> grade(n);
-    std::vector<uint64_t> keys(n);
     WeightedDistances(tables, wdb, query.typed_data() + a * w, dist.data());
     const uint32_t* qlab = query_labels.typed_data() + a * lw;
+    auto grade_of = [&](int64_t i) {
+      return Grade(qlab, db_labels.typed_data() + i * lw, lw, overlap);
+    };
     int32_t* hist = grade_out + a * grades;
     std::fill(hist, hist + grades, 0);
+    for (int64_t i = 0; i < n; ++i) ++hist[grade_of(i)];
+    // The items at most as far as the k-th: (distance, index) keys of the items within a
+    // running bound on the k-th distance (inclusive: the k-th item's tie group stays whole),
+    // cut back to it when the buffer is full; the buffer grows for a large tie group.
+    std::vector<uint64_t> keys;
+    int64_t cap = std::max<int64_t>(2 * k, k + 256);
+    keys.reserve(cap);
+    uint32_t bound = UINT32_MAX;
     for (int64_t i = 0; i < n; ++i) {
-      grade[i] = Grade(qlab, db_labels.typed_data() + i * lw, lw, overlap);
-      ++hist[grade[i]];
-      keys[i] = static_cast<uint64_t>(dist[i]) << 32 | static_cast<uint64_t>(i);
+      if (dist[i] > bound) continue;
+      keys.push_back(static_cast<uint64_t>(dist[i]) << 32 | static_cast<uint64_t>(i));
+      if (static_cast<int64_t>(keys.size()) == cap) {
+        std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
+        bound = static_cast<uint32_t>(keys[k - 1] >> 32);
+        keys.erase(std::partition(keys.begin(), keys.end(),
+                                  [&](uint64_t key) { return key >> 32 <= bound; }),
+                   keys.end());
+        if (2 * static_cast<int64_t>(keys.size()) > cap) cap *= 2;
+      }
     }
-    std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
-    const uint64_t last = keys[k - 1] >> 32;  // the k-th item's distance: its group ends there
-    int64_t m = k;
-    for (int64_t i = k; i < n; ++i) {
-      if (keys[i] >> 32 == last) keys[m++] = keys[i];
-    }
-    std::sort(keys.begin(), keys.begin() + m);
+    std::sort(keys.begin(), keys.end());
+    const int64_t m = static_cast<int64_t>(keys.size());
     int32_t* s = size_out + a * k;
     float* v = value_out + a * k;
     std::fill(s, s + k, 0);
@@ -1059,7 +1070,7 @@ ffi::Error WeightedRankedImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
         while (end < m && keys[end] >> 32 == keys[r] >> 32) ++end;
       }
       double sum = 0.0;
-      for (int64_t j = r; j < end; ++j) sum += gain[grade[keys[j] & 0xFFFFFFFFu]];
+      for (int64_t j = r; j < end; ++j) sum += gain[grade_of(keys[j] & 0xFFFFFFFFu)];
       s[g] = static_cast<int32_t>(end - r);
       v[g] = static_cast<float>(sum);
       r = end;
