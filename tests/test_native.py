@@ -21,6 +21,7 @@ from jhash import native
 from jhash import metrics
 from jhash import search
 from jhash.metrics import _native_rank
+from jhash.metrics import _ranking
 from jhash.search import _native_topk
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="native kernels not built here")
@@ -589,6 +590,26 @@ def test_weighted_precision_and_ndcg_equal_reference(case, ties, rng):
     got = metrics.ndcg_at_k(qc, db, lq, ld, k, ties=ties, gain=gain, weights=weights)
     want, _ = ref.ndcg(d, grades, k, ties, gain)     # 0 where undefined, as no_relevant="zero"
     assert got == pytest.approx(np.mean(want), abs=2e-6), f"{gain} {k}"
+
+
+def test_weighted_ranking_past_the_kernels_memory_cap_is_the_array_code(rng, monkeypatch):
+  # The first-k groups of every query at once are capped (256 MB); past it, chunks of the
+  # array code give the same values.
+  qc, dc, lq, ld = _map_cases(rng)
+  weights = (rng.normal(size=16) + 0.4).astype(np.float32)
+  def values():
+    jax.clear_caches()
+    out = [metrics.precision_at_k(qc, dc, lq, ld, (1, 30, 700), ties=t, weights=weights)
+           for t in ("aware", "index")]
+    out += [metrics.ndcg_at_k(qc, dc, lq, ld, 30, ties=t, weights=weights)
+            for t in ("aware", "index")]
+    return out + [metrics.ndcg_at_k(qc, dc, lq, ld, 30, ties="index")]
+  by_kernel = values()
+  monkeypatch.setattr(_ranking, "_ranked_fits", lambda *args: False)
+  capped = values()
+  jax.clear_caches()
+  for got, want in zip(capped, by_kernel):
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
 def _weighted_results(qc, db, lq, ld, weights):

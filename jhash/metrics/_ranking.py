@@ -99,6 +99,12 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
 
 
+def _ranked_fits(setup, k: int, width: int) -> bool:
+  """Whether ``weighted_ranked``'s outputs for every query at once (groups [q, k] x 2,
+  grades [q, G]) take at most 256 MB (else the array code, chunk by chunk)."""
+  return setup.num_queries * (8 * k + 4 * width) <= 1 << 28
+
+
 @_inputs.jit_static
 def _hits_and_totals(corpus, setup, chunk, options):
   ks, ties = options
@@ -107,14 +113,16 @@ def _hits_and_totals(corpus, setup, chunk, options):
     return hits, jnp.sum(rel.astype(bool), axis=1)
   by_kernel = None
   bound = _native_rank.bind(corpus, setup)
-  if setup.kind == "weighted":  # the first max(ks) positions' groups (CPU), either tie rule
+  width = _native_rank.grade_width(corpus.query_labels)
+  if setup.kind == "weighted" and _ranked_fits(setup, max(ks), width):
+    # The first max(ks) positions' groups (CPU), either tie rule.
     def by_kernel(query, labels):
       query, db, units, words, db_words, overlap = bound(query, labels)
       relevant = _native_rank.grades(words, overlap) > 0
       groups, per_grade = _native_rank.weighted_ranked(
           query, db, units, words, db_words, overlap, relevant, max(ks), ties == "aware")
       return _expected_hits(groups, ks), jnp.sum(per_grade[:, 1:], axis=1)
-  elif ties == "aware":  # tie groups from the native kernel (CPU), no [c, n] arrays
+  elif ties == "aware" and setup.kind != "weighted":  # tie groups from the native kernel
     def by_kernel(query, labels):
       groups, total = _native_rank.tie_groups(*bound(query, labels))
       return _expected_hits(groups, ks), total
@@ -207,10 +215,10 @@ def _per_query_ndcg(corpus, setup, chunk, options):
     groups, per_grade = _native_rank.weighted_ranked(
         query, db, units, words, db_words, overlap, gains, k, ties == "aware")
     return _ndcg_of(_expected_dcg(groups, k), per_grade, gains, k)
-  if setup.kind == "weighted":
+  if setup.kind == "weighted" and _ranked_fits(setup, k, width):
     def by_kernel(query, labels):
       return by_ranked(*bound(query, labels))
-  elif setup.kind == "hamming" and ties == "index":
+  elif setup.kind == "hamming" and ties == "index" and _ranked_fits(setup, k, width):
     # Hamming distance is the weighted one with equal weights: the same (distance, index)
     # order, from the same kernel.
     def by_kernel(query, labels):
@@ -218,7 +226,8 @@ def _per_query_ndcg(corpus, setup, chunk, options):
       return by_ranked(query, db, jnp.ones(num_bits), words, db_words, overlap)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
-  elif ties == "aware" and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28:
+  elif (ties == "aware" and setup.kind != "weighted"
+        and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28):
     def by_kernel(query, labels):
       return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
