@@ -11,7 +11,8 @@ ENTRY_POINTS = [jhash.fit, jhash.encode, jhash.methods.pairwise, jhash.methods.l
                 jhash.methods.scm, jhash.methods.cmfh, jhash.search.hamming_topk,
                 jhash.metrics.mean_average_precision, jhash.methods.ksh,
                 jhash.methods.hashnet, jhash.methods.adsh, jhash.methods.dch,
-                jhash.methods.mmhh, jhash.methods.mch, jhash.native.export_checks]
+                jhash.methods.mmhh, jhash.methods.mch, jhash.native.export_checks,
+                jhash.search.weight_units]
 
 
 def test_every_registered_method_has_its_example_run():

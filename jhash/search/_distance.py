@@ -143,6 +143,15 @@ def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
     weights: float [K].
   Returns:
     (units float32 [K], integer-valued with ``sum |units| < 2^23 + K``; unit float32 []).
+
+  Example: ``sum |w| = 1.75``, below 2^1, so the unit is 2^(1 - 23); these weights are
+  multiples of it and are kept exactly.
+
+  >>> import numpy as np
+  >>> from jhash import search
+  >>> units, unit = search.weight_units(np.array([1.0, 0.5, -0.25], np.float32))
+  >>> np.asarray(units).astype(int).tolist(), float(unit) == 2.0 ** -22
+  ([4194304, 2097152, -1048576], True)
   """
   w = jnp.asarray(weights, jnp.float32)
   # The exponent of sum |w|, summed after scaling by the largest weight (no overflow
