@@ -344,20 +344,22 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   none = mask.copy()
   none[::5] = False
 
-  def per_query_ndcg(m):  # NDCG@700 of each query, jittable (the mask traced)
+  def per_query_ndcg(m, ties):  # NDCG@700 of each query, jittable (the mask traced)
     corpus, setup = metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m)
-    return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, "aware", "exp"))[0]
+    return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, ties, "exp"))[0]
 
   def both():
-    return ([metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask) for k in (10, 700)]
-            + [jax.jit(per_query_ndcg)(none)])
+    return ([metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask, ties=t)
+             for k in (10, 700) for t in ("aware", "index")]
+            + [jax.jit(per_query_ndcg, static_argnums=1)(none, t) for t in ("aware", "index")])
   by_kernel = both()
   jax.clear_caches()
   monkeypatch.setattr(native, "enabled", lambda: False)
   array_code = both()
   jax.clear_caches()
-  np.testing.assert_allclose(by_kernel[:2], array_code[:2], rtol=0, atol=2e-6)
-  np.testing.assert_allclose(by_kernel[2], array_code[2], rtol=0, atol=2e-6)
+  np.testing.assert_allclose(by_kernel[:4], array_code[:4], rtol=0, atol=2e-6)
+  for got, want in zip(by_kernel[4:], array_code[4:]):
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
 @pytest.mark.parametrize("options", [dict(ties="aware"), dict(ties="index"),

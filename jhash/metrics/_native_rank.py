@@ -7,7 +7,7 @@ no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
 distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
 ``index_ap`` the AP sum of the ranking ordered by (distance, index)
 (``_ap._index_sum``), the relevant items in the top k and in all, ``grade_groups``
-the items at each (distance, grade) for NDCG. ``weighted_ap`` gives ``index_ap``'s
+the items at each (distance, grade) for NDCG, ``index_dcg`` DCG@k of that ranking. ``weighted_ap`` gives ``index_ap``'s
 outputs, or the tie-aware sum, for the ranking by weighted Hamming distance (one
 sort of each query's integer distances in weight units); ``weighted_ranked`` the tie
 groups of that ranking's first k positions with their summed gains, and the items of
@@ -104,6 +104,19 @@ def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
   call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
   return call(query, db, native.held_codes(db_mask), query_words, db_words,
               num_bits=np.int64(num_bits), overlap=np.int64(overlap))
+
+
+def index_dcg(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool,
+              gains, k: int) -> tuple[jax.Array, jax.Array]:
+  """DCG@k of the ranking ordered by (distance, index), float32 [c], and the items of each
+  grade in all, int32 [c, G] (``gains`` float32 [G]: the gain of each grade; ``db`` and
+  ``db_mask`` as in ``tie_groups``; an item holding no code is never retrieved)."""
+  out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),
+         jax.ShapeDtypeStruct((query.shape[0], gains.shape[0]), jnp.int32))
+  call = jax.ffi.ffi_call("jhash_index_dcg", out, vmap_method="sequential")
+  return call(query, db, native.held_codes(db_mask), query_words, db_words,
+              gains.astype(jnp.float32), num_bits=np.int64(num_bits),
+              overlap=np.int64(overlap), k=np.int64(k))
 
 
 def weighted_ap(query, db, units, query_words, db_words, overlap: bool, top_k: int,

@@ -94,6 +94,8 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
     dcg = _expected_dcg(_groups.make_groups(distances, gains, max_distance), k)
   else:
     order = _ap.ranked_positions(distances, k, max_distance)
+    if max_distance is not None:  # items holding no code (past it) are never retrieved
+      gains = jnp.where(distances <= max_distance, gains, 0.0)
     dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc[None, :], axis=-1)
   defined = ideal > 0
   return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
@@ -218,12 +220,13 @@ def _per_query_ndcg(corpus, setup, chunk, options):
   if setup.kind == "weighted" and _ranked_fits(setup, k, width):
     def by_kernel(query, labels):
       return by_ranked(*bound(query, labels))
-  elif setup.kind == "hamming" and ties == "index" and _ranked_fits(setup, k, width):
-    # Hamming distance is the weighted one with equal weights: the same (distance, index)
-    # order, from the same kernel.
+  elif ties == "index" and setup.kind != "weighted" and setup.num_queries * width * 4 <= 1 << 28:
+    # DCG of the (distance, index) ranking with no sort, and the grade counts (CPU).
     def by_kernel(query, labels):
-      query, db, _, words, db_words, num_bits, overlap = bound(query, labels)
-      return by_ranked(query, db, jnp.ones(num_bits), words, db_words, overlap)
+      args = bound(query, labels)
+      gains = _gain(_native_rank.grades(args[3], args[-1]), gain)
+      dcg, per_grade = _native_rank.index_dcg(*args, gains, k)
+      return _ndcg_of(dcg, per_grade, gains, k)
   # Items per (distance, grade) from the native kernel (CPU), while the counts of all
   # queries take at most 256 MB (else the array code, chunk by chunk).
   elif (ties == "aware" and setup.kind != "weighted"

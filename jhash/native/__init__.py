@@ -50,6 +50,7 @@ TARGETS = {
     "jhash_weighted_topk": "JhashWeightedTopk",
     "jhash_weighted_ap": "JhashWeightedAp",
     "jhash_weighted_ranked": "JhashWeightedRanked",
+    "jhash_index_dcg": "JhashIndexDcg",
 }
 
 

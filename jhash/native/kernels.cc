@@ -14,6 +14,7 @@
 //   JhashTieGroups     per query, items and relevant items per distance -> [q, K + 2] x 2
 //   JhashIndexAp       AP over the ranking ordered by (distance, index) -> [q] x 3
 //   JhashGradeGroups   per query, items per (distance, grade), for NDCG -> [q, K + 2, G]
+//   JhashIndexDcg      DCG@k of the ranking ordered by (distance, index), grades -> [q], [q, G]
 //   JhashBucketSearch  hash-bucket search with a widening radius      -> [q, R] x 2, [q] x 4
 //   JhashLookup        exact-match bucket of each query (start, count) -> [q] x 2
 //   JhashWeightedTopk  exact k nearest by (weighted distance, index)   -> [q, k] x 2
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -718,6 +720,77 @@ ffi::Error IndexApImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query, ffi::B
       numer_out[a] = static_cast<float>(sum);
       retrieved_out[a] = static_cast<float>(found);
       total_out[a] = static_cast<float>(hits);
+    });
+  });
+  return ffi::Error::Success();
+}
+
+// DCG@k of the ranking ordered by (distance, index), as JhashIndexAp ranks items (no
+// sort: an item's rank is the items at smaller distances plus those before it at its
+// own), with gains[grade] for each item's grade (Grade) and the discount 1 / log2(rank
+// + 2); and the items of each grade in all (NDCG's ideal ranking). Items holding no code
+// are never retrieved but have a grade.
+ffi::Error IndexDcgImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
+                        ffi::Buffer<ffi::U32> db, ffi::Buffer<ffi::PRED> mask,
+                        ffi::Buffer<ffi::U32> query_labels, ffi::Buffer<ffi::U32> db_labels,
+                        ffi::Buffer<ffi::F32> gains, int64_t num_bits, int64_t overlap, int64_t k,
+                        ffi::ResultBuffer<ffi::F32> dcg, ffi::ResultBuffer<ffi::S32> per_grade) {
+  RankInputs in;
+  if (auto err = PrepareRank("jhash_index_dcg", query, db, mask, query_labels, db_labels,
+                             num_bits, overlap, &in);
+      !err.success()) {
+    return err;
+  }
+  const int64_t grades = in.overlap ? 32 * in.label_words + 1 : 2;
+  if (gains.dimensions().size() != 1 || gains.dimensions()[0] != grades || k < 1 || k > in.n) {
+    return ffi::Error::InvalidArgument("jhash_index_dcg: gains [grades] and 1 <= k <= n expected");
+  }
+  std::vector<double> discount(k);
+  for (int64_t r = 0; r < k; ++r) discount[r] = 1.0 / std::log2(static_cast<double>(r + 2));
+  const float* gain = gains.typed_data();
+  float* dcg_out = dcg->typed_data();
+  int32_t* grade_out = per_grade->typed_data();
+  WordsDispatch(in.w64, [&]<int W64>() {
+    ParallelFor(pool, in.q, [&](int64_t a) {
+      std::vector<uint16_t> dist(in.stride);
+      QueryDistances<W64>(in, a, dist.data());
+      const int64_t lw = in.label_words;
+      const uint32_t* ql = in.query_labels + a * lw;
+      const bool class_ids = lw == 1 && !in.overlap;
+      auto grade_of = [&](int64_t i) {
+        return class_ids ? static_cast<int>(in.db_labels[i] == ql[0])
+                         : Grade(ql, in.db_labels + i * lw, lw, in.overlap);
+      };
+      // Items per distance and per grade, four histograms side by side (as in CountQuery).
+      const int64_t bins = in.bins + 1;
+      std::vector<int32_t> by_dist(4 * bins, 0), by_grade(4 * grades, 0);
+      for (int64_t i = 0; i < in.n; ++i) {
+        const int64_t u = i & 3;
+        ++by_dist[u * bins + dist[i]];
+        ++by_grade[u * grades + grade_of(i)];
+      }
+      int32_t* hist = grade_out + a * grades;
+      for (int64_t g = 0; g < grades; ++g) {
+        hist[g] = by_grade[g] + by_grade[grades + g] + by_grade[2 * grades + g] +
+                  by_grade[3 * grades + g];
+      }
+      // Items ranked before each distance, and the distance of rank k - 1 (past it, no
+      // item is within the top k).
+      std::vector<int64_t> before(bins);
+      int64_t all = 0, last = bins - 1;
+      for (int64_t d = 0; d < bins; ++d) {
+        before[d] = all;
+        all += by_dist[d] + by_dist[bins + d] + by_dist[2 * bins + d] + by_dist[3 * bins + d];
+        if (all >= k && last == bins - 1) last = d;
+      }
+      double sum = 0.0;
+      for (int64_t i = 0; i < in.n; ++i) {
+        const int d = dist[i];
+        if (d > last) continue;
+        const int64_t rank = before[d]++;
+        if (rank < k && d < in.bins) sum += gain[grade_of(i)] * discount[rank];  // bins: no code
+      }
+      dcg_out[a] = static_cast<float>(sum);
     });
   });
   return ffi::Error::Success();
@@ -1577,4 +1650,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashWeightedRanked, WeightedRankedImpl,
                                   .Attr<int64_t>("aware")
                                   .Ret<ffi::Buffer<ffi::S32>>()   // group sizes [q, k]
                                   .Ret<ffi::Buffer<ffi::F32>>()   // group gains [q, k]
+                                  .Ret<ffi::Buffer<ffi::S32>>()); // items per grade [q, G]
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashIndexDcg, IndexDcgImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // queries [q, W]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database [n, (m,) W]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // codes held [n, m]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // query labels [q, L]
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // database labels [n, L]
+                                  .Arg<ffi::Buffer<ffi::F32>>()   // gain of each grade [G]
+                                  .Attr<int64_t>("num_bits")
+                                  .Attr<int64_t>("overlap")
+                                  .Attr<int64_t>("k")
+                                  .Ret<ffi::Buffer<ffi::F32>>()   // DCG@k [q]
                                   .Ret<ffi::Buffer<ffi::S32>>()); // items per grade [q, G]
