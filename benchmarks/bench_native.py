@@ -20,8 +20,8 @@ each against a NumPy implementation and jhash's own array code:
 * Weighted Hamming ranking (HBMP's; one code per item, 64 real weights in (0.5, 1.5)):
   ``jhash.search.weighted_hamming_topk`` (k = 100), ``mean_average_precision(weights=)``
   by index and tie-aware, ``ndcg_at_k(weights=)`` (k = 100, tie-aware; against the array
-  code only), and index-ordered ``ndcg_at_k`` of the plain codes (the same kernel with
-  equal weights). NumPy computes a query's distances as one float64
+  code only); and index-ordered ``ndcg_at_k`` of the items' first codes (against the
+  array code only). NumPy computes a query's distances as one float64
   matrix-vector product with the weights as jhash rounds them (``weight_units``: the
   same ranking), then ``np.argpartition`` on (distance, index) / a stable argsort.
 
