@@ -259,10 +259,12 @@ void QueryWords(const uint32_t* qv, int64_t w, uint64_t* q64) {
   }
 }
 
-// Calls f.template operator()<W64>() with W64 the 64-bit words per code if 1..4, else <0>.
+// Calls f.template operator()<N>() with N = words if 1..4, else <0> (a loop over any
+// count): the code's 64-bit words for the Hamming kernels, its 32-bit words for the
+// weighted ones.
 template <typename F>
-void WordsDispatch(int64_t w64, F&& f) {
-  switch (w64) {
+void WordsDispatch(int64_t words, F&& f) {
+  switch (words) {
     case 1: f.template operator()<1>(); break;
     case 2: f.template operator()<2>(); break;
     case 3: f.template operator()<3>(); break;
@@ -856,24 +858,12 @@ inline void WeightedDistance8(const int32_t* s, const WeightedDb& db, const uint
   }
 }
 
-// Calls f.template operator()<W>() with W the uint32 words per code if 1..4, else <0>.
-template <typename F>
-void CodeWordsDispatch(int64_t w, F&& f) {
-  switch (w) {
-    case 1: f.template operator()<1>(); break;
-    case 2: f.template operator()<2>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 4: f.template operator()<4>(); break;
-    default: f.template operator()<0>(); break;
-  }
-}
-
 // dist[i] = the weighted distance of query qv [W] to item i, minus `lowest` (so >= 0);
 // dist has db.stride entries.
 void WeightedDistances(const WeightTables& t, const WeightedDb& db, const uint32_t* qv,
                        uint32_t* dist) {
   const int32_t base = static_cast<int32_t>(-t.lowest);
-  CodeWordsDispatch(db.w, [&]<int W>() {
+  WordsDispatch(db.w, [&]<int W>() {
     for (int64_t i = 0; i < db.n; i += 8) {
       WeightedDistance8<W>(t.sum.data(), db, qv, i, base, dist + i);
     }
@@ -943,7 +933,7 @@ ffi::Error WeightedTopkImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> query,
   int32_t* oi = out_i->typed_data();
   const int32_t base = static_cast<int32_t>(-tables.lowest);
   const WeightedDb wdb(db.typed_data(), n, w);
-  CodeWordsDispatch(w, [&]<int W>() {
+  WordsDispatch(w, [&]<int W>() {
     ParallelFor(pool, q, [&](int64_t a) {
       const uint32_t* qv = query.typed_data() + a * w;
       std::vector<uint64_t> keys(cap);
