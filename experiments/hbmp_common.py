@@ -1,22 +1,17 @@
-"""What the HBMP experiments share: scores with and without bit weights, the HBMP cell, the
-pursuit as one call.
+"""What the HBMP experiments share: scores with and without bit weights, the HBMP cell.
 
 Everything here reaches HBMP through its public method (``jhash.methods.hbmp`` and its
-``extras``): ``whole_pursuit`` compiles the pursuit of every bit as one call from
-``extras.pursuit``. Weighted Hamming mAP is
-``jhash.metrics.weighted_mean_average_precision``, a shorthand for
+``extras``; ``extras.pursuit.run`` makes every bit in one compiled call). Weighted Hamming
+mAP is ``jhash.metrics.weighted_mean_average_precision``, a shorthand for
 ``mean_average_precision(..., weights=)`` (on the CPU a native kernel).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 import jhash
 from experiments import harness
@@ -94,24 +89,3 @@ def class_affinity(num_classes: int, num_bits: int) -> np.ndarray:
   return (num_bits * (2.0 * np.eye(num_classes) - 1.0)).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=16)
-def whole_pursuit(pursuit):
-  """The pursuit of all ``pursuit.num_bits`` bits as one compiled call.
-
-  ``pursuit``: ``hbmp(...).extras.pursuit``. Returns a jitted ``(affinity float32 [m, m],
-  key, rule int32 []) -> PursuitState`` (a ``lax.scan`` over bits, bit ``t`` with the key
-  ``fold_in(key, t)``); ``rule`` is a step-size rule as ``pursuit_rule`` gives it, data in
-  the state, so one compilation serves every rule.
-  """
-  def run(affinity, key, rule):
-    def body(state, draws):
-      return pursuit.step_drawn(state, affinity, draws)[0], None
-    state = pursuit.init(affinity)._replace(step_size=rule)
-    draws = pursuit.draw_all(key, pursuit.num_bits, affinity.shape[0])
-    return lax.scan(body, state, draws)[0]
-  return jax.jit(run)
-
-
-def pursuit_rule(method, affinity) -> jax.Array:
-  """The step-size rule of an ``hbmp`` method, as the pursuit's state holds it."""
-  return method.extras.pursuit.init(jnp.asarray(affinity)).step_size

@@ -22,7 +22,6 @@ import jhash
 from jhash import data as jdata
 from experiments import harness
 from experiments import plots
-from experiments import hbmp_common
 
 LEVELS = ("class", "instance")
 KEYS = ("trainer", "seed", "repeats", "num_classes", "instances_per_class", "num_queries",
@@ -76,11 +75,9 @@ def sample_instances(config, seed: int):
 
 def pursuit_seconds(method, affinity, key) -> float:
   """Wall time of the whole pursuit of the method's bits as one compiled call
-  (``hbmp_common.whole_pursuit``, a ``lax.scan`` over bits), after a warm-up call:
+  (``extras.pursuit.run``, a ``lax.scan`` over bits), after a warm-up call:
   seconds, median of 3."""
-  run_all = hbmp_common.whole_pursuit(method.extras.pursuit)
-  rule = hbmp_common.pursuit_rule(method, affinity)
-  run = lambda: jax.block_until_ready(run_all(affinity, key, rule))
+  run = lambda: jax.block_until_ready(method.extras.pursuit.run(affinity, key))
   run()
   times = []
   for _ in range(3):

@@ -1,7 +1,7 @@
 """HBMP's step-size rules on the class-level Fashion-MNIST setting.
 
 Residual curves come from the pursuit alone on the 10-class affinity, all bits as one
-compiled call (``hbmp_common.whole_pursuit``; the rule is data in the pursuit's state, so
+compiled call (``extras.pursuit.run``; the rule is data in the pursuit's state, so
 one compilation serves the three rules and every seed); mAP from class-level HBMP with
 learned hash functions, per rule and code length, ranked with the alphas and with plain
 Hamming distance. The HBMP cells' key is ``cell_key(seed, "fashion-mnist", "hbmp",
@@ -46,13 +46,11 @@ def residual_curves(config) -> dict:
   methods = {rule: jhash.methods.hbmp(config.max_bits, num_items=NUM_CLASSES, step_size=rule,
                                       hash_function=None)
              for rule in config.step_sizes}
-  run = hbmp_common.whole_pursuit(methods[config.step_sizes[0]].extras.pursuit)
   out = {}
   for rule, method in methods.items():
     runs = []
     for r in range(config.repeats):
-      state = run(affinity, harness.cell_key(config.seed, "residual", r),
-                  hbmp_common.pursuit_rule(method, affinity))
+      state = method.extras.pursuit.run(affinity, harness.cell_key(config.seed, "residual", r))
       runs.append(np.asarray(state.residual_norms) / float(state.initial_norm))
     runs = np.array(runs)
     out[rule] = {"mean": runs.mean(0).tolist(), "min": runs.min(0).tolist(),

@@ -596,12 +596,14 @@ def test_pair_solve_is_the_minimum_norm_fit_when_bits_span_every_pair(rng):
   assert not bool(hb.pair_alphas(jnp.asarray(padded), jnp.asarray(r))[1])
 
 
-def test_whole_pursuit_equals_its_public_steps_one_by_one():
-  """infer_codes draws every bit's random numbers up front (draw_all) and scans a step
-  without the full-state guard; the public step with fold_in(key, t) gives the same
-  codes and alphas, and a step on a full state changes nothing."""
+@pytest.mark.parametrize("rule", ["constant", "line", "regress"])
+def test_whole_pursuit_equals_its_public_steps_one_by_one(rule):
+  """``run`` (and infer_codes) draws every bit's random numbers up front (draw_all) and
+  scans a step without the full-state guard, one compilation for every rule; the public
+  step with fold_in(key, t) gives the same codes and alphas under each rule, and a step on
+  a full state changes nothing."""
   r = _affinity("random")
-  pursuit = hb.matrix_pursuit(BITS)
+  pursuit = hb.matrix_pursuit(BITS, step_size=rule)
   key = jax.random.key(7)
   draws = pursuit.draw_all(key, 3, N)
   for t in range(3):
@@ -611,7 +613,7 @@ def test_whole_pursuit_equals_its_public_steps_one_by_one():
   state = pursuit.init(r)
   for t in range(BITS):
     state, _ = step(state, r, jax.random.fold_in(key, t))
-  res = _run("random", "regress", seed=7)
+  res = jax.tree.map(np.asarray, pursuit.run(r, key))
   np.testing.assert_array_equal(np.asarray(state.codes), res.codes)
   np.testing.assert_allclose(np.asarray(state.alphas), res.alphas, rtol=1e-5, atol=1e-6)
   again, metrics = step(state, r, jax.random.fold_in(key, BITS))

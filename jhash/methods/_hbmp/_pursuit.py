@@ -99,7 +99,9 @@ class MatrixPursuit(NamedTuple):
   """Pure functions of the pursuit (``matrix_pursuit``).
 
   ``step(state, R, key) = step_drawn(state, R, draw(key, n))``; ``draw_all(key, b, n)``
-  gives the draws of bits ``0..b-1`` under the keys ``fold_in(key, t)`` (leading [b] axis).
+  gives the draws of bits ``0..b-1`` under the keys ``fold_in(key, t)`` (leading [b] axis);
+  ``run(R, key) -> PursuitResult`` makes all ``num_bits`` bits in one compiled ``lax.scan``
+  (``infer_codes`` without its input checks; one compilation serves every step-size rule).
   """
   init: Callable[[jax.Array], PursuitState]
   step: Callable[[PursuitState, jax.Array, jax.Array], tuple[PursuitState, dict]]
@@ -107,6 +109,7 @@ class MatrixPursuit(NamedTuple):
   step_drawn: Callable[[PursuitState, jax.Array, StepDraws], tuple[PursuitState, dict]]
   draw: Callable[[jax.Array, int], StepDraws]
   draw_all: Callable[[jax.Array, int, int], StepDraws]
+  run: Callable[[jax.Array, jax.Array], "PursuitResult"]
 
 
 class PursuitResult(NamedTuple):
@@ -270,7 +273,19 @@ def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int,
         initial_norm=jnp.linalg.norm(off), step_size=jnp.int32(rule),
         factor=_steps.new_factor(b))
 
-  return MatrixPursuit(init, step, num_bits, step_drawn, draw, draw_all)
+  def run(affinity, key):
+    compiled = _compiled_pursuit(num_bits, num_restarts, num_iters, float(tol),
+                                 bool(local_search), max_flips, eigensolver)
+    # NumPy arguments go to the compiled call directly: converting them with jnp first
+    # dispatches two small computations, about 1 ms, a fifth of a 10-item 48-bit pursuit.
+    # JAX arrays (and tracers) stay where they are: no round trip through the host.
+    if isinstance(affinity, jax.Array):
+      affinity = jnp.asarray(affinity, jnp.float32)
+    else:
+      affinity = np.asarray(affinity, np.float32)
+    return compiled(affinity, key, np.int32(rule))
+
+  return MatrixPursuit(init, step, num_bits, step_drawn, draw, draw_all, run)
 
 
 @functools.lru_cache(maxsize=64, typed=True)
@@ -404,10 +419,10 @@ def check_num_bits_for_items(num_bits: int, n: int) -> None:
 @functools.lru_cache(maxsize=32)
 def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_flips,
                       eigensolver):
-  pursuit = matrix_pursuit(num_bits, num_restarts=num_restarts, num_iters=num_iters, tol=tol,
-                           local_search=local_search, max_flips=max_flips,
-                           eigensolver=eigensolver)
-
+  """The pursuit of all ``num_bits`` bits as one jitted ``(R, key, rule) -> PursuitResult``
+  (shared by every step-size rule: the rule is data in the state)."""
+  pursuit = _matrix_pursuit(num_bits, 0, num_restarts, num_iters, tol, local_search,
+                            max_flips, eigensolver)
   step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver,
                        guard_full=False)    # the scan makes exactly num_bits bits
 
@@ -446,16 +461,7 @@ def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "re
   n = _affinity.check_affinity(affinity, "affinity")
   num_bits = _checks.positive_int(num_bits, "num_bits")
   check_num_bits_for_items(num_bits, n)
-  matrix_pursuit(num_bits, step_size=step_size, num_restarts=num_restarts,
-                 num_iters=num_iters, tol=tol, local_search=local_search, max_flips=max_flips,
-                 eigensolver=eigensolver)
-  run = _compiled_pursuit(num_bits, num_restarts, num_iters, float(tol), bool(local_search),
-                          max_flips, eigensolver)
-  # NumPy arguments go to the compiled call directly: converting them with jnp first
-  # dispatches two small computations, about 1 ms, a fifth of a 10-item 48-bit pursuit. JAX
-  # arrays (and tracers) stay where they are: no round trip through the host.
-  if isinstance(affinity, jax.Array):
-    affinity = jnp.asarray(affinity, jnp.float32)
-  else:
-    affinity = np.asarray(affinity, np.float32)
-  return run(affinity, key, np.int32(_steps.rule_index(step_size)))
+  pursuit = matrix_pursuit(num_bits, step_size=step_size, num_restarts=num_restarts,
+                           num_iters=num_iters, tol=tol, local_search=local_search,
+                           max_flips=max_flips, eigensolver=eigensolver)
+  return pursuit.run(affinity, key)
