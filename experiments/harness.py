@@ -63,7 +63,8 @@ class ConfigError(ValueError):
 
 
 class WorkdirError(RuntimeError):
-  """The workdir is in use by another run, or holds a run of another config."""
+  """The workdir is in use by another run, holds a run of another config, or a checkpoint
+  that does not fit this version's state."""
 
 
 # ----------------------------------------------------------------------------- files
@@ -331,8 +332,16 @@ class Workdir:
     step = manager.latest_step()
     if step is None:
       return None
-    restored = manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()))
+    try:
+      restored = manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()))
+    except ValueError as e:     # orbax: the saved tree is not the template's
+      folder = self.path / "checkpoints" / _safe(cell)
+      raise WorkdirError(
+          f"the checkpoint of cell {cell!r} (step {step}, in {folder}) does not match the "
+          f"state this version of jhash makes ({e}); it was written by another version. "
+          f"Delete that folder to run the cell again from its start (finished cells are "
+          f"kept).") from None
     history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
     return step, restored.state, history
 

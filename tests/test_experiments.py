@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -169,6 +170,26 @@ def test_two_runs_on_one_workdir_do_not_mix(tmp_path):
     with pytest.raises(harness.WorkdirError, match="in use by another run"):
       harness.Workdir(tmp_path, config)
   harness.Workdir(tmp_path, config).close()     # free again once the first has closed
+
+
+def test_a_checkpoint_of_another_state_structure_is_refused_by_name(tmp_path):
+  """A checkpoint written by a version whose state had other fields (HBMP's pursuit before
+  its ``factor``) is refused with the cell, the folder and what to do; one that fits loads."""
+  config = _tiny()
+  old = {"codes": np.ones((3, 4), np.int8), "step": np.int32(2)}
+  with harness.Workdir(tmp_path, config) as wd:
+    wd.save_state("hbmp/16", 2, old, {"loss": np.ones(2)})
+  with harness.Workdir(tmp_path, config) as wd:
+    fits = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, old))
+    step, state, history = wd.load_state("hbmp/16", fits)
+    assert step == 2 and np.asarray(state["codes"]).sum() == 12
+    np.testing.assert_array_equal(history["loss"], np.ones(2))
+    template = {**fits, "factor": jax.ShapeDtypeStruct((4, 4), jnp.float32)}
+    with pytest.raises(harness.WorkdirError) as error:
+      wd.load_state("hbmp/16", template)
+  message = str(error.value)
+  for part in ("'hbmp/16'", "step 2", "checkpoints", "Delete that folder"):
+    assert part in message, (part, message)
 
 
 def test_cell_keys_are_stable_hashes_of_the_cell_identity():
