@@ -36,21 +36,40 @@ def interleaved(runs: dict[str, Callable], repeats: int) -> dict[str, float]:
   return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def cpu_model() -> str:
-  """The CPU's model name and the widest popcount it has (what jhash's native kernels and
-  FAISS build for): 'AVX-512 VPOPCNTDQ', 'AVX2' or 'no AVX2'."""
-  cpu, flags = platform.processor() or "unknown CPU", set()
+def cores() -> int:
+  """The cores this process may run on (``taskset`` and container limits count)."""
+  if hasattr(os, "sched_getaffinity"):
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count() or 1
+
+
+def _cpu_info() -> tuple[str, str]:
+  """(model name, widest popcount: 'AVX-512 VPOPCNTDQ', 'AVX2', 'no AVX2' or 'unknown')."""
+  cpu, flags = platform.processor() or "unknown CPU", None
   try:
     for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
       if line.startswith("model name") and cpu == (platform.processor() or "unknown CPU"):
         cpu = line.split(":", 1)[1].strip()
-      elif line.startswith("flags") and not flags:
+      elif line.startswith("flags") and flags is None:
         flags = set(line.split(":", 1)[1].split())
   except OSError:
-    return cpu
-  simd = ("AVX-512 VPOPCNTDQ" if "avx512_vpopcntdq" in flags else
-          "AVX2" if "avx2" in flags else "no AVX2")
-  return f"{cpu}, {simd}"
+    pass
+  if flags is None:
+    return cpu, "unknown"
+  return cpu, ("AVX-512 VPOPCNTDQ" if "avx512_vpopcntdq" in flags else
+               "AVX2" if "avx2" in flags else "no AVX2")
+
+
+def cpu_model() -> str:
+  """The CPU's model name and the widest popcount it has (what jhash's native kernels and
+  FAISS build for), e.g. 'AMD EPYC, AVX2'."""
+  cpu, level = _cpu_info()
+  return cpu if level == "unknown" else f"{cpu}, {level}"
+
+
+def popcount_level() -> str:
+  """The widest popcount of this CPU: 'AVX-512 VPOPCNTDQ', 'AVX2', 'no AVX2' or 'unknown'."""
+  return _cpu_info()[1]
 
 
 def machine() -> str:
@@ -63,7 +82,7 @@ def machine() -> str:
     versions += f", faiss {faiss.__version__}"
   except ImportError:
     pass
-  return (f"{os.cpu_count()} cores, {cpu}; Python {platform.python_version()}, numpy "
+  return (f"{cores()} cores, {cpu}; Python {platform.python_version()}, numpy "
           f"{__import__('numpy').__version__}, {versions}")
 
 
@@ -74,18 +93,21 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 def backend_suffix() -> str:
-  """`` (gpu: NVIDIA H200)`` off the CPU, so accelerator results get sections of their own."""
+  """`` (gpu: NVIDIA H200)`` off the CPU, `` (cpu: 2 cores, AVX-512 VPOPCNTDQ)`` on a CPU
+  without AVX2 or with AVX-512's popcount, so results of other devices and CPU kinds get
+  sections of their own; nothing on an AVX2 CPU (the README's reference kind)."""
   import jax
   if jax.default_backend() == "cpu":
-    return ""
+    level = popcount_level()
+    return "" if level == "AVX2" else f" (cpu: {cores()} cores, {level})"
   return f" ({jax.default_backend()}: {jax.devices()[0].device_kind})"
 
 
 def replace_section(section: str) -> str:
   """Replace (or append) the section of RESULTS.md that ``section`` (``## Title ...``) heads.
 
-  Off the CPU the title gains the backend (``backend_suffix``), so one file keeps
-  the CPU and accelerator results side by side. Written atomically.
+  Off the CPU, and on CPU kinds other than AVX2, the title gains the backend or the CPU
+  kind (``backend_suffix``), so one file keeps their results side by side. Written atomically.
   """
   first, _, rest = section.partition("\n")
   if not first.startswith("## "):

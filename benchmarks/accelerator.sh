@@ -1,17 +1,43 @@
 #!/usr/bin/env bash
-# The retrieval core on an accelerator: its tests, then the search and metric
-# benchmarks, whose results go to sections of benchmarks/RESULTS.md titled with
-# the backend (e.g. "Hamming top-k (gpu: NVIDIA H200)"). Run from the repository
-# root where JAX for the accelerator (and faiss-cpu, for the comparison) is installed:
-#   benchmarks/accelerator.sh [LOGDIR]
+# The retrieval core on a machine with an accelerator, in two parts:
+#   gpu   its tests, then the search and metric benchmarks on the accelerator: sections
+#         of benchmarks/RESULTS.md titled with the backend ("Hamming top-k (gpu: NVIDIA
+#         H200)"); FAISS on the host's CPU cores, and FAISS's own GPU index where the
+#         faiss-gpu package is installed.
+#   cpu2  the CPU benchmarks of top-k and mAP on two of the host's cores (taskset): the
+#         README's 2-core machine, on the host's CPU kind; sections titled with that kind
+#         ("Hamming top-k (cpu: 2 cores, AVX-512 VPOPCNTDQ)") unless it is AVX2. The
+#         native kernels are built first (with a C++ compiler; else the run stops).
+# Run from the repository root where JAX (and faiss-cpu, for the comparison) is installed:
+#   benchmarks/accelerator.sh [LOGDIR] [gpu|cpu2|all]      (default: accelerator-logs all)
+# The logs and a copy of benchmarks/RESULTS.md go to LOGDIR.
 set -uo pipefail
 log=${1:-accelerator-logs}
+part=${2:-all}
+case "$part" in gpu|cpu2|all) ;; *) echo "part must be gpu, cpu2 or all; got $part" >&2; exit 2;; esac
 mkdir -p "$log"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-python3 -c "import jax; print('jax', jax.__version__, jax.devices())" 2>&1 | tee "$log/devices.txt"
-timeout "${TEST_SECONDS:-240}" python3 -m pytest -q -x --durations=10 \
-  tests/test_search.py tests/test_index.py tests/test_metrics.py tests/test_methods.py \
-  tests/test_fit.py 2>&1 | tee "$log/tests.txt"
-for bench in bench_topk bench_metrics bench_index; do
-  timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py" 2>&1 | tee "$log/$bench.txt"
-done
+grep -m1 'model name' /proc/cpuinfo | tee "$log/cpu.txt"
+grep -o -m1 'avx512_vpopcntdq\|avx2' /proc/cpuinfo | head -1 | tee -a "$log/cpu.txt"
+
+if [ "$part" != gpu ]; then
+  if JAX_PLATFORMS=cpu python3 -m jhash.native 2>&1 | tee "$log/native.txt"; then
+    for bench in bench_topk bench_metrics; do
+      JAX_PLATFORMS=cpu timeout "${CPU_BENCH_SECONDS:-300}" taskset -c 0,1 \
+        python3 "benchmarks/$bench.py" 2>&1 | tee "$log/cpu2_$bench.txt"
+    done
+  fi
+fi
+
+if [ "$part" != cpu2 ]; then
+  python3 -c "import jax; print('jax', jax.__version__, jax.devices())" 2>&1 |
+    tee "$log/devices.txt"
+  timeout "${TEST_SECONDS:-240}" python3 -m pytest -q -x --durations=10 \
+    tests/test_search.py tests/test_index.py tests/test_metrics.py tests/test_methods.py \
+    tests/test_fit.py 2>&1 | tee "$log/tests.txt"
+  for bench in bench_topk bench_metrics bench_index; do
+    timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py" 2>&1 |
+      tee "$log/$bench.txt"
+  done
+fi
+cp benchmarks/RESULTS.md "$log/RESULTS.md"

@@ -289,7 +289,7 @@ def table(args, n, num_bits, sets, jx, npy, fig):
   lines = [
       SECTION, "",
       f"Command: `python benchmarks/bench_hbmp.py{' --quick' if args.quick else ''}`. "
-      f"Machine: {os.cpu_count()} cores ({_report.cpu_model()}); "
+      f"Machine: {_report.cores()} cores ({_report.cpu_model()}); "
       f"jax {jax.__version__} ({jax.default_backend()}), numpy {np.__version__}; "
       f"{datetime.date.today().isoformat()}.",
       "",

@@ -188,7 +188,7 @@ def table(results, args, n, num_queries, repeats):
   lines = [
       SECTION, "",
       f"Command: `python benchmarks/bench_index.py{' --quick' if args.quick else ''}`. "
-      f"Machine: {os.cpu_count()} cores ({_report.cpu_model()}); "
+      f"Machine: {_report.cores()} cores ({_report.cpu_model()}); "
       f"jax {jax.__version__} ({jax.default_backend()}), faiss {faiss.__version__}, "
       f"numpy {np.__version__}; {datetime.date.today().isoformat()}.",
       "",

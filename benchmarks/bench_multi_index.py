@@ -272,7 +272,7 @@ def table(results, args, sizes, repeats):
   command = f"python benchmarks/bench_multi_index.py{' --quick' if args.quick else ''}"
   lines = [
       SECTION, "",
-      f"Command: `{command}`. Machine: {os.cpu_count()} cores ({_report.cpu_model()}); "
+      f"Command: `{command}`. Machine: {_report.cores()} cores ({_report.cpu_model()}); "
       f"jax {jax.__version__} ({jax.default_backend()}), faiss {faiss.__version__}, "
       f"numpy {np.__version__}; {datetime.date.today().isoformat()}. Load average (1 min) "
       f"from {min(loads):.1f} to {max(loads):.1f} during the run (a shared machine: "

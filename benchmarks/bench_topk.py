@@ -22,6 +22,8 @@ queries of 32, 64 and 128 bits, k = 100. Rows:
 * ``hamming_topk_unchecked`` inside a ``shard_map`` that splits the queries
   over the 2 host devices (the database replicated): the other way to use both
   cores, with no merge and no selection work repeated per shard;
+* on a GPU where the ``faiss-gpu`` package is installed, FAISS's own GPU index
+  (``GpuIndexBinaryFlat``), with ratios against it too;
 * naive: XOR + population count of the whole ``[chunk, n]`` distance matrix and
   ``lax.top_k`` on float32 keys, 8 queries at a time.
 
@@ -40,7 +42,6 @@ import os
 import sys
 import time
 
-CORES = os.cpu_count() or 1
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=2").strip()
 
@@ -59,6 +60,7 @@ from jhash.search import hamming_topk  # noqa: E402
 from jhash.search import hamming_topk_unchecked  # noqa: E402
 from jhash.search import sharded_hamming_topk  # noqa: E402
 
+CORES = _report.cores()
 TITLE = "Hamming top-k"
 DEFAULT = "jhash hamming_topk (default call, 1 device)"
 
@@ -97,6 +99,26 @@ def check_against_faiss(d, i, fd, fi):
   return True
 
 
+FAISS_GPU = "FAISS GpuIndexBinaryFlat (GPU)"
+
+
+def faiss_gpu_index(num_bits, db_bytes):
+  """``(resources, index)`` of FAISS's own GPU index (the ``faiss-gpu`` package) holding
+  the database, or None where jhash is not on a GPU or FAISS has no GPU index or GPU."""
+  if jax.default_backend() != "gpu" or not hasattr(faiss, "StandardGpuResources"):
+    return None
+  try:
+    if faiss.get_num_gpus() < 1:
+      return None
+    resources = faiss.StandardGpuResources()
+    index = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexBinaryFlat(num_bits))
+    index.add(db_bytes)
+  except Exception as e:    # a FAISS build whose GPU part does not load: say so, go on
+    print(f"FAISS GPU index unavailable: {e}", flush=True)
+    return None
+  return resources, index
+
+
 def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   db = random_packed(rng, n, num_bits)
   q = random_packed(rng, num_queries, num_bits)
@@ -119,8 +141,12 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   rows = {
       f"FAISS IndexBinaryFlat ({CORES} threads)": faiss_threads(CORES),
       "FAISS IndexBinaryFlat (1 thread)": faiss_threads(1),
-      DEFAULT: lambda: jax.block_until_ready(hamming_topk(dev_q, dev_db, k, num_bits=num_bits)),
   }
+  gpu = faiss_gpu_index(num_bits, db_bytes)
+  if gpu is not None:
+    rows[FAISS_GPU] = lambda: gpu[1].search(q_bytes, k)
+  rows[DEFAULT] = lambda: jax.block_until_ready(hamming_topk(dev_q, dev_db, k,
+                                                             num_bits=num_bits))
   if jax.default_backend() == "cpu":
     rows["jhash hamming_topk, array code (method='xor')"] = lambda: jax.block_until_ready(
         hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor"))
@@ -133,12 +159,16 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
         hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor"))
   if with_naive:
     rows["naive XOR + lax.top_k (float32 keys)"] = lambda: naive_topk(dev_q, dev_db, k)
-  faiss_name, faiss1_name = list(rows)[:2]
+  faiss_name = list(rows)[0]
+  references = [name for name in rows if name.startswith("FAISS")]
 
   outputs = {name: fn() for name, fn in rows.items()}  # warm-up (compiles) and results
   fd, fi = outputs[faiss_name]
   jd, ji = (np.asarray(a) for a in outputs[DEFAULT])
   checks = {"jhash == FAISS": check_against_faiss(jd, ji, fd, fi)}
+  if gpu is not None:
+    gd, gi = outputs[FAISS_GPU]
+    checks["jhash == FAISS GPU"] = check_against_faiss(jd, ji, gd, gi)
   for name in rows:
     if name.startswith("jhash") and name != DEFAULT:
       od, oi = (np.asarray(a) for a in outputs[name])
@@ -161,8 +191,7 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
     w = np.asarray(wall[name])
     result[name] = {
         "rate": n * num_queries / np.median(w) / 1e9,
-        "ratio": float(np.median(np.asarray(wall[faiss_name]) / w)),
-        "ratio1": float(np.median(np.asarray(wall[faiss1_name]) / w)),
+        "ratios": {ref: float(np.median(np.asarray(wall[ref]) / w)) for ref in references},
         "cpu_per_wall": float(np.median(np.asarray(cpu[name]) / w)),
     }
   return result, checks
@@ -186,23 +215,29 @@ search on its part.
 ACCELERATOR_NOTES = """\
 Notes. jhash runs on the accelerator (one device; queries and database already on it,
 results copied back), FAISS `IndexBinaryFlat` on the host's CPU cores with all its
-threads and with one; no FAISS GPU index is installed there. The default distance form
-off the CPU is the +-1 matrix product ("matmul"); the XOR + popcount row is the CPU
-form run on the accelerator.
+threads and with one; {gpu_index}
+The default distance form off the CPU is the +-1 matrix product ("matmul"); the XOR +
+popcount row is the CPU form run on the accelerator.
 """
+GPU_INDEX = ("FAISS's own GPU index (`GpuIndexBinaryFlat`, from the faiss-gpu package) on\n"
+             "the same GPU, its database on the GPU, queries and results through the host\n"
+             "as FAISS's Python interface takes them.")
+NO_GPU_INDEX = "no FAISS GPU index (the faiss-gpu package) was installed there."
 
 
 def body(results, checks, n, num_queries, k, repeats, loads):
   bits = list(results)
   names = list(results[bits[0]])
-  faiss2, faiss1 = names[:2]
+  references = [name for name in names if name.startswith("FAISS")]
   header = [f"{b} bits" for b in bits]
   rates = [[name] + [f"{results[b][name]['rate']:.2f}" for b in bits] for name in names]
   ratios = []
-  for name in names[2:]:
-    for ref, key in ((faiss2, "ratio"), (faiss1, "ratio1")):
+  for name in names:
+    if name in references:
+      continue
+    for ref in references:
       label = f"{name} / {ref.replace('FAISS IndexBinaryFlat ', 'FAISS ')}"
-      ratios.append([label] + [f"x{results[b][name][key]:.2f}" for b in bits])
+      ratios.append([label] + [f"x{results[b][name]['ratios'][ref]:.2f}" for b in bits])
   shares = [[name] + [f"{results[b][name]['cpu_per_wall']:.2f}" for b in bits] for name in names]
   check_line = "; ".join(
       f"{b} bits: " + ", ".join(f"{c} {'ok' if v else 'FAILED'}" for c, v in checks[b].items())
@@ -220,7 +255,8 @@ def body(results, checks, n, num_queries, k, repeats, loads):
       "", "CPU time / wall time (median):", "",
       _report.table(["implementation"] + header, shares),
       "", f"Checks in the same run: {check_line}.", "",
-      NOTES if jax.default_backend() == "cpu" else ACCELERATOR_NOTES])
+      NOTES if jax.default_backend() == "cpu" else
+      ACCELERATOR_NOTES.format(gpu_index=GPU_INDEX if FAISS_GPU in names else NO_GPU_INDEX)])
 
 
 def main():

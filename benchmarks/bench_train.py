@@ -105,7 +105,7 @@ except ImportError:  # pragma: no cover
   sys.exit("bench_train.py compares with PyTorch: pip install torch==2.14.1 torchvision==0.29.1")
 
 TITLE = "Small CNN training: jhash and PyTorch"
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+CORES = _report.cores()
 NUM_BITS = 32
 SMALL = jhash.models.SmallCNN(NUM_BITS)   # its defaults: channels, dense width
 
