@@ -3,7 +3,9 @@
 Keys: ``init`` gets ``fold_in(key, 0)`` and step ``s`` (counted from 0) gets
 ``fold_in(key, s + 1)``. A minibatch method trained on an in-memory set reads, at step
 ``s`` of epoch ``e = s // steps_per_epoch``, the slice ``s % steps_per_epoch`` of the
-permutation ``permutation(fold_in(sample_key(key), e), n)``; an epoch is ``n //
+permutation ``epoch_permutation(key, e, n, p)`` =
+``permutation(fold_in(fold_in(sample_key(key), e), p), n)`` of its minibatch phase ``p``
+(0 for a method of one phase; ``jhash._order``); an epoch is ``n //
 batch_size`` minibatches (the last partial one is dropped). Keys and minibatches depend
 only on the step number, so a run resumed from a saved state at step ``s`` is identical
 to an uninterrupted one, and ``minibatches`` gives the same sequence on the host (the

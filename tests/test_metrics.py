@@ -902,6 +902,10 @@ def _bad_calls():
       ("normalizer", lambda: mp(qc, dc, ql, dl, normalizer="mean")),
       ("no_relevant", lambda: mp(qc, dc, ql, dl, no_relevant="nan")),
       ("relevance", lambda: mp(qc, dc, ql, dl, relevance="similar")),
+      # NDCG's graded relevance is not a rule of relevant / not relevant items.
+      ("relevance", lambda: mp(qc, dc, ql, dl, relevance="graded")),
+      ("relevance", lambda: metrics.precision_at_k(qc, dc, ql, dl, [1], relevance="graded")),
+      ("relevance", lambda: metrics.pr_curve_by_radius(qc, dc, ql, dl, relevance="graded")),
       ("normalizer", lambda: mp(qc, dc, ql, dl, top_k=10, ties="aware", normalizer="retrieved")),
       ("top_k", lambda: mp(qc, dc, ql, dl, top_k=0)),
       ("weights", lambda: mp(qc, dc, ql, dl, weights=np.ones(5, np.float32))),

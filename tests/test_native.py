@@ -345,7 +345,8 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   none[::5] = False
 
   def per_query_ndcg(m, ties):  # NDCG@700 of each query, jittable (the mask traced)
-    corpus, setup = metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m)
+    corpus, setup = metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m,
+                                         relevance_kinds=metrics._relevance.KINDS)
     return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, ties, "exp"))[0]
 
   def both():

@@ -3,7 +3,7 @@
 Command:  python -m experiments.main --config experiments/configs/quickstart.py --workdir runs/quickstart
 Quick:    ... --config experiments/configs/quickstart.py:quick   (smaller splits; 'tiny' for tests)
 Override: ... --config.seed=3 --config.num_seeds=5 --config.methods.itq.num_iters=20
-Runtime:  about 80-120 s on 2 quiet CPU cores (an earlier measurement), 195 s on 2 cores
+Runtime:  about 40 s on 2 CPU cores (43 s wall measured 2026-12-02), 195 s once on 2 cores
           shared with other jobs (mostly compilation and the 69,000-item mAP).
 Expected: mAP (tie-aware, seed 0): mfeat LSH 0.37-0.52, ITQ 0.69-0.74; Fashion-MNIST LSH
           0.30-0.40, ITQ 0.45-0.48 (16 to 64 bits); ITQ above LSH at every length on both

@@ -206,8 +206,6 @@ def average_precisions(query_codes, db_codes, query_labels, db_labels, *, top_k=
                                   relevance=relevance, weights=weights, db_mask=db_mask,
                                   min_queries=0)
   _check_options(top_k, ties, normalizer, setup.num_items)
-  if setup.relevance == "graded":
-    setup = setup._replace(relevance="share_label")
   chunk = _inputs.chunk_size(setup, query_chunk)
   return _per_query_ap(corpus, setup, chunk, (top_k, ties, normalizer))
 

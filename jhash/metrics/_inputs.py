@@ -103,14 +103,17 @@ def check_cutoff(value, name: str, n: int, allow_none: bool = False) -> int | No
 
 
 def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
-            weights=None, db_mask=None, min_queries: int = 1) -> tuple[Corpus, Setup]:
+            weights=None, db_mask=None, min_queries: int = 1,
+            relevance_kinds: tuple[str, ...] = _relevance.BINARY_KINDS) -> tuple[Corpus, Setup]:
   """Check codes, labels and options; pack the codes. Raises ValueError naming the argument.
 
-  ``min_queries`` as in ``check_codes_and_labels``.
+  ``min_queries`` as in ``check_codes_and_labels``; ``relevance`` one of
+  ``relevance_kinds`` (NDCG's are ``_relevance.KINDS``, with ``"graded"``: the number of
+  shared labels).
   """
   num_bits, q, n = check_codes_and_labels(query_codes, db_codes, query_labels, db_labels,
                                           min_queries=min_queries)
-  kind = _relevance.resolve(relevance, query_labels)
+  kind = _relevance.resolve(relevance, query_labels, relevance_kinds)
   mask = None
   w = None
   if np.ndim(db_codes) == 3:

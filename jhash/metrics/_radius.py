@@ -80,8 +80,6 @@ def pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels, *, releva
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
   corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
                                   relevance=relevance, db_mask=db_mask)
-  if setup.relevance == "graded":
-    setup = setup._replace(relevance="share_label")
   chunk = _inputs.chunk_size(setup, query_chunk)
   found, hits, total = _ball_counts(corpus, setup, chunk, None)
   precision, recall = _curve(found, hits, total, average, empty, no_relevant)

@@ -18,6 +18,7 @@ from jhash.metrics import _ap
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
 from jhash.metrics import _native_rank
+from jhash.metrics import _relevance
 
 GAINS = ("exp", "linear")
 
@@ -137,8 +138,6 @@ def _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, w
                                   relevance=relevance, weights=weights, db_mask=db_mask)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   ks = _check_ks(ks, setup.num_items)
-  if setup.relevance == "graded":
-    setup = setup._replace(relevance="share_label")
   chunk = _inputs.chunk_size(setup, query_chunk)
   hits, total = _hits_and_totals(corpus, setup, chunk, (ks, ties))
   return ks, hits, total
@@ -244,7 +243,8 @@ def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k, *, ties="aware"
   are skipped per ``no_relevant``.
   """
   corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance="graded", weights=weights, db_mask=db_mask)
+                                  relevance="graded", weights=weights, db_mask=db_mask,
+                                  relevance_kinds=_relevance.KINDS)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))

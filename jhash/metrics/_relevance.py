@@ -17,12 +17,16 @@ import jax.numpy as jnp
 import numpy as np
 
 KINDS = ("auto", "same_class", "share_label", "graded")
+# What a metric of relevant / not relevant items takes (mAP, precision, recall, radius
+# curves); "graded" is NDCG's own.
+BINARY_KINDS = ("auto", "same_class", "share_label")
 
 
-def resolve(kind: str, labels) -> str:
-  """The concrete rule for ``kind`` given the label layout."""
-  if kind not in KINDS:
-    raise ValueError(f"relevance must be one of {KINDS}; got {kind!r}.")
+def resolve(kind: str, labels, allowed: tuple[str, ...] = BINARY_KINDS) -> str:
+  """The concrete rule for ``kind`` (one of ``allowed``) given the label layout."""
+  if not isinstance(kind, str) or kind not in allowed:
+    raise ValueError(f"relevance must be one of {', '.join(map(repr, allowed))}; got "
+                     f"{kind!r}.")
   if kind == "auto":
     return "same_class" if np.ndim(labels) == 1 else "share_label"
   return kind

@@ -23,7 +23,7 @@ def weighted_mean_average_precision(query_codes, db_codes, query_labels, db_labe
     query_labels, db_labels: class ids int [q] / [n], or multi-hot bool [q, C] / [n, C].
     weights: float [K], the bit weights (HBMP's alphas; any sign), summed exactly after
       rounding to ``jhash.search.weight_units``.
-    relevance: "auto", "same_class" or "share_label" ("graded" counts as "share_label").
+    relevance: "auto", "same_class" or "share_label".
   Returns:
     mAP as a Python float.
 

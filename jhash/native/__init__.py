@@ -5,10 +5,12 @@ to sorts; ``kernels.cc`` holds C++ kernels for the hot paths (exact Hamming top-
 tie groups and index-ordered AP of a ranking, the same by weighted Hamming distance,
 hash-bucket search and lookup), called with
 ``jax.ffi.ffi_call`` and spread over XLA's own intra-op thread pool, so a call
-uses the cores JAX has. ``jhash.search.hamming_topk``, ``jhash.metrics``' mAP and
-``jhash.index.bucket_search`` and ``lookup`` use them on the CPU (``jax.lax.platform_dependent``
-inside their compiled programs); GPUs and TPUs run the array code, which gives
-the same results (tested against each other).
+uses the cores JAX has. On the CPU (``jax.lax.platform_dependent`` inside their
+compiled programs) they serve ``jhash.search``'s ``hamming_topk``, ``multi_code_topk``
+and ``weighted_hamming_topk``; ``jhash.metrics``' mAP, precision/recall@k, NDCG@k (with
+or without ``weights=``, one code per item or several) and the curves within a Hamming
+radius; and ``jhash.index.bucket_search`` and ``lookup``. GPUs and TPUs run the array
+code, which gives the same results (tested against each other).
 
 The library is compiled with the system's C++ compiler (``$CXX`` or ``c++``,
 C++20) against the XLA FFI headers that jaxlib ships, with ``-march=native``,
