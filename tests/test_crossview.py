@@ -19,6 +19,7 @@ import jhash
 from jhash import data
 from jhash import metrics
 from jhash.methods import _crossview as cv
+from jhash.methods._crossview import _scm
 
 REG = 1e-4
 
@@ -253,6 +254,30 @@ def test_scm_updates_past_num_bits_change_nothing(small_batch):
   assert float(metrics_["eigenvalue"]) == 0.0
 
 
+def test_semantic_gram_is_x_s_x_without_an_n_by_n_matrix(rng):
+  # Uncentred features, so the -1 1^T part of S counts; one item without any label.
+  x = (rng.normal(size=(30, 5)) + 2.0).astype(np.float32)
+  ids = rng.integers(0, 4, 30).astype(np.int32)
+  multi_hot = rng.random((30, 3)) < 0.5
+  multi_hot[0] = False
+  for labels, matrix in ((ids, _one_hot(ids)), (multi_hot, multi_hot)):
+    lab = np.asarray(matrix, np.float64)
+    norm = np.linalg.norm(lab, axis=1, keepdims=True)
+    lhat = lab / np.where(norm > 0, norm, 1.0)
+    s = 2.0 * lhat @ lhat.T - 1.0
+    ref = x.T.astype(np.float64) @ s @ x
+    np.testing.assert_allclose(np.asarray(_scm.semantic_gram(jnp.asarray(x), labels)), ref,
+                               rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_scm_refuses_items_without_labels(three_view_batch):
+  # Items without a label (the fixture's first 3, and others) give no supervision: refused.
+  empty = int(np.sum(~three_view_batch["labels"].any(axis=1)))
+  assert empty >= 3
+  with pytest.raises(ValueError, match=f"; {empty} of 120 multi-hot rows are all False"):
+    jhash.init(THREE["scm"], jax.random.key(0), three_view_batch)
+
+
 # ----------------------------------------------------------------------------- CMFH
 
 def test_cmfh_round_matches_numpy_transcription(small_batch):
@@ -298,6 +323,17 @@ def test_cmfh_objective_never_increases(three_view_batch):
   np.testing.assert_allclose(before[1:], obj[:-1], rtol=1e-5)    # rounds chain
   assert np.all(np.diff(obj) <= 1e-6 * obj[0]), obj
   assert obj[-1] < 0.5 * before[0]
+
+
+def test_cmfh_defaults_are_the_papers(small_batch, three_view_batch):
+  # lambda = 0.5 per view of two (1 / V of V), mu = 100, gamma = 0.01; 100 rounds.
+  method = cv.cmfh(4)
+  assert method.num_steps == 100
+  state = jhash.init(method, jax.random.key(0), small_batch)
+  np.testing.assert_allclose(np.asarray(state.view_weights), [0.5, 0.5])
+  assert float(state.mu) == 100.0 and float(state.gamma) == pytest.approx(0.01)
+  state = jhash.init(method, jax.random.key(0), three_view_batch)
+  np.testing.assert_allclose(np.asarray(state.view_weights), np.full(3, 1 / 3), rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- conformance

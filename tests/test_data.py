@@ -21,6 +21,7 @@ import _data_files
 from jhash import _checks
 from jhash import data
 from jhash.data import _images
+from jhash.data import _protocols
 
 FASHION_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 # Labels of the first training images of Fashion-MNIST, as published (ankle boot,
@@ -327,6 +328,34 @@ def test_two_view_left_right_odd_width():
   np.testing.assert_allclose(whole * 255, images, atol=1e-4)
 
 
+def test_canvas_from_few_sources_never_repeats_one():
+  # Five source images, three or four per canvas: a first draw repeats one often.
+  images = np.arange(5, dtype=np.uint8)[:, None, None] * np.ones((1, 2, 2), np.uint8)
+  ds = data.make_canvas_dataset(images, np.arange(5) % 3, num_objects=(3, 4), num_items=200)
+  for cells in ds.extras["cells"]:
+    placed = cells[cells >= 0]
+    assert np.unique(placed).size == placed.size, cells
+  # One object per canvas (nothing to redraw): each source fills about 1 / 5 of them.
+  cells = data.make_canvas_dataset(images, np.arange(5) % 3, num_objects=1,
+                                   num_items=500).extras["cells"]
+  used = np.bincount(cells[cells >= 0], minlength=5)
+  assert used.sum() == 500 and used.min() > 60, used
+  with pytest.raises(ValueError, match="at least 3 images"):
+    data.make_canvas_dataset(images[:2], np.arange(2), num_objects=(1, 3))
+
+
+def test_two_view_odd_height_and_float_scale():
+  images = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3) / 10   # largest pixel 2.9
+  ds = data.make_two_view(images, np.array([0, 1]))
+  top, bottom = ds.views
+  assert top.shape == (2, 2 * 3) and bottom.shape == (2, 3 * 3)   # the odd row goes below
+  whole = np.concatenate([top.reshape(2, 2, 3), bottom.reshape(2, 3, 3)], axis=1)
+  np.testing.assert_allclose(whole * 2.9, images, rtol=1e-6)
+  assert bottom.max() == 1.0 and ds.extras["scale"] == pytest.approx(2.9)
+  np.testing.assert_allclose(data.make_two_view(images, np.array([0, 1]), scale=5.8).views[0],
+                             top / 2, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- splits
 
 def _assert_split_invariants(split, n):
@@ -381,6 +410,189 @@ def test_split_per_label_nus_wide_protocol(yeast):
   assert all(np.array_equal(split[k], again[k]) for k in split)
   with pytest.raises(ValueError, match="label 13"):  # Class14 has 34 genes
     data.split_per_label(labels, 10, 30, seed=0)
+
+
+def test_split_sizes_at_the_boundary():
+  # A class, a data set or a label with exactly as many items as asked for gives them all.
+  labels = np.array([0] * 5 + [1] * 7)
+  split = data.split_per_class(labels, 2, 3, seed=0)
+  np.testing.assert_array_equal(np.bincount(labels[split["query"]]), [2, 2])
+  np.testing.assert_array_equal(np.bincount(labels[split["train"]]), [3, 3])
+  assert np.union1d(split["query"], split["train"]).size == 10   # class 0: every item drawn
+  _assert_split_invariants(split, 12)
+  split = data.split_random(10, 4, 6, seed=0)
+  np.testing.assert_array_equal(np.union1d(split["query"], split["train"]), np.arange(10))
+  multi_hot = np.zeros((6, 2), bool)
+  multi_hot[:3, 0] = multi_hot[3:, 1] = True
+  split = data.split_per_label(multi_hot, 1, 2, seed=0)
+  assert split["query"].size == 2 and split["train"].size == 4
+  np.testing.assert_array_equal(np.union1d(split["query"], split["train"]), np.arange(6))
+
+
+def test_split_per_label_draws_exactly_the_asked_items_per_label(yeast):
+  # Each label draws q + t items never drawn before: q * C queries and t * C training
+  # items in all, the label's own draw among them.
+  labels = yeast.labels
+  split = data.split_per_label(labels, 5, 15, seed=3)
+  assert split["query"].size == 14 * 5 and split["train"].size == 14 * 15
+  _assert_split_invariants(split, labels.shape[0])
+  assert labels[split["query"]].any(axis=1).all() and labels[split["train"]].any(axis=1).all()
+
+
+def test_splits_depend_on_the_seed(yeast):
+  draws = {
+      "random": lambda seed: data.split_random(100, 10, 30, seed=seed),
+      "per_label": lambda seed: data.split_per_label(yeast.labels, 5, 15, seed=seed),
+      "per_class": lambda seed: data.split_per_class(np.arange(60) % 3, 4, 6, seed=seed),
+  }
+  for name, draw in draws.items():
+    a, b = draw(0), draw(1)
+    assert not np.array_equal(a["query"], b["query"]), name
+    assert not np.array_equal(a["train"], b["train"]), name
+
+
+def test_split_draws_are_uniform():
+  # Over 400 seeds every item is a query as often as any other of its class (or of the
+  # set): 1 / 5 of the time, 80 times, give or take 5 standard deviations (8 each).
+  labels = np.repeat([0, 1], 10)
+  multi_hot = np.zeros((20, 2), bool)
+  multi_hot[np.arange(20), labels] = True
+  draws = {"per_class": lambda seed: data.split_per_class(labels, 2, 3, seed=seed),
+           "per_label": lambda seed: data.split_per_label(multi_hot, 2, 3, seed=seed),
+           "random": lambda seed: data.split_random(20, 4, 6, seed=seed)}
+  for name, draw in draws.items():
+    query, train = np.zeros(20), np.zeros(20)
+    for seed in range(400):
+      split = draw(seed)
+      query[split["query"]] += 1
+      train[split["train"]] += 1
+    assert np.abs(query - 80).max() < 40, (name, query)
+    assert np.abs(train - 120).max() < 45, (name, train)    # 3 / 10 of the time, sd 9
+
+
+
+# ----------------------------------------------------------------------------- protocols
+
+@pytest.fixture
+def small_fashion(monkeypatch):
+  """Fashion-MNIST as the protocols read it, replaced by 60 train and 40 test images of
+  2 x 3 pixels: image i of the 100 (train first) is all i, its class i % 5."""
+  def load(split="train", root=None):
+    index = np.arange(60) if split == "train" else np.arange(60, 100)
+    images = np.broadcast_to(index[:, None, None], (index.size, 2, 3)).astype(np.uint8)
+    return data.Dataset((images,), index % 5, ("image",), f"fashion-mnist/{split}")
+
+  monkeypatch.setattr(_protocols, "load_fashion_mnist", load)
+  _protocols._fashion_pool.cache_clear()
+  yield
+  _protocols._fashion_pool.cache_clear()
+
+
+def _item_ids(batch):
+  """The items of a small_fashion batch, read back from their pixels."""
+  pixels = batch["views"][0].reshape(batch["labels"].shape[0], -1)
+  assert (pixels == pixels[:, :1]).all() and pixels.dtype == np.float32
+  return np.rint(pixels[:, 0] * 255).astype(np.int64)
+
+
+def test_fashion_mnist_protocol(small_fashion):
+  train, query, database = data.load_protocol("fashion-mnist", 3, query_per_class=2,
+                                              train_per_class=5)
+  ids = {"train": _item_ids(train), "query": _item_ids(query), "database": _item_ids(database)}
+  for part, batch in (("train", train), ("query", query), ("database", database)):
+    np.testing.assert_array_equal(batch["labels"], ids[part] % 5)   # rows keep their labels
+    assert batch["views"][0].shape == (ids[part].size, 6)
+  np.testing.assert_array_equal(np.bincount(query["labels"]), np.full(5, 2))
+  np.testing.assert_array_equal(np.bincount(train["labels"]), np.full(5, 5))
+  # The train and test images pooled: every one a query or in the database, never both.
+  np.testing.assert_array_equal(np.sort(np.concatenate([ids["query"], ids["database"]])),
+                                np.arange(100))
+  assert np.isin(ids["train"], ids["database"]).all()
+  again = data.load_protocol("fashion-mnist", 3, query_per_class=2, train_per_class=5,
+                             images=True)
+  for got, want in zip(again, (train, query, database)):
+    np.testing.assert_array_equal(got["views"][0].reshape(want["views"][0].shape),
+                                  want["views"][0])
+    assert got["views"][0].shape[1:] == (2, 3)
+  other = data.load_protocol("fashion-mnist", 4, query_per_class=2, train_per_class=5)
+  assert not np.array_equal(_item_ids(other[1]), ids["query"])
+  # database_limit: a random subset of the database; queries and training items as drawn.
+  limited = data.load_protocol("fashion-mnist", 3, query_per_class=2, train_per_class=5,
+                               database_limit=30)
+  kept = _item_ids(limited[2])
+  assert kept.size == 30 and np.isin(kept, ids["database"]).all()
+  assert not np.array_equal(kept, ids["database"][:30])
+  np.testing.assert_array_equal(_item_ids(limited[0]), ids["train"])
+  np.testing.assert_array_equal(_item_ids(limited[1]), ids["query"])
+
+
+def test_canvases_protocol(small_fashion):
+  options = {"num_items": 40, "num_queries": 8, "num_train": 12, "grid": (2, 2),
+             "num_objects": (1, 2)}
+  train, query, database = data.load_protocol("canvases", 5, **options)
+  # The canvases of that seed, split by it: queries never in the training set or database.
+  pool, labels = _protocols._fashion_pool()
+  canvas = data.make_canvas_dataset(pool, labels, grid=(2, 2), num_objects=(1, 2), seed=5,
+                                    num_items=40, num_classes=10)
+  split = data.split_random(40, 8, 12, seed=5)
+  for part, batch in (("train", train), ("query", query), ("database", database)):
+    np.testing.assert_array_equal(batch["views"][0], canvas.views[0][split[part]].reshape(-1, 24))
+    np.testing.assert_array_equal(batch["labels"], canvas.labels[split[part]])
+  assert database["labels"].shape == (32, 10) and train["labels"].shape == (12, 10)
+  limited = data.load_protocol("canvases", 5, database_limit=10, **options)
+  assert limited[2]["labels"].shape == (10, 10)
+  np.testing.assert_array_equal(limited[1]["views"][0], query["views"][0])
+
+
+def test_mfeat_and_mnist_protocols_train_on_the_database():
+  train, query, database = data.load_protocol("mfeat", 0, views=("fou", "kar"))
+  assert [v.shape for v in query["views"]] == [(200, 76), (200, 64)]
+  np.testing.assert_array_equal(np.bincount(query["labels"]), np.full(10, 20))
+  np.testing.assert_array_equal(np.bincount(database["labels"]), np.full(10, 180))
+  for got, want in zip(train["views"] + (train["labels"],),
+                       database["views"] + (database["labels"],)):
+    np.testing.assert_array_equal(got, want)
+  # A limited database is still the training set (train_per_class=None: the database).
+  train, _, database = data.load_protocol("mfeat", 0, views=("fou",), database_limit=500)
+  assert database["labels"].shape == (500,)
+  np.testing.assert_array_equal(train["views"][0], database["views"][0])
+  train, query, database = data.load_protocol("mnist-5k", 0)
+  assert query["views"][0].shape == (1000, 784) and database["views"][0].shape == (4000, 784)
+  np.testing.assert_array_equal(np.bincount(query["labels"]), np.full(10, 100))
+  np.testing.assert_array_equal(train["views"][0], database["views"][0])
+  assert 0.0 <= database["views"][0].min() and database["views"][0].max() <= 1.0
+  other = data.load_protocol("mnist-5k", 1)[1]
+  assert not np.array_equal(other["views"][0], query["views"][0])
+
+
+def test_yeast_protocol_standardises_with_the_training_genes_only():
+  raw = data.load_protocol("yeast", 2, num_queries=300, num_train=500, standardize=False)
+  got = data.load_protocol("yeast", 2, num_queries=300, num_train=500)
+  train_x = raw[0]["views"][0].astype(np.float64)
+  mean, std = train_x.mean(0), train_x.std(0)
+  for r, g in zip(raw, got):
+    np.testing.assert_allclose(g["views"][0], (r["views"][0] - mean) / std, rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_array_equal(g["labels"], r["labels"])
+  assert [b["labels"].shape[0] for b in got] == [500, 300, 2117]
+  np.testing.assert_allclose(got[0]["views"][0].std(0), 1.0, rtol=1e-4)
+  # num_train=None: the training set is the whole database.
+  train, query, database = data.load_protocol("yeast", 2)
+  assert query["labels"].shape == (417, 14)
+  np.testing.assert_array_equal(train["views"][0], database["views"][0])
+
+
+def test_protocol_options_and_unknown_names():
+  assert data.protocol_options("mfeat") == {"query_per_class": 20, "train_per_class": None,
+                                            "views": None, "database_limit": None}
+  assert data.protocol_options("yeast") == {"num_queries": 417, "num_train": None,
+                                            "standardize": True}
+  with pytest.raises(ValueError, match="protocol 'yeast' has no option 'num_query'"):
+    data.load_protocol("yeast", 0, num_query=10)
+  with pytest.raises(ValueError, match="has no option 'seed'"):
+    data.check_protocol("mfeat", ["seed"])
+  with pytest.raises(ValueError, match="unknown protocol 'cifar'"):
+    data.load_protocol("cifar", 0)
 
 
 # ----------------------------------------------------------------------------- similarity
@@ -493,6 +705,16 @@ def test_cross_modal_mat_bad_files(tmp_path, rng):
   path.write_bytes(path.read_bytes()[:300])
   with pytest.raises(data.DataFormatError, match="no HDF5 signature"):
     data.load_cross_modal_mat(path)
+
+
+def test_cross_modal_mat_inconsistent_splits(tmp_path, rng):
+  arrays = _cross_modal_arrays(rng, tr=np.eye(3), te=np.array([1, 2]))
+  with pytest.raises(data.DataFormatError, match="some splits hold multi-hot labels and others"):
+    data.load_cross_modal_mat(_data_files.write_mat_classic(tmp_path / "a.mat", arrays))
+  arrays = _cross_modal_arrays(rng, tr=np.eye(3), te=np.eye(3)[:2])
+  arrays["T_tr"] = arrays["T_tr"][:2]
+  with pytest.raises(data.DataFormatError, match="I_tr has 3 rows but T_tr has 2"):
+    data.load_cross_modal_mat(_data_files.write_mat_classic(tmp_path / "b.mat", arrays))
 
 
 def test_image_list(tmp_path):

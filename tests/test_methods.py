@@ -58,7 +58,7 @@ def test_conformance(name, rng):
   method = methods.REGISTRY[name](8, **SMALL[name])
   assert isinstance(method, methods.HashingMethod)
   assert method.num_bits == 8 and method.name == {"mch": "mch-dch"}.get(name, name)
-  key = jax.random.PRNGKey(3)
+  key = jax.random.key(3)
   state = jhash.init(method, key, batch)
   # update keeps the state's type, tree and shapes (weak types included), and is traced
   # once. (chex keys its counter by source text, and several methods share a no-op
@@ -68,8 +68,8 @@ def test_conformance(name, rng):
   update = jax.jit(chex.assert_max_traces(method.update, n=1))
   # A minibatch method's step reads a minibatch carrying its items' positions.
   step_batch = batch if method.batch_size is None else {**batch, "index": np.arange(120)}
-  new_state, metrics = jax.eval_shape(update, state, step_batch, jax.random.PRNGKey(1))
-  new_state, metrics = jax.eval_shape(update, new_state, step_batch, jax.random.PRNGKey(2))
+  new_state, metrics = jax.eval_shape(update, state, step_batch, jax.random.key(1))
+  new_state, metrics = jax.eval_shape(update, new_state, step_batch, jax.random.key(2))
   assert type(new_state) is type(state)
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new_state)
   # metrics are scalars or fixed-size arrays (one entry per bit, say)
@@ -94,7 +94,7 @@ def test_conformance(name, rng):
   state2, _ = jhash.fit(method, key, batch, progress=False)
   np.testing.assert_array_equal(codes, jhash.encode(method, state2, batch))
   if name in RANDOMISED:
-    state3, _ = jhash.fit(method, jax.random.PRNGKey(4), batch, progress=False)
+    state3, _ = jhash.fit(method, jax.random.key(4), batch, progress=False)
     assert not np.array_equal(codes, jhash.encode(method, state3, batch))
 
 
@@ -109,7 +109,7 @@ def test_lsh_collision_rate_matches_angle(rng):
   # Charikar: P[bit differs] = angle / pi, checked with 8,192 hyperplanes.
   x = rng.normal(size=(6, 20)).astype(np.float32)
   method = methods.lsh(8192, center=False)
-  state = jhash.init(method, jax.random.PRNGKey(0), {"views": (x,)})
+  state = jhash.init(method, jax.random.key(0), {"views": (x,)})
   codes = np.asarray(jhash.encode(method, state, {"views": (x,)}), np.int32)
   differ = (codes[:, None, :] != codes[None, :, :]).mean(-1)
   unit = x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -121,7 +121,7 @@ def test_itq_loss_never_increases_and_rotation_stays_orthogonal(rng):
   x = (rng.normal(size=(400, 30)) @ rng.normal(size=(30, 30))).astype(np.float32)
   batch = {"views": (x,)}
   method = methods.itq(12, num_iters=25)
-  state, history = jhash.fit(method, jax.random.PRNGKey(0), batch, progress=False)
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
   loss = history["quantization_loss"]
   assert loss.shape == (25,)
   assert np.all(np.diff(loss) <= 1e-3 * loss[0]), loss
@@ -136,10 +136,10 @@ def test_itq_rotation_is_the_procrustes_optimum(rng):
   x = rng.normal(size=(300, 16)).astype(np.float32)
   batch = {"views": (x,)}
   method = methods.itq(6)
-  state = jhash.init(method, jax.random.PRNGKey(1), batch)
+  state = jhash.init(method, jax.random.key(1), batch)
   v = (x - np.asarray(state.mean)) @ np.asarray(state.pca)
   b = np.where(v @ np.asarray(state.rotation) >= 0, 1.0, -1.0)
-  new, _ = method.update(state, batch, jax.random.PRNGKey(0))
+  new, _ = method.update(state, batch, jax.random.key(0))
   r = np.asarray(new.rotation, np.float64)
   best = np.sum((b - v @ r) ** 2)
   for _ in range(20):
@@ -151,7 +151,7 @@ def test_itq_rotation_is_the_procrustes_optimum(rng):
 def test_itq_pca_matches_numpy(rng):
   x = (rng.normal(size=(500, 10)) * np.arange(1, 11)).astype(np.float32)
   method = methods.itq(4)
-  state = jhash.init(method, jax.random.PRNGKey(0), {"views": (x,)})
+  state = jhash.init(method, jax.random.key(0), {"views": (x,)})
   xc = x - x.mean(0)
   _, vecs = np.linalg.eigh(xc.T @ xc / len(x))
   ref = vecs[:, ::-1][:, :4]
@@ -159,9 +159,44 @@ def test_itq_pca_matches_numpy(rng):
   np.testing.assert_allclose(np.abs(np.sum(ref * np.asarray(state.pca), 0)), 1.0, atol=1e-3)
 
 
+def test_itq_centres_with_the_training_mean_and_reports_the_loss_per_item(rng):
+  # Features far from the origin: PCA and the codes must use the centred features.
+  x = (rng.normal(size=(200, 8)) * np.arange(1, 9) + rng.normal(size=8) * 50).astype(np.float32)
+  method = methods.itq(3)
+  assert method.num_steps == 50                                   # the paper's iterations
+  state = jhash.init(method, jax.random.key(0), {"views": (x,)})
+  xc = x.astype(np.float64) - x.mean(0)
+  np.testing.assert_allclose(np.asarray(state.mean), x.mean(0), rtol=1e-5, atol=1e-4)
+  ref = np.linalg.eigh(xc.T @ xc / len(x))[1][:, ::-1][:, :3]
+  np.testing.assert_allclose(np.abs(np.sum(ref * np.asarray(state.pca), 0)), 1.0, atol=1e-3)
+  # The loss of the first update is ||B - V R||_F^2 / n at the initial rotation.
+  vr = xc @ np.asarray(state.pca, np.float64) @ np.asarray(state.rotation, np.float64)
+  _, metrics = method.update(state, {"views": (x,)}, jax.random.key(1))
+  b = np.where(vr >= 0, 1.0, -1.0)
+  np.testing.assert_allclose(float(metrics["quantization_loss"]), np.sum((b - vr) ** 2) / len(x),
+                             rtol=1e-4)
+  # Codes of new items: the sign of their centred projections, rotated.
+  new = x[:20] + np.float32(0.5)
+  p = (new - x.mean(0)) @ np.asarray(state.pca, np.float64) @ np.asarray(state.rotation)
+  clear = np.abs(p) > 1e-3
+  codes = np.asarray(jhash.encode(method, state, {"views": (new,)}))
+  np.testing.assert_array_equal(codes[clear], np.where(p >= 0, 1, -1)[clear])
+
+
+def test_itq_starts_from_a_uniformly_random_rotation(rng):
+  # Q of a Gaussian matrix's QR, its columns' signs set so diag(R) > 0, is uniform over
+  # the orthogonal group: every entry as often positive as negative (LAPACK's own Q
+  # has Q[0, 0] < 0 whatever the matrix).
+  batch = {"views": (rng.normal(size=(40, 5)).astype(np.float32),)}
+  method = methods.itq(3)
+  corners = [float(jhash.init(method, jax.random.key(seed), batch).rotation[0, 0])
+             for seed in range(16)]
+  assert 0 < sum(c > 0 for c in corners) < 16, corners
+
+
 def test_itq_rejects_more_bits_than_features(rng):
   with pytest.raises(ValueError, match="num_bits"):
-    jhash.init(methods.itq(20), jax.random.PRNGKey(0), {"views": (rng.normal(size=(30, 8)),)})
+    jhash.init(methods.itq(20), jax.random.key(0), {"views": (rng.normal(size=(30, 8)),)})
 
 
 def test_view_selection(rng):

@@ -3,6 +3,7 @@ memory, the same trained state as an in-memory fit, clear errors, no threads lef
 
 import threading
 import time
+from concurrent import futures
 
 import jax
 import numpy as np
@@ -154,6 +155,25 @@ def test_array_stream_of_a_memmap_equals_minibatches(tmp_path, rng):
                               "labels": labels}, 7, key, 9, start_step=2, num_threads=2)
   _assert_same_minibatches(list(stream), list(jhash.minibatches(
       {"views": (x,), "labels": labels}, 7, key, 9, start_step=2)))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_stream_starts_exactly_prefetch_minibatches_ahead(monkeypatch, prefetch):
+  # While the consumer holds minibatch s, minibatches s + 1 .. s + prefetch (and no more)
+  # have been handed to the threads: the memory bound the module docstring gives.
+  started = []
+
+  class Counting(futures.ThreadPoolExecutor):
+    def submit(self, fn, *args, **kwargs):
+      started.append(fn)
+      return super().submit(fn, *args, **kwargs)
+
+  monkeypatch.setattr(futures, "ThreadPoolExecutor", Counting)
+  batch = {"views": (np.arange(40, dtype=np.float32).reshape(20, 2),)}
+  stream = data.array_stream(batch, 4, jax.random.key(0), 6, prefetch=prefetch)
+  for step, _ in enumerate(stream):
+    assert len(started) == min(step + 1 + prefetch, 6), (step, len(started))
+  assert len(started) == 6
 
 
 # ----------------------------------------------------------------------------- training

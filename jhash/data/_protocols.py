@@ -28,7 +28,9 @@ name               protocol
 =================  =========================================================================
 
 ``database_limit`` (where offered) keeps a random subset of the database of that size,
-for quick runs; the queries and training items stay as drawn. Each underlying data set
+for quick runs; the queries stay as drawn, and so do training items drawn apart from the
+database; where the training set is the database (``train_per_class=None``), it is the
+limited database. Each underlying data set
 is read once per process (cached, read-only arrays); the batches are copies.
 """
 
