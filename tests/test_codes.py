@@ -48,3 +48,28 @@ def test_check_padding_names_the_argument_and_the_code():
 
 def test_to_bytes_of_no_codes():
   assert codes.to_bytes(np.zeros((0, 2), np.uint32)).shape == (0, 8)
+
+
+def test_sign_maps_zero_to_plus_one():
+  x = jnp.asarray([-2.0, -0.0, 0.0, 1e-30, -1e-30, 3.0])
+  np.testing.assert_array_equal(codes.sign(x), np.array([-1, 1, 1, 1, -1, 1], np.int8))
+  assert codes.sign(x).dtype == jnp.int8
+
+
+def test_bytes_are_faiss_order_and_round_trip_from_a_partial_word():
+  # Bit j is bit j % 8 of byte j // 8; FAISS keeps ceil(K / 8) bytes, which from_bytes pads.
+  signs = -np.ones((2, 20), np.int8)
+  signs[0, 9] = signs[1, [0, 19]] = 1
+  packed = np.asarray(codes.pack_bits(signs))
+  as_bytes = codes.to_bytes(packed)
+  np.testing.assert_array_equal(as_bytes, [[0, 2, 0, 0], [1, 0, 8, 0]])
+  np.testing.assert_array_equal(codes.from_bytes(as_bytes[:, :3]), packed)
+  np.testing.assert_array_equal(codes.from_bytes(as_bytes), packed)
+
+
+def test_unpack_bits_needs_exactly_the_words_of_num_bits():
+  packed = np.asarray(codes.pack_bits(np.ones((2, 40), np.int8)))
+  with pytest.raises(ValueError, match="packed must have 1 words for num_bits=12"):
+    codes.unpack_bits(packed, 12)
+  with pytest.raises(ValueError, match="packed must have 2 words for num_bits=40"):
+    codes.unpack_bits(packed[:, :1], 40)

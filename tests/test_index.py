@@ -270,6 +270,25 @@ def test_index_passes_into_jit_with_traced_num_wanted(rng):
                                 (codes[None] == queries[:, None]).all(-1).sum(-1))
 
 
+def test_a_search_first_traced_under_jit_leaves_eager_searches_working(rng):
+  """The flip masks of a setting are made once and cached: made inside a trace (the
+  first search of that setting under jit), a tracer must not be what the cache keeps."""
+  from jhash.index import _search
+  num_bits, num_items = 20, 50
+  codes, centres = clustered_codes(rng, num_bits, (num_items,))
+  queries = near_queries(rng, centres, 3)
+  index = index_lib.build_index(codes, num_bits=num_bits)
+  search = lambda index, queries: index_lib.bucket_search(index, queries, num_wanted=5,
+                                                          max_radius=2, max_results=8)
+  _search._device_chunks.cache_clear()
+  traced = jax.jit(search)(index, pack(queries))
+  eager = search(index, pack(queries))
+  for a, b in zip(traced, eager):
+    np.testing.assert_array_equal(a, b)
+  assert_matches(eager, expected_results(codes[:, None], np.ones((num_items, 1), bool),
+                                         np.arange(num_items), queries, 5, 2, 8), 8)
+
+
 @pytest.mark.parametrize("num_bits,radius", [(10, 3), (64, 2), (40, 1)])
 def test_flip_masks_enumerate_each_pattern_once_in_increasing_order(num_bits, radius):
   masks = index_lib.flip_masks(num_bits, radius)
@@ -457,6 +476,60 @@ def test_no_queries_give_empty_results():
   assert index_lib.to_faiss_flat(np.zeros((0, 1), np.uint32), 12).ntotal == 0
 
 
+@pytest.mark.parametrize("num_bits", [1, 4])
+def test_every_code_of_a_few_bits_is_its_own_bucket(num_bits):
+  # More buckets than the code has bits to spare: the directory uses all K bits, no more.
+  values = np.arange(2**num_bits)
+  codes = np.where((values[:, None] >> np.arange(num_bits)) & 1, 1, -1).astype(np.int8)
+  codes = np.concatenate([codes, codes[::-1]])  # two items per bucket
+  index = index_lib.build_index(codes, num_bits=num_bits)
+  assert index.num_buckets == 2**num_bits
+  start, count = index_lib.lookup(index, pack(codes[:2**num_bits]))
+  np.testing.assert_array_equal(start, 2 * values)
+  np.testing.assert_array_equal(count, np.full(2**num_bits, 2))
+  num_items = codes.shape[0]
+  res = index_lib.radius_search(index, pack(codes), 1)
+  assert_matches(res, expected_results(codes[:, None], np.ones((num_items, 1), bool),
+                                       np.arange(num_items), codes, num_items + 1, 1,
+                                       res.item_ids.shape[1]), res.item_ids.shape[1])
+
+
+def test_radius_search_widens_past_64_found_to_128_slots(rng):
+  # 100 items share the query's bucket: more than the first 64 slots, fewer than 128.
+  codes = np.where(rng.random((110, 12)) < 0.5, -1, 1).astype(np.int8)
+  codes[:100] = codes[0]
+  index = index_lib.build_index(codes, num_bits=12)
+  res = index_lib.radius_search(index, pack(codes[:1]), 0)
+  assert res.item_ids.shape == (1, 128) and int(res.num_found[0]) == 100
+  np.testing.assert_array_equal(res.item_ids[0], list(range(100)) + [-1] * 28)
+
+
+def test_radius_num_bits_with_one_bit_substrings_finds_every_item(rng):
+  # The largest radius (num_bits) and the most substring tables (num_bits, 1 bit each).
+  num_bits, num_items = 6, 40
+  codes = np.where(rng.random((num_items, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  queries = np.where(rng.random((3, num_bits)) < 0.5, -1, 1).astype(np.int8)
+  index = index_lib.build_index(codes, num_bits=num_bits, num_substrings=num_bits)
+  assert index.num_substrings == num_bits
+  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
+                              np.arange(num_items), queries, num_items + 1, num_bits, 64)
+  assert all(e["found"] == num_items and e["visited"] == 64 for e in expected)
+  for use_substrings in (True, False):
+    res = index_lib.bucket_search(index, pack(queries), num_wanted=num_items + 1,
+                                  max_radius=num_bits, max_results=64,
+                                  use_substrings=use_substrings)
+    assert_matches(res, expected, 64)
+  assert_matches(index_lib.radius_search(index, pack(queries), num_bits), expected, 64)
+
+
+def test_suggested_num_substrings_at_its_bounds():
+  # At least log2(B) bits per substring: 2 tables at exactly twice (20 bits, 1,000
+  # buckets), none below; at most 24 bits: 2**30 buckets of 64 bits need 3, not 2.
+  assert index_lib.suggested_num_substrings(1000, 20) == 2
+  assert index_lib.suggested_num_substrings(1000, 19) == 0
+  assert index_lib.suggested_num_substrings(2**30, 64) == 3
+
+
 # Bad input ------------------------------------------------------------------------------
 
 
@@ -475,8 +548,14 @@ def test_bad_input_errors_name_the_argument():
       (lambda: index_lib.build_index(np.full((4, 1), 1 << 20, np.uint32), num_bits=16),
        r"codes_or_packed sets bits past num_bits"),
       (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(3)), r"item_ids"),
+      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.array([0, -1, 2, 3])),
+       r"item_ids must lie in \[0, 2\*\*31 - 1\]"),
+      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(4) + 2**31 - 3),
+       r"item_ids must lie in \[0, 2\*\*31 - 1\]"),
       (lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.ones((4, 2), bool)),
        r"mask"),
+      (lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.zeros((4, 1), bool)),
+       r"mask must keep at least one code"),
       (lambda: index_lib.bucket_search(index, np.zeros((2, 2), np.uint32), **search),
        r"query_packed must have 1 words"),
       (lambda: index_lib.bucket_search(index, np.asarray(q, np.int32), **search),
@@ -495,7 +574,11 @@ def test_bad_input_errors_name_the_argument():
       (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
       (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=1), r"num_substrings"),
       (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=17), r"num_substrings"),
+      (lambda: index_lib.build_index(np.ones((4, 50), np.int8), num_bits=50, num_substrings=2),
+       r"num_substrings must be 0 .* from 3 to 50"),  # 25-bit substrings: too long
       (lambda: index_lib.bucket_search(index, q, use_substrings=1, **search), r"use_substrings"),
+      (lambda: index_lib.to_faiss_flat(np.zeros((2, 2), np.uint32), 12),
+       r"packed must have 1 words per code"),
       (lambda: index_lib.to_faiss_flat(np.full((2, 1), 1 << 12, np.uint32), 12),
        r"packed sets bits past num_bits=12"),
       (lambda: index_lib.faiss_range_search(None, np.full((2, 1), 1 << 13, np.uint32), 12, 1),

@@ -651,8 +651,8 @@ def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
   from jhash import index as index_lib
   n, words = 3000, -(-num_bits // 32)
   pool = codes(rng, 200, codes_per_item * words).reshape(200, codes_per_item, words)
-  if num_bits < 32:
-    pool &= np.uint32((1 << num_bits) - 1)
+  if num_bits % 32:  # padding bits zero
+    pool[..., -1] &= np.uint32((1 << (num_bits % 32)) - 1)
   noise = (rng.random((n, codes_per_item, words)) < 0.02).astype(np.uint32) << np.uint32(3)
   items = pool[rng.integers(0, 200, n)] ^ noise  # near-duplicates: buckets of many items
   mask = rng.random((n, codes_per_item)) < 0.7
@@ -662,7 +662,9 @@ def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
   else:
     idx = index_lib.build_index(items, num_bits=num_bits, mask=mask,
                                 num_substrings=num_substrings)
-  queries = np.concatenate([items[:30, 0], items[:10, 0] ^ np.uint32(5)])
+  flip = np.zeros((words,), np.uint32)
+  flip[0] = 5  # bits 0 and 2: distance 2 from a stored code
+  queries = np.concatenate([items[:30, 0], items[:10, 0] ^ flip])
   return idx, queries
 
 
@@ -670,7 +672,9 @@ BUCKET_CASES = [  # bits, codes per item, tables, radius, wanted, slots, use_sub
     (64, 3, None, 2, 10**6, 40, None), (64, 3, None, 2, 5, 3, None),
     (64, 1, None, 2, 10**6, 3, True), (64, 3, None, 1, 1, 40, False),
     (32, 3, 0, 2, 10**6, 40, None), (32, 1, 2, 2, 7, 40, True),
-    (16, 3, None, 3, 10**6, 40, None), (64, 3, None, 0, 1, 5, None)]
+    (16, 3, None, 3, 10**6, 40, None), (64, 3, None, 0, 1, 5, None),
+    # Two-word keys of 36 bits; radius 2's 630 flip masks in 5 chunks, queries stopping.
+    (36, 3, None, 2, 5, 3, False)]
 
 
 @pytest.mark.parametrize("case", BUCKET_CASES)

@@ -127,7 +127,11 @@ def default_probes_per_block() -> int:
 
 @functools.lru_cache(maxsize=32)
 def _device_chunks(num_bits: int, max_radius: int, chunk: int):
-  return tuple(jnp.asarray(a) for a in mask_chunks(num_bits, max_radius, chunk))
+  """``mask_chunks`` as device arrays, made once per setting. Made eagerly even when the
+  first call is inside a traced function (``bucket_search`` under ``jax.jit``): a cached
+  tracer would break every later call."""
+  with jax.ensure_compile_time_eval():
+    return tuple(jnp.asarray(a) for a in mask_chunks(num_bits, max_radius, chunk))
 
 
 @functools.lru_cache(maxsize=32)
