@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg
 
 import jhash
 from jhash import losses
@@ -134,6 +135,23 @@ def test_defaults_are_the_papers(rng):
                                       factors=(0.5, 0.8, 1.0, 1.0), lam=0.001), rtol=1e-5)
 
 
+def test_mmhh_defaults_inside_the_hamming_ball(rng):
+  # Random pairs of 8 bits lie outside the default ball (d > 2): here three pairs of
+  # near-equal outputs lie inside it, of both labels, so every default factor counts.
+  u = rng.normal(size=(4, 8))
+  v = np.concatenate([u[:3] + 0.05 * rng.normal(size=(3, 8)), rng.normal(size=(2, 8))])
+  s = np.zeros((4, 5))
+  s[0, 0] = s[2, 2] = s[3, 4] = s[1, 3] = 1.0
+  w = 0.5 + rng.random((4, 5))
+  d = ref.relaxed_hamming(np.tanh(u), np.tanh(v))
+  inside = d <= 2.0
+  assert (inside & (s == 1)).any() and (inside & (s == 0)).any()
+  assert (~inside & (s == 1)).any() and (~inside & (s == 0)).any()
+  np.testing.assert_allclose(jax.jit(losses.mmhh_loss)(*_f32(u, v, s, w)),
+                             ref.mmhh(u, v, s, w, gamma=10.0, margin=2.0,
+                                      factors=(0.5, 0.8, 1.0, 1.0), lam=0.001), rtol=1e-5)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_loss_jits(rng, name):
   u, v, s, w = _pairs(rng)
@@ -231,6 +249,8 @@ def test_adsh_objective_against_numpy(rng):
 @pytest.mark.parametrize("seed,index,gamma", [
     (0, (5, 1, 6, 2), 5.0), (1, (0, 3, 4, 7), 5.0),
     (2, (3, 3, 0, 6), 200.0)])   # 3 sampled twice; gamma large enough that it counts
+
+
 def test_adsh_code_step_is_the_brute_force_minimiser_column_by_column(seed, index, gamma):
   rng = np.random.default_rng(seed)
   codes, outputs, s_tilde, index = _adsh_problem(rng, index=index)
@@ -250,6 +270,16 @@ def test_adsh_code_step_is_the_brute_force_minimiser_column_by_column(seed, inde
   updated = jax.jit(losses.adsh_update_codes)(*_f32(codes, outputs, s_tilde), index, gamma)
   np.testing.assert_array_equal(updated, expected)
   assert np.all(np.diff(objective) <= 1e-9)
+
+
+def test_adsh_code_step_sets_a_zero_coefficient_to_plus_one():
+  # Outputs 0: every coefficient 2 V_-k U_-k^T U_k + Qbar_k is exactly 0, and J does not
+  # depend on V; the documented tie-break takes +1 (sign(0) = +1, as jhash's codes).
+  codes = -np.ones((5, 3))
+  s_tilde = ref.sign(np.random.default_rng(0).normal(size=(2, 5)))
+  updated = jax.jit(losses.adsh_update_codes)(*_f32(codes, np.zeros((2, 3)), s_tilde),
+                                              np.asarray([0, 3]), 200.0)
+  np.testing.assert_array_equal(updated, 1.0)
 
 
 def test_adsh_code_steps_never_raise_the_objective(rng):
@@ -306,6 +336,35 @@ def test_ksh_greedy_fit_lowers_the_residual_bit_by_bit(rng, num_classes, expecte
   np.testing.assert_allclose(norms, expected, atol=1e-9)
   # One code per class, a different one for each class.
   assert len({tuple(c) for c in codes}) == num_classes
+
+
+def test_ksh_greedy_fit_keeps_the_better_of_spectral_and_descended_bits():
+  # Classes that overlap: the spectral relaxation's bits are not the best ones, and the
+  # descent from it finds better. Each bit's h^T R h is at least that of the spectral
+  # bits on the same residual (the top generalised eigenvector of (Phi^T R Phi, Phi^T Phi),
+  # here in float64), and above it for some bit.
+  rng = np.random.default_rng(2)
+  labels = rng.integers(0, 3, 40)
+  x = rng.normal(size=(40, 5)) + 1.5 * np.eye(5)[labels]
+  anchors = x[rng.permutation(40)[:10]]
+  features = np.asarray(jax.jit(lambda x, a: losses.rbf_anchor_features(
+      x, a, *losses.rbf_anchor_statistics(x, a)))(*_f32(x, anchors)), np.float64)
+  s_tilde = np.where(labels[:, None] == labels[None, :], 1.0, -1.0)
+  projection = jax.jit(losses.ksh_greedy_fit, static_argnums=2, static_argnames="num_steps")(
+      *_f32(features, s_tilde), 3, num_steps=50)
+  codes = ref.sign(features @ np.asarray(projection, np.float64))
+  gram = features.T @ features
+  gram += 1e-6 * np.mean(np.diag(gram)) * np.eye(10)
+  residual = 3 * s_tilde
+  fitted, spectral = [], []
+  for k in range(3):
+    top = scipy.linalg.eigh(features.T @ residual @ features, gram)[1][:, -1]
+    h_spectral = ref.sign(features @ top)
+    fitted.append(codes[:, k] @ residual @ codes[:, k])
+    spectral.append(h_spectral @ residual @ h_spectral)
+    residual = residual - np.outer(codes[:, k], codes[:, k])
+  assert np.all(np.asarray(fitted) >= spectral) and np.any(np.asarray(fitted) > spectral), (
+      fitted, spectral)
 
 
 def test_losses_check_their_inputs(rng):

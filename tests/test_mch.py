@@ -67,6 +67,32 @@ def test_random_crops_lie_inside_the_image_with_ratio_in_range():
   np.testing.assert_allclose(right, 1.0, atol=1e-6)
 
 
+def test_crop_resize_scales_each_side_by_its_own_factor():
+  # An affine image f(y, x) = y + 10 x, which linear resampling reproduces exactly away
+  # from the image's border: output pixel (i, j) samples the box at
+  # y = top + (i + 1/2) h / out_h - 1/2 and x = left + (j + 1/2) w / out_w - 1/2.
+  yy, xx = np.meshgrid(np.arange(12.0), np.arange(16.0), indexing="ij")
+  image = jnp.asarray((yy + 10 * xx)[..., None], jnp.float32)
+  top, left, h, w = 3.0, 4.0, 4.0, 2.0
+  out = np.asarray(mch_parts.crop_resize(image, jnp.asarray([top, left, h, w]), (4, 8)))
+  i, j = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
+  want = (top + (i + 0.5) * h / 4 - 0.5) + 10 * (left + (j + 0.5) * w / 8 - 0.5)
+  np.testing.assert_allclose(out[..., 0], want, atol=1e-4)
+
+
+def test_random_boxes_keep_the_aspect_and_draw_three_independent_uniforms():
+  boxes = np.asarray(mch_parts.random_boxes(jax.random.key(0), 500, 20, 40, (0.2, 0.8)))
+  top, left, h, w = boxes.T
+  ratio = h / 20
+  np.testing.assert_allclose(w / 40, ratio, rtol=1e-6)       # one ratio for both sides
+  # The ratio, and the position over the places the box fits: each uniform, independent.
+  draws = np.stack([(ratio - 0.2) / 0.6, top / (20 - h), left / (40 - w)])
+  assert draws.min() >= 0 and draws.max() <= 1
+  np.testing.assert_allclose(draws.mean(axis=1), 0.5, atol=0.05)
+  correlation = np.corrcoef(draws)[np.triu_indices(3, 1)]
+  assert np.all(np.abs(correlation) < 0.15), correlation
+
+
 # ----------------------------------------------------------------------------- reward
 
 
@@ -97,6 +123,64 @@ def test_keep_rewards_equal_a_numpy_transcription():
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def _balanced_numpy(s, counted):
+  """HashNet's weights: each kind of counted pair weighs half of their number in all."""
+  p, p1 = counted.sum(), (counted & (s == 1)).sum()
+  if p1 == 0 or p1 == p:
+    return counted.astype(np.float64)
+  return np.where(counted, np.where(s == 1, p / (2 * p1), p / (2 * (p - p1))), 0.0)
+
+
+def _rewards_numpy(codes, crops, labels, index, memory, table):
+  """Keep rewards against the batch's other items and the memory's filled rows other than
+  the item's own, pair by pair (``memory``: (codes, labels, filled) or None)."""
+  b = len(codes)
+  m_codes, m_labels, filled = memory if memory is not None else (
+      np.zeros((0, codes.shape[1])), np.zeros(0, labels.dtype), np.zeros(0, bool))
+  others = np.concatenate([codes, m_codes])
+  s = (labels[:, None] == np.concatenate([labels, m_labels])[None, :]).astype(int)
+  counted = np.zeros(s.shape, bool)
+  for i in range(b):
+    for j in range(b):
+      counted[i, j] = j != i
+    for r in range(len(m_codes)):
+      counted[i, b + r] = filled[r] and r != index[i]
+  w = _balanced_numpy(s, counted)
+  d, dc = _hamming(codes, others), _hamming(crops, others)
+  rewards = np.zeros(b)
+  for i in range(b):
+    fall = [table[s[i, j], d[i, j]] - table[s[i, j], min(d[i, j], dc[i, j])]
+            for j in range(len(others))]
+    rewards[i] = np.dot(w[i], fall) / w[i].sum()
+  return rewards
+
+
+def test_minibatch_rewards_count_the_batch_and_the_memory_but_not_the_item_itself():
+  from jhash.methods import _pairwise
+  rng = np.random.default_rng(2)
+  b, n, k = 5, 8, 6
+  codes, crops = rng.choice([-1.0, 1.0], size=(2, b, k))
+  labels = rng.integers(0, 2, b).astype(np.int32)
+  index = np.asarray([5, 0, 3, 6, 1])
+  m_codes = rng.choice([-1.0, 1.0], size=(n, k))
+  m_codes[index[:3]] = codes[:3]                  # items seen before keep their codes
+  m_labels = rng.integers(0, 2, n).astype(np.int32)
+  m_labels[index] = labels
+  filled = np.asarray([True, True, False, True, False, True, True, True])
+  table = rng.normal(size=(2, k + 1)).astype(np.float32)
+  memory = _pairwise.Memory(*(jnp.asarray(a) for a in (m_codes, m_labels, filled)))
+  rewards = jax.jit(mch_parts.minibatch_rewards)
+  args = (jnp.asarray(codes, jnp.float32), jnp.asarray(crops, jnp.float32),
+          jnp.asarray(labels), jnp.asarray(index, jnp.int32))
+  np.testing.assert_allclose(
+      rewards(*args, memory, jnp.asarray(table)),
+      _rewards_numpy(codes, crops, labels, index, (m_codes, m_labels, filled), table),
+      rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(rewards(*args, None, jnp.asarray(table)),
+                             _rewards_numpy(codes, crops, labels, index, None, table),
+                             rtol=1e-5, atol=1e-6)
+
+
 def test_code_loss_table_is_the_loss_on_codes_at_each_distance():
   k = 6
   table = np.asarray(losses.code_loss_table(losses.pairwise_likelihood, k))
@@ -109,6 +193,17 @@ def test_code_loss_table_is_the_loss_on_codes_at_each_distance():
       np.testing.assert_allclose(table[s, d], want, rtol=1e-6)
   # Similar pairs lose more the farther apart, dissimilar ones less.
   assert np.all(np.diff(table[1]) > 0) and np.all(np.diff(table[0]) < 0)
+
+
+def test_code_loss_table_reads_both_codes_through_the_activation():
+  k = 5
+  loss = lambda u, v, s, w: losses.pairwise_likelihood(u, v, s, w, quantization=0.0)
+  table = np.asarray(losses.code_loss_table(loss, k, lambda c: 0.4 * c + 0.1))
+  # theta = 0.5 <a(1), a(c_d)> with a(+1) = 0.5, a(-1) = -0.3: d bits of 0.5 * -0.3.
+  d = np.arange(k + 1)
+  theta = 0.5 * ((k - d) * 0.5 * 0.5 + d * 0.5 * -0.3)
+  for s in (0, 1):
+    np.testing.assert_allclose(table[s], np.log1p(np.exp(theta)) - s * theta, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["ksh", "hashnet", "dch", "adsh"])
@@ -146,6 +241,74 @@ def test_reinforce_gradient_is_the_exact_expected_gradient():
       g = jax.grad(lambda t: losses.reinforce_loss(t, actions, adv))(theta)
       total = total + probs[0, a0] * probs[1, a1] * g
     np.testing.assert_allclose(total, exact, rtol=1e-5, atol=1e-7)
+
+
+def test_reinforce_loss_takes_no_gradient_through_the_advantages():
+  theta = jnp.asarray([[0.3, -0.2], [-0.5, 0.4], [0.1, 0.7]])
+  actions = jnp.asarray([1, 0, 1])
+  # Advantages that are a function of the logits: still weights, not differentiated.
+  grad = jax.grad(lambda t: losses.reinforce_loss(t, actions, 2.0 * t[:, 1] - 0.5))(theta)
+  advantages = 2.0 * np.asarray(theta)[:, 1] - 0.5
+  # d(-mean_i A_i log pi(a_i | h_i)) / d theta_i = -A_i (onehot(a_i) - pi_i) / b.
+  onehot = np.eye(2)[np.asarray(actions)]
+  want = -advantages[:, None] * (onehot - np.asarray(jax.nn.softmax(theta))) / 3
+  np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-7)
+
+
+def test_agent_state_is_features_then_codes_of_the_image_and_of_the_crop():
+  whole = models.HashOutputs(jnp.asarray([[0.5, -2.0, 0.0]]), jnp.asarray([[1.0, 2.0]]))
+  crop = models.HashOutputs(jnp.asarray([[-0.1, 3.0, -4.0]]), jnp.asarray([[3.0, 4.0]]))
+  h, b, c = mch_parts.agent_inputs(whole, crop)
+  np.testing.assert_array_equal(h, [[1, 2, 3, 4, 1, -1, 1, -1, 1, -1]])
+  np.testing.assert_array_equal(b, [[1, -1, 1]])        # sign(0) = +1
+  np.testing.assert_array_equal(c, [[-1, 1, -1]])
+
+
+def test_policy_step_is_one_reinforce_step_with_the_running_baseline():
+  rng = np.random.default_rng(3)
+  net = models.model(models.PolicyMLP((16, 16, 8, 8)))
+  opt = optax.sgd(0.1)
+  states = jnp.asarray(rng.normal(size=(16, 6)), jnp.float32)
+  rewards = jnp.asarray(rng.normal(size=16), jnp.float32)
+  policy = jax.jit(lambda k: training.create(net, opt, k, states))(jax.random.key(0))
+  agent = mch_parts.AgentState(policy, jnp.float32(0.3), jnp.float32(2.0))
+  key = jax.random.key(7)
+  new, metrics = jax.jit(
+      lambda a: mch_parts.policy_step(net, opt, a, states, rewards, key, 0.9))(agent)
+  # Independently: actions drawn with the step's key from the training-mode logits; the
+  # reward of the action taken (0 for discard); advantages (R - m) / s with the running
+  # mean and scale before the step; one SGD step on -mean_i A_i log pi(a_i | h_i).
+  logits = jax.jit(lambda v: net.apply(v, states, train=True)[0])(
+      training.variables(agent.policy))
+  actions = np.asarray(jax.random.categorical(key, logits))
+  assert 0 < actions.sum() < 16
+  taken = np.asarray(rewards) * actions
+  advantages = (taken - 0.3) / 2.0
+
+  def loss(params, advantages, actions):
+    out, _ = net.apply({"params": params, "batch_stats": agent.policy.batch_stats}, states,
+                       train=True)
+    return -jnp.mean(advantages * jax.nn.log_softmax(out)[jnp.arange(16), actions])
+
+  value, grads = jax.jit(jax.value_and_grad(loss))(agent.policy.params, advantages, actions)
+  np.testing.assert_allclose(metrics["agent_loss"], value, rtol=1e-5)
+  jax.tree.map(lambda a, p, g: np.testing.assert_allclose(a, p - 0.1 * g, rtol=1e-5, atol=1e-6),
+               new.policy.params, agent.policy.params, grads)
+  np.testing.assert_allclose(metrics["reward"], taken.mean(), rtol=1e-5)
+  np.testing.assert_allclose(metrics["kept"], actions.mean())
+  np.testing.assert_allclose(new.reward_mean, 0.9 * 0.3 + 0.1 * taken.mean(), rtol=1e-5)
+  spread = np.sqrt(np.mean((taken - 0.3) ** 2))          # about the baseline it used
+  np.testing.assert_allclose(new.reward_scale, 0.9 * 2.0 + 0.1 * spread, rtol=1e-5)
+
+
+def test_dedupe_mask_drops_only_repeats_of_kept_codes():
+  a, b, c = [1, 1], [1, -1], [-1, -1]
+  codes = jnp.asarray([[a, b, b, a, c, b], [a, a, c, c, b, c]], jnp.int8)
+  keep = jnp.asarray([[1, 0, 1, 1, 1, 1], [1, 1, 0, 1, 1, 1]], bool)
+  # Row 0: b at 2 is kept (the b before it was not), a at 3 and b at 5 repeat kept codes.
+  # Row 1: a at 1 repeats the image's code; c at 3 is kept (the c before it was not).
+  np.testing.assert_array_equal(mch_parts.dedupe_mask(codes, keep),
+                                [[1, 0, 1, 0, 1, 0], [1, 0, 0, 1, 1, 0]])
 
 
 def _agent(dim, seed=0):
@@ -220,14 +383,32 @@ def test_whole_image_code_is_kept_and_is_the_base_models_code(fitted, tiny):
   assert jhash.encode_multi(method, state, empty)[0].shape == (0, 6, 8)
   # Kept crops: probability above xi and a code not already kept for the item.
   keep = np.asarray(method.extras.keep_probabilities(state, tiny)) > 0.5
-  c = np.asarray(codes)
-  for i in range(64):
-    seen = [c[i, 0]]
-    for j in range(5):
-      new = keep[i, j] and not any((c[i, j + 1] == s).all() for s in seen)
-      assert bool(mask[i, j + 1]) == new
-      if new:
-        seen.append(c[i, j + 1])
+  np.testing.assert_array_equal(mask, _expected_mask(np.asarray(codes), keep))
+
+
+def _expected_mask(codes, keep):
+  """The whole image's code, then each crop whose keep is True and whose code is not one
+  already kept for the item."""
+  mask = np.zeros(codes.shape[:2], bool)
+  for i in range(codes.shape[0]):
+    seen = [codes[i, 0]]
+    mask[i, 0] = True
+    for j in range(codes.shape[1] - 1):
+      mask[i, j + 1] = keep[i, j] and not any((codes[i, j + 1] == s).all() for s in seen)
+      if mask[i, j + 1]:
+        seen.append(codes[i, j + 1])
+  return mask
+
+
+def test_xi_is_the_keep_threshold(fitted, tiny):
+  base, method, state, _ = fitted
+  probability = np.asarray(method.extras.keep_probabilities(state, tiny))
+  xi = float(np.quantile(probability, 0.2))
+  codes, mask = jhash.encode_multi(jhash.methods.mch(base, xi=xi), state, tiny)
+  expected = _expected_mask(np.asarray(codes), probability > xi)
+  # The threshold matters here: the default xi = 0.5 would keep other crops.
+  assert not np.array_equal(expected, _expected_mask(np.asarray(codes), probability > 0.5))
+  np.testing.assert_array_equal(mask, expected)
 
 
 def test_sigma_one_is_the_base_model_exactly(fitted, tiny):
@@ -254,6 +435,37 @@ def test_agent_step_is_traced_once(fitted, tiny):
   assert np.isfinite(float(state.agent.reward_scale))
 
 
+def test_agent_step_rewards_the_crops_it_cuts_and_acts_with_its_own_key(fitted, tiny):
+  base, method, state, _ = fitted
+  index = np.arange(32) + 8
+  batch = {"views": (tiny["views"][0][index],), "labels": tiny["labels"][index],
+           "index": jnp.asarray(index, jnp.int32)}
+  key = jax.random.key(4)
+  _, metrics = jax.jit(method.phases[-1].update)(state, batch, key)
+  # Independently: one crop of each image, side ratio in sigma +- 0.2, from the key's first
+  # half; codes of image and crop by the frozen base; rewards against the batch and the
+  # (full) memory; actions drawn from the policy's training-mode logits with the second half.
+  k_crop, k_act = jax.random.split(key)
+  x = base.extras.network_inputs(batch)
+  crops, _ = mch_parts.random_crops(k_crop, x, (0.3, 0.7))
+  outputs = jax.jit(base.extras.outputs)
+  whole, crop = outputs(state.base, x), outputs(state.base, crops)
+  codes, crop_codes = (np.where(o.logits >= 0, 1.0, -1.0) for o in (whole, crop))
+  memory = (np.asarray(state.memory.outputs), np.asarray(state.memory.labels),
+            np.asarray(state.memory.filled))
+  rewards = _rewards_numpy(codes, crop_codes, batch["labels"], index, memory,
+                           np.asarray(base.extras.code_loss(state.base)))
+  h = jnp.concatenate([whole.features, crop.features, codes, crop_codes], axis=1)
+  policy = models.model(models.PolicyMLP((512, 256, 128, 64)))
+  logits = jax.jit(lambda v, h: policy.apply(v, h, train=True)[0])(
+      training.variables(state.agent.policy), h)
+  actions = np.asarray(jax.random.categorical(k_act, logits))
+  assert 0 < actions.sum() < 32 and np.ptp(rewards) > 0
+  np.testing.assert_allclose(metrics["kept"], actions.mean())
+  np.testing.assert_allclose(metrics["reward"], np.mean(rewards * actions), rtol=1e-4,
+                             atol=1e-6)
+
+
 # -------------------------------------------------------------------------- bad input
 
 
@@ -274,6 +486,13 @@ def test_bad_input_is_named(tiny):
   with pytest.raises(ValueError, match="images"):
     jhash.fit(jhash.methods.mch(jhash.methods.dch(8, batch_size=32, num_epochs=1)),
               jax.random.key(0), flat, progress=False)
+
+
+def test_a_crop_of_one_pixel_is_not_smaller_than_a_pixel():
+  from jhash.methods import _crops
+  assert _crops.check_ratio(0.25, "sigma", 4) == 0.25        # one pixel of four
+  with pytest.raises(ValueError, match="smaller than a pixel"):
+    _crops.check_ratio(0.24, "sigma", 4)
 
 
 def test_crop_augmentation_of_the_base_model():

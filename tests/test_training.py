@@ -140,6 +140,28 @@ def test_train_step_is_an_optax_step_on_the_loss_gradient(rng):
   assert int(new.step) == 1
 
 
+def test_train_step_carries_the_optimizer_state_and_passes_it_the_parameters(rng):
+  # AdamW: its moments go from step to step, and its weight decay reads the parameters.
+  net = jhash.models.backbone((5,), 3)
+  x = jnp.asarray(rng.normal(size=(16, 5)), jnp.float32)
+  target = jnp.asarray(rng.normal(size=(16, 3)), jnp.float32)
+  optimizer = optax.adamw(0.05, weight_decay=0.5)
+  state = jhash.training.create(net, optimizer, jax.random.key(0), x)
+  step = jax.jit(jhash.training.make_step(
+      net, optimizer, lambda outputs, t: (jnp.mean((outputs.logits - t) ** 2), {})))
+  grad = jax.jit(jax.grad(lambda p: jnp.mean(
+      (net.apply({"params": p}, x, train=True)[0].logits - target) ** 2)))
+  params, opt_state = state.params, state.opt_state
+  for _ in range(3):
+    # Independently: optax's own update on the gradient through apply.
+    updates, opt_state = optimizer.update(grad(params), opt_state, params)
+    params = optax.apply_updates(params, updates)
+    state, *_ = step(state, x, target)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                 state.params, params)
+  assert int(state.step) == 3
+
+
 def test_train_step_updates_batch_statistics(rng):
   net = jhash.models.backbone((12,), 4, batch_norm=True)
   x = jnp.asarray(rng.normal(size=(8, 12)) + 3.0, jnp.float32)
@@ -151,6 +173,22 @@ def test_train_step_updates_batch_statistics(rng):
   changed = jax.tree.map(lambda a, b: not np.allclose(a, b), state.batch_stats,
                          new.batch_stats)
   assert all(jax.tree.leaves(changed))
+
+
+def test_predict_is_evaluation_mode(rng):
+  # With running BatchNorm moments (after a step), an item's outputs do not depend on the
+  # other items it is predicted with, and equal the network's evaluation-mode outputs.
+  net = jhash.models.backbone((12,), 4, batch_norm=True)
+  x = jnp.asarray(rng.normal(size=(8, 12)) + 3.0, jnp.float32)
+  optimizer = optax.sgd(0.1)
+  state = jhash.training.create(net, optimizer, jax.random.key(0), x)
+  step = jhash.training.make_step(net, optimizer, lambda o, _: (jnp.mean(o.logits ** 2), {}))
+  state, *_ = jax.jit(step)(state, x, None)
+  predict = jax.jit(lambda s, x: jhash.training.predict(net, s, x).logits)
+  out = predict(state, x)
+  np.testing.assert_allclose(predict(state, x[:3]), out[:3], rtol=1e-5, atol=1e-6)
+  evaluation, _ = net.apply(jhash.training.variables(state), x, train=False)
+  np.testing.assert_allclose(out, evaluation.logits, rtol=1e-5, atol=1e-6)
 
 
 def test_a_batch_size_over_the_set_reads_the_whole_set(rng):
