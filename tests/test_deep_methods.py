@@ -10,6 +10,8 @@ import jhash
 import jhash.data
 from jhash.methods import _deep
 
+import _deep_loss_reference as ref
+
 FIVE = ("ksh", "hashnet", "adsh", "dch", "mmhh")
 OPTIONS = {"adsh": {"rounds": 3, "steps_per_round": 20, "num_samples": 300},
            "hashnet": {"period": 10}}
@@ -102,3 +104,105 @@ def test_bad_input_names_the_argument(name, rng):
     jhash.fit(factory(8, backbone=net), jax.random.key(0),
               {"views": (images[:, :20, :20],), "labels": np.zeros(40, np.int32)},
               progress=False)
+
+
+def _linear(rng, n=10, d=3):
+  """Features, labels and a linear head's logits on them by hand (standardised inputs)."""
+  x = rng.normal(size=(n, d)).astype(np.float32) * 2.0 + 1.0
+  y = np.array([0, 1, 2, 0, 1, 2, 0, 1, 1, 2][:n], np.int32)
+
+  def logits_of(state, rows):
+    p = state.train.params["projection"]
+    xs = (x[rows] - x.mean(axis=0)) / x.std(axis=0)
+    return xs @ np.asarray(p["kernel"], np.float64) + np.asarray(p["bias"], np.float64)
+  return x, y, logits_of
+
+
+# name -> (options off the defaults, NumPy loss of (z, s, w) at optimiser step 7).
+_FACTORY_LOSSES = {
+    "hashnet": ({"alpha": 0.3, "period": 3, "rate": 0.05, "power": 0.7},
+                lambda z, s, w: ref.hashnet(z, z, s, w, beta=(1 + 0.05 * 3 * 2) ** 0.7,
+                                            alpha=0.3)),
+    "dch": ({"gamma": 3.0, "quantization": 0.6},
+            lambda z, s, w: ref.dch(z, z, s, w, gamma=3.0, lam=0.6)),
+    "mmhh": ({"gamma": 3.0, "margin": 1.5, "quantization": 0.4, "similar_inside": 0.3,
+              "dissimilar_inside": 0.6, "similar_outside": 1.2, "dissimilar_outside": 1.7},
+             lambda z, s, w: ref.mmhh(z, z, s, w, gamma=3.0, margin=1.5,
+                                      factors=(0.3, 0.6, 1.2, 1.7), lam=0.4)),
+    "ksh": ({}, lambda z, s, w: ref.ksh(z, z, s, w)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FACTORY_LOSSES))
+def test_a_step_minimises_the_papers_loss_with_the_options_given(name, rng):
+  # The loss a step reports: the paper's loss (with the options passed to the factory,
+  # HashNet's continuation at the optimiser's step) on the minibatch's distinct pairs,
+  # weighted P / (2 P1) and P / (2 P0).
+  options, reference = _FACTORY_LOSSES[name]
+  x, y, logits_of = _linear(rng)
+  method = jhash.methods.REGISTRY[name](6, backbone=jhash.models.backbone((3,), 6, hidden=()),
+                                         **options)
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
+  state = state._replace(train=state.train._replace(step=jnp.int32(7)))
+  rows = np.array([0, 3, 1, 4, 2, 8])
+  _, metrics = jax.jit(method.update)(state, {"views": (x[rows],), "labels": y[rows],
+                                              "index": jnp.asarray(rows)}, jax.random.key(1))
+  s = (y[rows][:, None] == y[rows][None, :]).astype(np.float64)
+  mask = ~np.eye(6, dtype=bool)
+  total, similar = mask.sum(), (mask * s).sum()
+  w = mask * np.where(s == 1, total / (2 * similar), total / (2 * (total - similar)))
+  np.testing.assert_allclose(metrics["loss"], reference(logits_of(state, rows), s, w), rtol=2e-5)
+
+
+def _adsh_state(rng, gamma):
+  x, y, logits_of = _linear(rng)
+  method = jhash.methods.adsh(6, gamma=gamma, num_samples=4,
+                              backbone=jhash.models.backbone((3,), 6, hidden=()))
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
+  return method, state._replace(codes=jnp.asarray(np.where(rng.random((10, 6)) < 0.5, 1.0, -1.0),
+                                                  jnp.float32)), x, y, logits_of
+
+
+def _np_adsh_targets(s):
+  r = s.sum() / (s.size - s.sum())
+  return np.where(s == 1, 1.0, -r)
+
+
+def test_adsh_network_step_fits_all_codes_and_the_items_own(rng):
+  method, state, x, y, logits_of = _adsh_state(rng, gamma=7.0)
+  rows = np.array([6, 1, 3])
+  new, metrics = jax.jit(method.update)(state, {"views": (x[rows],), "labels": y[rows],
+                                                "index": jnp.asarray(rows)}, jax.random.key(1))
+  codes = np.asarray(state.codes, np.float64)
+  s_tilde = _np_adsh_targets((y[rows][:, None] == y[None, :]).astype(np.float64))
+  z = logits_of(state, rows)
+  want = ref.adsh(z, codes, (s_tilde + 1) / 2, np.ones_like(s_tilde), gamma=7.0,
+                  own=codes[rows])
+  np.testing.assert_allclose(metrics["loss"], want, rtol=2e-5)
+  # U = tanh(F(x)) before the step, written at the items' rows.
+  outputs = np.zeros((10, 6))
+  outputs[rows] = np.tanh(z)
+  np.testing.assert_allclose(new.outputs, outputs, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(new.seen, np.isin(np.arange(10), rows))
+
+
+def test_adsh_code_step_updates_the_codes_from_the_items_seen(rng):
+  # Four items seen, num_samples=4: the code step draws exactly those four.
+  method, state, _, y, _ = _adsh_state(rng, gamma=7.0)
+  seen = np.array([2, 5, 7, 9])
+  outputs = np.zeros((10, 6), np.float32)
+  outputs[seen] = np.tanh(rng.normal(size=(4, 6)))
+  state = state._replace(outputs=jnp.asarray(outputs),
+                         seen=jnp.asarray(np.isin(np.arange(10), seen)))
+  new, metrics = jax.jit(method.phases[1].update)(state, None, jax.random.key(3))
+  s_tilde = _np_adsh_targets((y[seen][:, None] == y[None, :]).astype(np.float64))
+  want = jhash.losses.adsh_update_codes(state.codes, jnp.asarray(outputs[seen]),
+                                        jnp.asarray(s_tilde, jnp.float32), jnp.asarray(seen), 7.0)
+  np.testing.assert_array_equal(new.codes, want)
+  changed = np.asarray(want) != np.asarray(state.codes)
+  assert changed.any()
+  np.testing.assert_allclose(metrics["changed"], changed.mean(), rtol=1e-6)
+  np.testing.assert_allclose(
+      metrics["objective"],
+      ref.adsh_objective(np.asarray(want, np.float64), outputs[seen], s_tilde, seen, 7.0),
+      rtol=1e-5)

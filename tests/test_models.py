@@ -19,6 +19,7 @@ import pytest
 from flax import traverse_util
 
 from jhash import models
+from jhash.models import _resnet
 
 # ----------------------------------------------------------------------------- references
 
@@ -164,6 +165,31 @@ def test_small_cnn_matches_numpy_by_im2col_and_by_conv(rng):
   np.testing.assert_allclose(conv_out.features, out.features, rtol=1e-5, atol=1e-5)
 
 
+def test_small_cnn_gradients_by_im2col_match_the_convolutions(rng):
+  # The im2col layers' custom derivative (patches' product) against XLA's convolution
+  # gradients: the first layer's kernel gets its gradient through the second layer's input
+  # tangent, the second layer's (16 -> 3 channels, strided_conv) through its kernel tangent.
+  x = rng.normal(size=(2, 28, 28)).astype(np.float32)
+  net = models.model(models.SmallCNN(3, channels=(4, 3), dense=5), (28, 28))
+  conv = models.model(models.SmallCNN(3, channels=(4, 3), dense=5, im2col=False), (28, 28))
+  params = _random_variables(net, x, rng)["params"]
+  target = rng.normal(size=(2, 3)).astype(np.float32)
+
+  def loss(net, params, x):
+    return jnp.sum((net.apply({"params": params}, x)[0].logits - target) ** 2)
+
+  grads = jax.jit(jax.grad(functools.partial(loss, net), argnums=(0, 1)))(params, x)
+  conv_grads = jax.jit(jax.grad(functools.partial(loss, conv), argnums=(0, 1)))(
+      _hwio(params), x)
+  for name in ("conv_0", "conv_1", "dense"):
+    scale = np.abs(conv_grads[0][name]["kernel"]).max()
+    assert scale > 1e-3, name
+    np.testing.assert_allclose(_hwio(grads[0])[name]["kernel"], conv_grads[0][name]["kernel"],
+                               rtol=1e-4, atol=1e-4 * scale, err_msg=name)
+  np.testing.assert_allclose(grads[1], conv_grads[1], rtol=1e-4,
+                             atol=1e-4 * np.abs(conv_grads[1]).max())
+
+
 def test_strided_patches_convolution_matches_numpy_on_odd_sides(rng):
   x = rng.normal(size=(2, 9, 11, 2)).astype(np.float32)
   kernel = rng.normal(size=(3, 3, 2, 5)).astype(np.float32)
@@ -211,6 +237,12 @@ def test_resnet_matches_numpy_with_torchvision_padding(block, stem, side, rng):
   np.testing.assert_allclose(out.logits, logits, rtol=1e-4, atol=1e-5)
 
 
+def test_resnet_convolutions_start_as_torchvision_kaiming_normal_fan_out(key):
+  # torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu"), std sqrt(2 / (kh kw O)).
+  kernel = np.asarray(_resnet._conv_init(key, (3, 3, 32, 64), jnp.float32))
+  np.testing.assert_allclose(kernel.mean(), 0.0, atol=0.003)
+  np.testing.assert_allclose(kernel.std(), np.sqrt(2.0 / (3 * 3 * 64)), rtol=0.03)
+
 @pytest.mark.parametrize("build, stem, side, num_features", [
     (models.resnet18, "cifar", 32, 512), (models.resnet18, "imagenet", 224, 512),
     (models.resnet50, "imagenet", 224, 2048)])
@@ -255,7 +287,11 @@ def test_outputs_and_batch_statistics(module, shape, num_features, has_stats, rn
   assert (out.features.shape, out.features.dtype) == ((4, num_features), jnp.float32)
   assert _shapes(new) == _shapes(variables)
   chex.assert_trees_all_equal(new["params"], variables["params"])
-  if has_stats:   # the running averages move; the outputs use the batch's statistics
+  if has_stats:   # a layer before a BatchNorm has no bias (torch's convention): only BN, head
+    biased = {path[-2] for path in traverse_util.flatten_dict(variables["params"])
+              if path[-1] == "bias"}
+    assert all(name == "projection" or "bn" in name for name in biased), biased
+    # The running averages move; the outputs use the batch's statistics.
     moved = jax.tree.map(lambda a, b: bool(np.any(np.asarray(a) != np.asarray(b))),
                          new["batch_stats"], variables["batch_stats"])
     assert all(jax.tree.leaves(moved)), moved

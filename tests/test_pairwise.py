@@ -76,3 +76,75 @@ def test_bad_loss_and_missing_labels_name_themselves(rng):
   method = jhash.methods.pairwise(8)
   with pytest.raises(ValueError, match="labels"):
     jhash.fit(method, jax.random.key(0), {"views": _learnable(rng)["views"]}, progress=False)
+
+
+def _np_balanced_weights(s, mask):
+  """Balanced pair weights by their definition: P / (2 P1) similar, P / (2 P0) dissimilar."""
+  total, similar = mask.sum(), (mask * s).sum()
+  dissimilar = total - similar
+  return mask * np.where(s == 1, total / (2 * similar), total / (2 * dissimilar))
+
+
+def _linear_state(method, x, y, key):
+  """A method on a linear head (``hidden=()``) initialised on (x, y); its mean and scale."""
+  state = jhash.init(method, key, {"views": (x,), "labels": y})
+  mean, std = x.mean(axis=0), x.std(axis=0)
+  np.testing.assert_allclose(state.mean, mean, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(state.scale, 1.0 / std, rtol=1e-5)
+  return state, lambda params, rows: ((x[rows] - mean) / std) @ np.asarray(
+      params["projection"]["kernel"]) + np.asarray(params["projection"]["bias"])
+
+
+def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
+  # One step by hand: u = tanh(standardised x W + c); pairs with the minibatch (not the
+  # diagonal), then with the memory's filled rows other than the items themselves.
+  n, k = 9, 4
+  x = rng.normal(size=(n, 3)).astype(np.float32) * [1.0, 3.0, 0.5] + [0.0, 2.0, -1.0]
+  y = np.array([0, 1, 2, 0, 1, 2, 0, 1, 1], np.int32)
+
+  def my_loss(u, v, similarity, weights):
+    return jnp.sum(weights * (similarity - u @ v.T / u.shape[1]) ** 2) / jnp.sum(weights)
+
+  net = jhash.models.backbone((3,), k, hidden=())
+  method = jhash.methods.pairwise(k, my_loss, backbone=net, memory=True,
+                                  activation=lambda z, step: jnp.tanh(z))
+  state, logits_of = _linear_state(method, x, y, jax.random.key(0))
+  bank = rng.normal(size=(n, k)).astype(np.float32)
+  filled = np.array([1, 1, 0, 1, 1, 1, 0, 1, 1], bool)
+  state = state._replace(memory=_pairwise.Memory(jnp.asarray(bank), jnp.asarray(y),
+                                                 jnp.asarray(filled)))
+  index = np.array([7, 2, 5])
+  new, metrics = jax.jit(method.update)(state, {"views": (x[index],), "labels": y[index],
+                                                "index": jnp.asarray(index)}, jax.random.key(1))
+  logits = logits_of(state.train.params, index)
+  u = np.tanh(logits)
+  v = np.concatenate([u, bank])
+  s = (y[index][:, None] == np.concatenate([y[index], y])[None, :]).astype(np.float64)
+  own = np.zeros((3, n), bool)
+  own[np.arange(3), index] = True
+  mask = np.concatenate([~np.eye(3, dtype=bool), filled[None, :] & ~own], axis=1)
+  w = _np_balanced_weights(s, mask)
+  want = np.sum(w * (s - u @ v.T / k) ** 2) / np.sum(w)
+  np.testing.assert_allclose(metrics["loss"], want, rtol=1e-5)
+  np.testing.assert_allclose(metrics["bit_balance"],
+                             np.mean(np.abs(np.mean(np.where(logits >= 0, 1.0, -1.0), axis=0))),
+                             rtol=1e-6)
+  # The memory: rows `index` hold the step's u (before the update) and labels, set filled.
+  want_bank = bank.copy()
+  want_bank[index] = u
+  np.testing.assert_allclose(new.memory.outputs, want_bank, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(new.memory.labels, y)
+  np.testing.assert_array_equal(new.memory.filled, filled | np.isin(np.arange(n), index))
+  assert int(new.train.step) == 1
+
+
+def test_scores_are_the_heads_outputs_on_standardised_inputs(rng):
+  x = rng.normal(size=(12, 3)).astype(np.float32) * [2.0, 0.5, 1.0] + [1.0, -3.0, 0.0]
+  y = (x[:, 0] > 1.0).astype(np.int32)
+  method = jhash.methods.pairwise(5, backbone=jhash.models.backbone((3,), 5, hidden=()))
+  state, logits_of = _linear_state(method, x, y, jax.random.key(0))
+  scores = np.asarray(method.extras.scores(state, {"views": (x,)}))
+  np.testing.assert_allclose(scores, logits_of(state.train.params, np.arange(12)), rtol=1e-5,
+                             atol=1e-5)
+  np.testing.assert_array_equal(jhash.encode(method, state, {"views": (x,)}),
+                                np.where(scores >= 0, 1, -1))
