@@ -1,6 +1,10 @@
 """Choosing CDH's gamma over a grid (the paper's rule and a validation score)."""
 
+from types import SimpleNamespace
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -71,3 +75,43 @@ def test_a_validation_score_ranks_the_grid(selection, mfeat_small):
 def test_bad_grid_names_itself(mfeat_small, grid):
   with pytest.raises(ValueError, match="gammas"):
     jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small, grid)
+
+
+class _Sum(NamedTuple):
+  gamma: jax.Array   # float32 []: the grid's field
+  total: jax.Array   # float32 []: gamma added once a step
+
+
+def _summing(num_steps: int = 3) -> jhash.HashingMethod:
+  def init(key, batch):
+    del key, batch
+    return _Sum(jnp.float32(0.0), jnp.float32(0.0))
+
+  def update(state, batch, key):
+    del batch, key
+    return state._replace(total=state.total + state.gamma), {}
+
+  encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
+  objective = lambda state, batch: -jnp.abs(state.total - 4.5)
+  return jhash.HashingMethod(init, update, encode, num_steps, 1, "summing",
+                             extras=SimpleNamespace(objective=objective))
+
+
+def test_grid_search_fits_each_value_and_keeps_the_first_best():
+  # After 3 steps, total = 3 gamma; the objective -|total - 4.5| ties at gamma 1 and 2.
+  batch = {"views": (np.zeros((4, 2), np.float32),)}
+  found = jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [0.0, 1.0, 2.0])
+  np.testing.assert_array_equal(found.values, [0.0, 1.0, 2.0])
+  np.testing.assert_allclose(found.scores, [-4.5, -1.5, -1.5])
+  np.testing.assert_allclose([float(s.total) for s in found.states], [0.0, 3.0, 6.0])
+  assert found.value == 1.0                       # ties go to the first grid point
+  # A score of the state; num_steps per grid point.
+  found = jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [2.0, 1.0],
+                            score=lambda s: -float(s.total), num_steps=1)
+  np.testing.assert_allclose(found.scores, [-2.0, -1.0])
+  assert found.value == 1.0
+  for bad in ([], [1.0, np.nan], [np.inf]):
+    with pytest.raises(ValueError, match="values"):
+      jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", bad)
+  with pytest.raises(ValueError, match="field"):
+    jhash.grid_search(_summing(), jax.random.key(0), batch, "gama", [1.0])

@@ -228,3 +228,108 @@ def test_multi_code_methods_are_scored_by_the_minimum_over_their_codes(rng):
   assert out["map_multi"] == pytest.approx(want)
   assert out["map"] == pytest.approx(jhash.metrics.mean_average_precision(codes, codes, y, y))
   assert set(retrieval.metric_names(evaluation, weighted=False)) == set(out)
+
+
+def _purge_steps(logdir) -> list[int]:
+  """The steps of the session-start (purge) events in a TensorBoard run directory."""
+  harness.summary_writer_class()
+  from tensorboardX.proto import event_pb2
+  steps = []
+  for path in sorted(pathlib.Path(logdir).glob("events.out.tfevents.*")):
+    data, at = path.read_bytes(), 0
+    while at < len(data):
+      length = int.from_bytes(data[at:at + 8], "little")
+      event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+      at += 12 + length + 4
+      if event.HasField("session_log") and event.session_log.status == event.session_log.START:
+        steps.append(event.step)
+  return steps
+
+
+def _small_itq_run(rng):
+  x = rng.normal(size=(60, 8)).astype(np.float32)
+  return jhash.methods.itq(4, num_iters=9), jax.random.key(3), {"views": (x,)}
+
+
+def test_workdir_fit_checkpoints_every_n_steps_and_resumes_to_an_uninterrupted_run(rng,
+                                                                                 tmp_path):
+  method, key, batch = _small_itq_run(rng)
+  full, full_history = jhash.fit(method, key, batch, progress=False)
+  template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
+  config = {"seed": 0}
+  with harness.Workdir(tmp_path / "a", config) as wd:
+    state, history = wd.fit("c/1", method, key, batch, checkpoint_every=3, progress=False)
+    jax.tree.map(np.testing.assert_array_equal, full, state)
+    np.testing.assert_array_equal(history["quantization_loss"],
+                                  full_history["quantization_loss"])
+    # Saves at steps 3 and 6 (not at 9, the end): the last holds step 6's state and the
+    # history of steps 0..5.
+    step, saved, saved_history = wd.load_state("c/1", template)
+    assert step == 6 and set(saved_history) == {"quantization_loss"}
+    np.testing.assert_array_equal(saved_history["quantization_loss"],
+                                  full_history["quantization_loss"][:6])
+    six, _ = jhash.fit(method, key, batch, 6, progress=False)
+    jax.tree.map(np.testing.assert_array_equal, six, saved)
+  # A run killed after its save at step 4 resumes from it: state and the whole history
+  # (restored steps included) equal the run never interrupted.
+  four, four_history = jhash.fit(method, key, batch, 4, progress=False)
+  with harness.Workdir(tmp_path / "b", config) as wd:
+    wd.save_state("c/1", 4, four, four_history)
+    state, history = wd.fit("c/1", method, key, batch, checkpoint_every=100, progress=False)
+  jax.tree.map(np.testing.assert_array_equal, full, state)
+  np.testing.assert_array_equal(history["quantization_loss"], full_history["quantization_loss"])
+  logdir = tmp_path / "b" / "tensorboard" / "c_1"
+  curve = runs.read_scalars(logdir)["quantization_loss"]
+  assert sorted(curve) == list(range(5, 10))       # the resumed run writes steps 5..9
+  np.testing.assert_allclose([curve[s] for s in range(5, 10)],
+                             full_history["quantization_loss"][4:], rtol=1e-6)
+  # and purges (hides) what a killed run wrote after its checkpoint: steps 5 on, not 4.
+  assert _purge_steps(logdir) == [5]
+
+
+def test_a_workdir_holding_no_work_takes_another_config_but_not_one_with_a_finished_cell(
+    tmp_path):
+  first, second = {"seed": 0, "bits": [8]}, {"seed": 1, "bits": [8]}
+  harness.Workdir(tmp_path, first).close()
+  with harness.Workdir(tmp_path, second):      # nothing finished yet: the new config is kept
+    pass
+  saved = json.loads((tmp_path / "config.json").read_text())
+  assert saved == {"fingerprint": harness.config_fingerprint(second), "config": second}
+  with harness.Workdir(tmp_path, second) as wd:
+    wd.finish("cell", {"map": 0.5}, 1.0)
+  with pytest.raises(harness.WorkdirError, match="different config") as error:
+    harness.Workdir(tmp_path, first)
+  assert "seed: 1 -> 0" in str(error.value)
+  with harness.Workdir(tmp_path, second) as wd:  # its own config resumes, the cell done
+    assert wd.done("cell") == {"map": 0.5}
+
+
+def test_config_fingerprints_and_differences():
+  a = {"seed": 0, "methods": {"itq": {"num_iters": 10}}}
+  b = {"seed": 0, "methods": {"itq": {"num_iters": 12}, "lsh": {}}, "bits": [8]}
+  assert harness.config_fingerprint(a) == harness.config_fingerprint(
+      {"methods": {"itq": {"num_iters": 10}}, "seed": 0})       # key order does not matter
+  assert harness.config_fingerprint(a) != harness.config_fingerprint(
+      {"seed": 0, "methods": {"itq": {"num_iters": 11}}})
+  assert harness.config_differences(a, b) == ["bits: '(absent)' -> [8]",
+                                              "methods.itq.num_iters: 10 -> 12"]
+  assert harness.config_differences(b, a)[0] == "bits: [8] -> '(absent)'"
+
+
+def test_jsonable_writes_numpy_values_and_non_finite_floats():
+  got = harness.jsonable({"a": np.float32(1.5), "b": np.arange(2), 3: (float("inf"),),
+                          "d": -float("inf"), "e": float("nan"), "f": jnp.ones((1,), jnp.int32)})
+  assert got == {"a": 1.5, "b": [0, 1], "3": ["inf"], "d": "-inf", "e": None, "f": [1]}
+  assert type(got["b"][0]) is int
+
+
+def test_cell_keys_fold_a_bool_part_by_its_hash_and_an_int_as_it_is():
+  def key_data(key):
+    return np.asarray(jax.random.key_data(key))
+  np.testing.assert_array_equal(key_data(harness.cell_key(2, np.int64(7))),
+                                key_data(jax.random.fold_in(jax.random.key(2), 7)))
+  np.testing.assert_array_equal(
+      key_data(harness.cell_key(2, True)),
+      key_data(jax.random.fold_in(jax.random.key(2), harness.stable_hash("True"))))
+  assert not np.array_equal(key_data(harness.cell_key(2, "a", 8)),
+                            key_data(harness.cell_key(2, 8, "a")))
