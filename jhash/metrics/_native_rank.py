@@ -1,17 +1,17 @@
 """Ranking metrics of packed codes by the native CPU kernels (``jhash.native``).
 
-Both kernels take a chunk of queries, the whole database (one code per item, or
+The kernels take a chunk of queries, the whole database (one code per item, or
 several with a mask: the least distance counts) and the labels of both,
 and compute each query's distances and relevance in one pass, with no sort and
 no ``[c, n]`` array: ``tie_groups`` counts items and relevant items at each
 distance 0..K (the tie groups of ``_groups.groups_by_count``, the same integers),
 ``index_ap`` the AP sum of the ranking ordered by (distance, index)
 (``_ap._index_sum``), the relevant items in the top k and in all, ``grade_groups``
-the items at each (distance, grade) for NDCG, ``index_dcg`` DCG@k of that ranking. ``weighted_ap`` gives ``index_ap``'s
-outputs, or the tie-aware sum, for the ranking by weighted Hamming distance (one
-sort of each query's integer distances in weight units); ``weighted_ranked`` the tie
-groups of that ranking's first k positions with their summed gains, and the items of
-each grade (precision / recall@k and NDCG@k).
+the items at each (distance, grade) for NDCG, ``index_dcg`` DCG@k of that ranking.
+``weighted_ap`` gives ``index_ap``'s outputs, or the tie-aware sum, for the ranking by
+weighted Hamming distance (one sort of each query's integer distances in weight units);
+``weighted_ranked`` the tie groups of that ranking's first k positions with their summed
+gains, and the items of each grade (precision / recall@k and NDCG@k).
 """
 
 from __future__ import annotations

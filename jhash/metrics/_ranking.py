@@ -102,10 +102,15 @@ def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware"
   return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined
 
 
+def _outputs_fit(setup, bytes_per_query: int) -> bool:
+  """Whether a native kernel's outputs for every query at once take at most 256 MB (else
+  the array code runs, chunk by chunk)."""
+  return setup.num_queries * bytes_per_query <= 1 << 28
+
+
 def _ranked_fits(setup, k: int, width: int) -> bool:
-  """Whether ``weighted_ranked``'s outputs for every query at once (groups [q, k] x 2,
-  grades [q, G]) take at most 256 MB (else the array code, chunk by chunk)."""
-  return setup.num_queries * (8 * k + 4 * width) <= 1 << 28
+  """``weighted_ranked``'s outputs: groups [q, k] x 2 and grades [q, G]."""
+  return _outputs_fit(setup, 8 * k + 4 * width)
 
 
 @_inputs.jit_static
@@ -219,17 +224,16 @@ def _per_query_ndcg(corpus, setup, chunk, options):
   if setup.kind == "weighted" and _ranked_fits(setup, k, width):
     def by_kernel(query, labels):
       return by_ranked(*bound(query, labels))
-  elif ties == "index" and setup.kind != "weighted" and setup.num_queries * width * 4 <= 1 << 28:
+  elif ties == "index" and setup.kind != "weighted" and _outputs_fit(setup, 4 * width):
     # DCG of the (distance, index) ranking with no sort, and the grade counts (CPU).
     def by_kernel(query, labels):
       args = bound(query, labels)
       gains = _gain(_native_rank.grades(args[3], args[-1]), gain)
       dcg, per_grade = _native_rank.index_dcg(*args, gains, k)
       return _ndcg_of(dcg, per_grade, gains, k)
-  # Items per (distance, grade) from the native kernel (CPU), while the counts of all
-  # queries take at most 256 MB (else the array code, chunk by chunk).
+  # Items per (distance, grade) from the native kernel (CPU).
   elif (ties == "aware" and setup.kind != "weighted"
-        and setup.num_queries * (setup.num_bits + 2) * width * 4 <= 1 << 28):
+        and _outputs_fit(setup, (setup.num_bits + 2) * width * 4)):
     def by_kernel(query, labels):
       return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
