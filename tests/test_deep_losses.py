@@ -338,6 +338,28 @@ def test_ksh_greedy_fit_lowers_the_residual_bit_by_bit(rng, num_classes, expecte
   assert len({tuple(c) for c in codes}) == num_classes
 
 
+def test_ksh_greedy_fit_subtracts_each_bits_whole_outer_product():
+  # Classes A, B, C of 20, 12 and 8 items, K = 3. Over splits of one class from the rest,
+  # g_X^T S~ g_X = n_X^2 + (n_Y - n_Z)^2 + 2 n_X (n - n_X): 1216, 960, 640, and
+  # g_X^T g_Y = n_Z - n_X - n_Y. Bit 1 is g_A (3 * 1216). On R_1 = 3 S~ - g_A g_A^T,
+  # g_A scores 3648 - 1600 = 2048 and g_B 2880 - 24^2 = 2304: bit 2 is g_B (had only half
+  # of g_A g_A^T been taken off, g_A would win again, 2848 > 2592). (Bit 3 is left alone:
+  # there the greedy fit's heuristic finds a split close to g_C, not g_C itself.)
+  rng = np.random.default_rng(3)
+  labels = np.repeat(np.arange(3), [20, 12, 8])
+  x = rng.normal(size=(40, 5)) + 4.0 * np.eye(5)[labels]
+  anchors = x[rng.permutation(40)[:16]]
+  features = jax.jit(lambda x, a: losses.rbf_anchor_features(
+      x, a, *losses.rbf_anchor_statistics(x, a)))(*_f32(x, anchors))
+  s_tilde = np.where(labels[:, None] == labels[None, :], 1.0, -1.0)
+  projection = jax.jit(losses.ksh_greedy_fit, static_argnums=2, static_argnames="num_steps")(
+      features, jnp.asarray(s_tilde, jnp.float32), 3, num_steps=50)
+  codes = ref.sign(np.asarray(features, np.float64) @ np.asarray(projection, np.float64))
+  splits = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)   # g_A, g_B, g_C
+  for bit in range(2):
+    assert abs(codes[:, bit] @ splits[:, bit]) == 40, (bit, codes[:, bit] @ splits)
+
+
 def test_ksh_greedy_fit_keeps_the_better_of_spectral_and_descended_bits():
   # Classes that overlap: the spectral relaxation's bits are not the best ones, and the
   # descent from it finds better. Each bit's h^T R h is at least that of the spectral
