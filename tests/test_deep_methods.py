@@ -86,6 +86,19 @@ def test_hashnet_scales_outputs_by_the_continuation(rng):
                              np.sqrt(1 + 0.005 * 2 * 2), rtol=1e-6)
 
 
+def test_hashnet_code_loss_reads_codes_through_tanh_of_beta_at_the_current_step(rng):
+  # MCH's reward table: one pair of codes at Hamming distance d, h = tanh(beta c) with
+  # beta = (1 + 0.5 * 2 * (5 // 2)) ** 0.5 = sqrt(3) at step 5: <h, h'> = tanh(beta)^2 (K - 2 d),
+  # theta = alpha <h, h'> with alpha = 10 / K, and the loss log(1 + e^theta) - s theta.
+  method = jhash.methods.hashnet(4, period=2, rate=0.5)
+  x = rng.normal(size=(8, 3)).astype(np.float32)
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": np.arange(8) % 2})
+  state = state._replace(train=state.train._replace(step=jnp.int32(5)))
+  theta = 10.0 / 4 * np.tanh(np.sqrt(3.0)) ** 2 * (4 - 2 * np.arange(5))
+  want = np.stack([np.log1p(np.exp(theta)) - s * theta for s in (0.0, 1.0)])
+  np.testing.assert_allclose(method.extras.code_loss(state), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", FIVE)
 def test_bad_input_names_the_argument(name, rng):
   factory = jhash.methods.REGISTRY[name]
@@ -206,3 +219,38 @@ def test_adsh_code_step_updates_the_codes_from_the_items_seen(rng):
       metrics["objective"],
       ref.adsh_objective(np.asarray(want, np.float64), outputs[seen], s_tilde, seen, 7.0),
       rtol=1e-5)
+
+
+def test_hashnet_step_uses_beta_of_the_optimizer_step_across_a_period_boundary(rng):
+  # period 3: steps 5 and 6 straddle the boundary, beta = (1 + 0.05 * 3 * (step // 3)) ** 0.7
+  # steps from stage 1 to stage 2; each step's loss is the paper's at its own beta.
+  options, _ = _FACTORY_LOSSES["hashnet"]
+  x, y, logits_of = _linear(rng)
+  method = jhash.methods.hashnet(6, backbone=jhash.models.backbone((3,), 6, hidden=()), **options)
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
+  rows = np.array([0, 3, 1, 4, 2, 8])
+  s = (y[rows][:, None] == y[rows][None, :]).astype(np.float64)
+  w = np.asarray(jhash.losses.balanced_pair_weights(jnp.asarray(s, jnp.float32),
+                                                    jhash.losses.off_diagonal(6)), np.float64)
+  update = jax.jit(method.update)
+  for step, stage in ((5, 1), (6, 2)):
+    at = state._replace(train=state.train._replace(step=jnp.int32(step)))
+    _, metrics = update(at, {"views": (x[rows],), "labels": y[rows],
+                             "index": jnp.asarray(rows)}, jax.random.key(1))
+    want = ref.hashnet(logits_of(at, rows), logits_of(at, rows), s, w,
+                       beta=(1 + 0.05 * 3 * stage) ** 0.7, alpha=0.3)
+    np.testing.assert_allclose(metrics["loss"], want, rtol=2e-5, err_msg=str(step))
+
+
+def test_adsh_code_step_gives_each_drawn_item_its_outputs_sign_when_gamma_dominates(rng):
+  # V_k = -sign(2 V_-k U_-k^T U_k + Qbar_k) with Qbar = -2 K S~^T U - 2 gamma Ubar: at the row
+  # idx(i) of a drawn item, -2 gamma u_ik outweighs the rest (at most 2 K m + 2 K m = 96 here)
+  # once gamma |u_ik| > 48, so V[idx(i)] = sign(u_i), each item its own output's sign.
+  method, state, _, _, _ = _adsh_state(rng, gamma=1e4)
+  seen = np.array([2, 5, 7, 9])
+  outputs = np.zeros((10, 6), np.float32)
+  outputs[seen] = np.where(rng.random((4, 6)) < 0.5, -1.0, 1.0) * rng.uniform(0.1, 0.9, (4, 6))
+  state = state._replace(outputs=jnp.asarray(outputs),
+                         seen=jnp.asarray(np.isin(np.arange(10), seen)))
+  new, _ = jax.jit(method.phases[1].update)(state, None, jax.random.key(3))
+  np.testing.assert_array_equal(np.asarray(new.codes)[seen], np.sign(outputs[seen]))

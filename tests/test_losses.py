@@ -70,6 +70,15 @@ def test_pairwise_likelihood_value_and_gradient_against_numpy(rng):
   np.testing.assert_allclose(grad, pair + quant, rtol=1e-4, atol=1e-6)
 
 
+def test_pairwise_likelihood_defaults_are_dpsh_half_and_the_documented_eta(rng):
+  # DPSH's theta = <u_i, v_j> / 2 (alpha = 1/2) and the documented eta = 0.1.
+  u, v = rng.normal(size=(6, 4)), rng.normal(size=(5, 4))
+  s = (rng.random((6, 5)) < 0.4).astype(np.float64)
+  w = rng.random((6, 5))
+  value = losses.pairwise_likelihood(*(jnp.asarray(a, jnp.float32) for a in (u, v, s, w)))
+  np.testing.assert_allclose(value, _likelihood_numpy(u, v, s, w, 0.5, 0.1), rtol=1e-5)
+
+
 def test_pairwise_likelihood_pulls_similar_and_pushes_dissimilar():
   u = jnp.asarray([[1.0, 1.0], [0.5, -0.5]])
   v = jnp.asarray([[1.0, 0.0]])

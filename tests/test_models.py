@@ -489,6 +489,33 @@ def test_safetensors_round_trip_fills_every_variable_exactly(arch, tmp_path, rng
     np.testing.assert_array_equal(value, expected, err_msg="/".join(path))
 
 
+def test_torchvision_loader_puts_each_weight_where_torchvision_means_it(monkeypatch):
+  # No torch, no safetensors: the state dict is built here, each value telling its place. A
+  # conv weight [O, I, kh, kw] holds 1000 o + 100 i + 10 h + w, which must land at kernel
+  # [h, w, i, o]; BatchNorm's weight, bias, running mean and var hold 1, 2, 3 and 4.
+  from jhash.models import _torchvision
+  variables = _narrow_variables("resnet18")
+  bn = {"weight": 1.0, "bias": 2.0, "running_mean": 3.0, "running_var": 4.0}
+  state = {}
+  for name, v in _torchvision_state(variables).items():
+    if v.ndim == 4:
+      state[name] = np.fromfunction(lambda o, i, h, w: 1000 * o + 100 * i + 10 * h + w,
+                                    v.shape, dtype=np.float32)
+    else:
+      state[name] = np.full(v.shape, bn[name.rsplit(".", 1)[1]], np.float32)
+  monkeypatch.setattr(_torchvision, "_read_state_dict", lambda path: state)
+  got = traverse_util.flatten_dict(models.load_torchvision_resnet("w.safetensors", variables))
+  leaves = {"scale": 1.0, "bias": 2.0, "mean": 3.0, "var": 4.0}
+  for path, value in got.items():
+    if path[1] == "projection":
+      continue
+    if path[-1] == "kernel":
+      h, w, i, o = np.meshgrid(*map(np.arange, value.shape), indexing="ij")
+      np.testing.assert_array_equal(value, 1000 * o + 100 * i + 10 * h + w, err_msg=str(path))
+    else:
+      np.testing.assert_array_equal(value, leaves[path[-1]], err_msg=str(path))
+
+
 def test_torchvision_loader_errors(tmp_path, monkeypatch):
   save_file = pytest.importorskip("safetensors.numpy").save_file
   variables = _narrow_variables("resnet18")

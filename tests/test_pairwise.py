@@ -148,3 +148,18 @@ def test_scores_are_the_heads_outputs_on_standardised_inputs(rng):
                              atol=1e-5)
   np.testing.assert_array_equal(jhash.encode(method, state, {"views": (x,)}),
                                 np.where(scores >= 0, 1, -1))
+
+
+def test_bit_balance_is_the_mean_over_bits_of_each_bits_mean_code(rng):
+  # A linear head of kernel 0 and bias c: every item's logits are c, so every item has the
+  # code sign(c) = [+1, +1, -1, +1] (the 0 of bit 1 codes +1). Each bit is the same over
+  # the minibatch: |mean over items| is 1 per bit, the bit balance 1 (the worst). (A mean
+  # over each item's bits would give 0.5; the 0 coded 0 instead of +1, 0.75.)
+  x = rng.normal(size=(12, 3)).astype(np.float32)
+  y = (x[:, 0] > 0).astype(np.int32)
+  method = jhash.methods.pairwise(4, backbone=jhash.models.backbone((3,), 4, hidden=()))
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
+  head = {"kernel": jnp.zeros((3, 4)), "bias": jnp.asarray([2.0, 0.0, -1.0, 3.0])}
+  state = state._replace(train=state.train._replace(params={"projection": head}))
+  _, metrics = jax.jit(method.update)(state, {"views": (x,), "labels": y}, jax.random.key(1))
+  np.testing.assert_allclose(metrics["bit_balance"], 1.0, rtol=1e-6)
