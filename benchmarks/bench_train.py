@@ -247,13 +247,13 @@ def load_jhash_params(net: TorchSmallCNN, params) -> None:
 def check_network(state, x_std):
   """PyTorch with jhash's parameters and padding gives jhash's logits; same sizes."""
   net = TorchSmallCNN(NUM_BITS, same_padding=True)
-  load_jhash_params(net, state.train.params)
+  load_jhash_params(net, state.coder.train.params)
   model = jhash.models.backbone((28, 28), NUM_BITS)
-  want = training.predict(model, state.train, jnp.asarray(x_std[:, 0, :, :, None])).logits
+  want = training.predict(model, state.coder.train, jnp.asarray(x_std[:, 0, :, :, None])).logits
   with torch.no_grad():
     got = net(torch.from_numpy(x_std)).numpy()
   sizes = sum(p.numel() for p in TorchSmallCNN(NUM_BITS).parameters()) == sum(
-      x.size for x in jax.tree.leaves(state.train.params))
+      x.size for x in jax.tree.leaves(state.coder.train.params))
   return bool(sizes and np.allclose(got, want, rtol=1e-4, atol=1e-5))
 
 

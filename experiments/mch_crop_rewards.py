@@ -37,12 +37,13 @@ _AUGMENT = flags.DEFINE_string("crop_augment", "", "low,high: train the base wit
 
 def crop_codes(base, state, batch, sigma, chunk=500):
   """int8 [n, 5, K]: the base model's codes of each image's five fixed crops."""
-  x = base.extras.network_inputs(batch)
+  coder = base.extras.coder
+  x = coder.read(batch)
   out = []
   for i in range(0, x.shape[0], chunk):
     crops = mch_parts.five_crops(x[i:i + chunk], sigma)
     n = crops.shape[0]
-    logits = base.extras.outputs(state, crops.reshape((n * 5,) + crops.shape[2:])).logits
+    logits = coder.outputs(state.coder, crops.reshape((n * 5,) + crops.shape[2:])).logits
     out.append(np.asarray(jhash.codes.sign(logits)).reshape(n, 5, -1))
   return np.concatenate(out)
 

@@ -88,6 +88,74 @@ class HashingMethod(NamedTuple):
   check_encode: Callable[[State, Batch], None] | None = None    # outside jit: views fit
 
 
+# What a state records of its training (``Trained.dtypes`` indexes this; floats are one).
+DTYPES = ("none", "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
+          "int64", "float")
+NAME_BYTES = 32
+
+
+class Trained(NamedTuple):
+  """What a state was trained on: the method, its bit length and the views' dtypes.
+
+  ``jhash.init`` and ``jhash.fit`` set it in every state that has a ``trained`` field;
+  ``jhash.encode`` refuses a state whose record does not match the method and batch.
+  """
+  name: jax.Array      # uint8 [NAME_BYTES]: the method's name, UTF-8, zero-padded
+  num_bits: jax.Array  # int32 []
+  dtypes: jax.Array    # int32 [V]: each training view's dtype, an index in DTYPES
+
+
+def dtype_code(x) -> int:
+  """The index in ``DTYPES`` of an array's dtype (0 for a view that is None)."""
+  if x is None:
+    return 0
+  dtype = np.dtype(x.dtype)
+  if dtype.kind in "fcV":
+    return DTYPES.index("float")
+  return DTYPES.index(dtype.name)
+
+
+def trained_record(name: str, num_bits: int, batch: Batch) -> Trained:
+  """The ``Trained`` record of a method of ``name`` and ``num_bits`` trained on batches like
+  ``batch``."""
+  raw = name.encode()[:NAME_BYTES]
+  name = np.zeros(NAME_BYTES, np.uint8)
+  name[:len(raw)] = np.frombuffer(raw, np.uint8)
+  return Trained(jnp.asarray(name), jnp.asarray(num_bits, jnp.int32),
+                 jnp.asarray([dtype_code(v) for v in batch["views"]], jnp.int32))
+
+
+def record_training(name: str, num_bits: int, state: State, batch: Batch) -> State:
+  """``state`` with its ``trained`` field set, when it has one."""
+  if not hasattr(state, "_fields") or "trained" not in state._fields:
+    return state
+  return state._replace(trained=trained_record(name, num_bits, batch))
+
+
+def check_trained(method: "HashingMethod", state: State, batch: Batch) -> None:
+  """Raise unless ``state`` was trained by ``method`` (its name and bit length) on views of
+  the dtypes of ``batch`` (integer types exactly; any floating type for floats)."""
+  record = getattr(state, "trained", None)
+  if not isinstance(record, Trained) or not _checks.is_concrete(record.num_bits):
+    return
+  raw = bytes(np.asarray(record.name, np.uint8)).rstrip(b"\0").decode(errors="replace")
+  bits = int(record.num_bits)
+  want = method.name.encode()[:NAME_BYTES].decode(errors="replace")
+  if raw != want or bits != method.num_bits:
+    raise ValueError(f"state was trained by {raw} ({bits} bits); the method given is "
+                     f"{method.name} ({method.num_bits} bits). Encode with the method that "
+                     "trained the state.")
+  codes = [int(c) for c in np.asarray(record.dtypes)]
+  for i, v in enumerate(batch["views"]):
+    if v is None or i >= len(codes) or codes[i] == 0:
+      continue
+    if dtype_code(v) != codes[i]:
+      raise ValueError(f"views[{i}] must have the dtype {method.name} was trained on "
+                       f"({DTYPES[codes[i]]}); got {np.dtype(v.dtype).name}. Inputs are "
+                       "standardised with the training statistics: convert the batch as "
+                       "the training views were (e.g. uint8 pixels, not pixels / 255).")
+
+
 def bound(method: HashingMethod, batch: Batch) -> HashingMethod:
   """The method with the static sizes it reads from its training batch bound (HBMP's
   number of classes, say), so that ``init`` can be traced; itself when it needs none."""
@@ -215,6 +283,27 @@ def network_inputs(batch: Batch, view: int | None) -> jax.Array:
     x = jnp.asarray(views[chosen], jnp.float32)
     return x[..., None] if x.ndim == 3 else x
   return view_features(batch, view)
+
+
+def image_view(batch: Batch, view: int | None, name: str) -> jax.Array:
+  """The batch's one image view (or view ``view``) as float32 [n, H, W, C]; a ValueError
+  naming ``name`` (the network's owner) when it holds no image view or several."""
+  views = batch["views"]
+  if view is None:
+    found = [i for i, v in enumerate(views) if v is not None and np.ndim(v) >= 3]
+    if len(found) != 1:
+      raise ValueError(f"{name} reads one image view [n, H, W(, C)]; the batch has "
+                       f"{len(found)} observed image views (views of ranks "
+                       f"{[None if v is None else np.ndim(v) for v in views]}): pass view=.")
+    view = found[0]
+  if not -len(views) <= view < len(views) or views[view] is None:
+    raise ValueError(f"view {view} must be an observed view of the batch; the batch has "
+                     f"{len(views)} views.")
+  if np.ndim(views[view]) not in (3, 4):
+    raise ValueError(f"views[{view}] must hold images [n, H, W] or [n, H, W, C] for {name}; "
+                     f"got {_checks.describe(views[view])}.")
+  x = jnp.asarray(views[view], jnp.float32)
+  return x[..., None] if x.ndim == 3 else x
 
 
 def view_widths(batch: Batch) -> jax.Array:

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 
 
-def _describe(x: Any) -> str:
+def describe(x: Any) -> str:
+  """A short description of a value for an error message: shape and dtype, or type and repr."""
   shape = getattr(x, "shape", None)
   dtype = getattr(x, "dtype", None)
   if shape is None:
@@ -32,7 +33,7 @@ def is_concrete(x: Any) -> bool:
 def positive_int(value: Any, name: str) -> int:
   """``value`` as a Python int >= 1, or a ValueError naming ``name``."""
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f"{name} must be a Python int >= 1; got {_describe(value)}.")
+    raise ValueError(f"{name} must be a Python int >= 1; got {describe(value)}.")
   if value < 1:
     raise ValueError(f"{name} must be >= 1; got {value}.")
   return int(value)
@@ -40,7 +41,7 @@ def positive_int(value: Any, name: str) -> int:
 
 def nonneg_int(value: Any, name: str) -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f"{name} must be a Python int >= 0; got {_describe(value)}.")
+    raise ValueError(f"{name} must be a Python int >= 0; got {describe(value)}.")
   if value < 0:
     raise ValueError(f"{name} must be >= 0; got {value}.")
   return int(value)
@@ -51,7 +52,7 @@ def rank(x: Any, expected: int | Sequence[int], name: str, what: str = "") -> No
   nd = np.ndim(x)
   if nd not in ranks:
     want = " or ".join(f"{r}-D" for r in ranks)
-    raise ValueError(f"{name} must be {want}{' ' + what if what else ''}; got {_describe(x)}.")
+    raise ValueError(f"{name} must be {want}{' ' + what if what else ''}; got {describe(x)}.")
 
 
 def finite(x: Any, name: str) -> None:
@@ -65,21 +66,21 @@ def finite(x: Any, name: str) -> None:
       where = tuple(int(i) for i in np.argwhere(bad)[0])
       raise ValueError(
           f"{name} must hold finite values; found {int(bad.sum())} NaN or infinite "
-          f"entries (first at index {where}) in {_describe(a)}.")
+          f"entries (first at index {where}) in {describe(a)}.")
 
 
 def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
   """Codes are an integer or float [n, K] array with entries in {-1, +1}."""
   rank(codes, 2, name, "with shape [n, num_bits]")
   if num_bits is not None and codes.shape[1] != num_bits:
-    raise ValueError(f"{name} must have {num_bits} columns (num_bits); got {_describe(codes)}.")
+    raise ValueError(f"{name} must have {num_bits} columns (num_bits); got {describe(codes)}.")
   if is_concrete(codes):
     a = np.asarray(codes)
     bad = (a != 1) & (a != -1)
     if bad.any():
       vals = np.unique(a[bad])[:5]
       raise ValueError(f"{name} must hold only -1 and +1; found values {vals.tolist()} "
-                       f"in {_describe(a)}.")
+                       f"in {describe(a)}.")
 
 
 def same_length(arrays: Sequence[Any], names: Sequence[str]) -> int:
@@ -110,9 +111,9 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
       hint = " (for 0/1 multi-hot labels, pass labels.astype(bool))"
     elif len(shape) == 1 and dtype.kind in "bf":
       hint = " (for class ids, pass labels.astype(np.int32))"
-    raise ValueError(f"{name} must be {expected}; got {_describe(labels)}{hint}.")
+    raise ValueError(f"{name} must be {expected}; got {describe(labels)}{hint}.")
   if num_items is not None and shape[0] != num_items:
-    raise ValueError(f"{name} must be {expected} (one row per item); got {_describe(labels)}.")
+    raise ValueError(f"{name} must be {expected} (one row per item); got {describe(labels)}.")
   return kind
 
 
@@ -138,20 +139,23 @@ def batch(value: Any, name: str = "batch") -> int:
 
   if not isinstance(value, Mapping) or "views" not in value:
     raise ValueError(f"{name} must be a dict with keys 'views' and optionally 'labels'; "
-                     f"got {_describe(value)}.")
+                     f"got {describe(value)}.")
   views = value["views"]
   if not isinstance(views, (tuple, list)) or len(views) == 0:
-    raise ValueError(f"views must be a non-empty tuple of arrays; got {_describe(views)}.")
+    raise ValueError(f"views must be a non-empty tuple of arrays; got {describe(views)}.")
   present = [i for i, v in enumerate(views) if v is not None]
   if not present:
     raise ValueError(f"views must hold at least one array; all {len(views)} entries are None.")
   for i in present:
     v = views[i]
+    if not (hasattr(v, "shape") and hasattr(v, "dtype")):
+      raise ValueError(f"views[{i}] must be an array (NumPy or JAX; np.asarray a list first); "
+                       f"got {describe(v)}.")
     rank(v, (2, 3, 4), f"views[{i}]", "(features [n, d] or images [n, H, W] / [n, H, W, C])")
     dtype = np.dtype(v.dtype)
     if not (dtype.kind in "iuf" or _is_ml_float(dtype)):
       raise ValueError(f"views[{i}] must hold real numbers (integer or floating); "
-                       f"got {_describe(v)}.")
+                       f"got {describe(v)}.")
     finite(v, f"views[{i}]")
   lengths = {i: np.shape(views[i])[0] for i in present}
   if len(set(lengths.values())) > 1:

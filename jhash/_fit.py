@@ -69,6 +69,8 @@ def _check_key(key) -> None:
 
 def _check_training_batch(method: _api.HashingMethod, batch: Mapping) -> int:
   n = _checks.batch(batch)
+  if n == 0:
+    raise ValueError(f"batch: {method.name} needs training items; the views have 0 rows.")
   if method.check_batch is not None:
     method.check_batch(batch)
   return n
@@ -133,11 +135,18 @@ def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
 # ----------------------------------------------------------------------------- compiled
 
 
+def _jit_init(method: _api.HashingMethod, num_items: int | None):
+  """``method.init`` jitted, the training record (``jhash.Trained``) set in its state."""
+  return _jit_init_of(method.init, method.name, method.num_bits, num_items)
+
+
 @functools.lru_cache(maxsize=64)
-def _jit_init(init_fn: Callable, num_items: int | None):
-  if num_items is None:
-    return jax.jit(init_fn)
-  return jax.jit(lambda key, batch: init_fn(key, {**batch, "num_items": num_items}))
+def _jit_init_of(init: Callable, name: str, num_bits: int, num_items: int | None):
+  def init_fn(key, batch):
+    if num_items is not None:
+      batch = {**batch, "num_items": num_items}
+    return _api.record_training(name, num_bits, init(key, batch), batch)
+  return jax.jit(init_fn)
 
 
 @functools.lru_cache(maxsize=64)
@@ -200,7 +209,7 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
                         lambda: epoch_permutation(key, step // per_epoch, n, phase),
                         lambda: perm)
       state, metrics = update(state, minibatch(data, perm, step, per_epoch),
-                              jax.random.fold_in(key, offset + step + 1))
+                              _order.step_key(key, offset + step))
       buffers = jax.tree.map(lambda b, v: b.at[i].set(v), buffers, metrics)
       return state, perm, buffers
 
@@ -228,7 +237,7 @@ def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *,
   method = _api.bound(method, batch)
   if num_items is not None:
     num_items = _checks.positive_int(num_items, "num_items")
-  return _jit_init(method.init, num_items)(jax.random.fold_in(key, 0), dict(batch))
+  return _jit_init(method, num_items)(_order.init_key(key), dict(batch))
 
 
 def _copy_state(state):
@@ -305,7 +314,7 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   else:
     if not isinstance(data, Iterable):
       raise ValueError(f"data must be a batch dict or an iterable of minibatch dicts; got "
-                       f"{_checks._describe(data)}.")
+                       f"{_checks.describe(data)}.")
     if any(p.batch_size is None for p in _api.phases(method)):
       raise ValueError(f"{method.name} trains on the whole set at every step of a phase: "
                        "pass the training batch, not an iterable of minibatches.")
@@ -318,7 +327,7 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   if log_every is not None:
     log_every = _checks.positive_int(log_every, "log_every")
   run = _Run(method, key, spans, log_every, on_step, donate, mesh, n,
-             _progress_bar(method, start, spans[-1].stop, progress))
+             _progress_bar(method, start, spans[-1].stop, progress), {})
   try:
     state = runner(run, data, start, state)
   finally:
@@ -327,24 +336,62 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   return state, _stack(run.history)
 
 
-class _Run:
-  """What one ``fit`` call carries from phase to phase."""
+class _Run(NamedTuple):
+  """What one ``fit`` call carries from phase to phase (``history`` fills as it runs)."""
+  method: _api.HashingMethod
+  key: jax.Array
+  spans: tuple                      # _Span per phase: its global steps
+  log_every: int | None
+  on_step: Callable | None
+  donate: bool
+  mesh: Mesh | None
+  n: int | None                     # the training set's size (None: a stream of unknown size)
+  bar: object                       # a progress bar, or None
+  history: dict                     # metric name -> list of arrays, one per round trip
 
-  def __init__(self, method, key, spans, log_every, on_step, donate, mesh, n, bar):
-    self.method, self.key, self.spans = method, key, spans
-    self.log_every, self.on_step, self.donate, self.mesh = log_every, on_step, donate, mesh
-    self.n, self.bar = n, bar
-    self.history: dict[str, list] = {}
 
-  def every(self, phase: _api.Phase) -> int:
-    if self.log_every is not None:
-      return self.log_every
-    if phase.batch_size is None:
-      return 1
-    return min(100, max(1, (self.n or 100) // phase.batch_size))
+def _every(run: _Run, phase: _api.Phase) -> int:
+  """Steps per host round trip in ``phase``."""
+  if run.log_every is not None:
+    return run.log_every
+  if phase.batch_size is None:
+    return 1
+  return min(100, max(1, (run.n or 100) // phase.batch_size))
 
-  def record(self, metrics, step, state, count) -> None:
-    _record(self.history, metrics, self.on_step, step, state, self.bar, count)
+
+def _record(run: _Run, phase: _api.Phase, metrics, step: int, state, count: int) -> None:
+  """Keep one round trip's metrics (``count`` steps ending at ``step``), call ``on_step``;
+  a non-finite metric stops the run (the check costs no extra host sync: the metrics are
+  on the host already)."""
+  _check_finite(run.history, phase, metrics, step, count)
+  for name, value in metrics.items():
+    run.history.setdefault(name, []).append(np.asarray(value))
+  if run.on_step is not None:
+    run.on_step(step, state, metrics)
+  if run.bar is not None:
+    run.bar.update(count)
+
+
+def _check_finite(history, phase: _api.Phase, metrics, step: int, count: int) -> None:
+  """Raise FloatingPointError at the first metric that is NaN or infinite, naming the
+  phase, the step and the metric's last finite value."""
+  for name, value in metrics.items():
+    rows = np.asarray(value).reshape(count, -1)
+    if not np.issubdtype(rows.dtype, np.floating):
+      continue
+    finite = np.isfinite(rows).all(axis=1)
+    if finite.all():
+      continue
+    at = int(np.argmin(finite))
+    earlier = [np.asarray(v).reshape(len(v), -1) for v in history.get(name, [])]
+    seen = np.concatenate(earlier + [rows[:at]])
+    good = seen[np.isfinite(seen).all(axis=1)]
+    last = (f"its last finite value was {np.array2string(good[-1].squeeze(), precision=6)}"
+            if len(good) else "it was never finite")
+    raise FloatingPointError(
+        f"training diverged: {name} is {np.array2string(rows[at].squeeze(), precision=6)} "
+        f"at step {step - count + at} (phase {phase.name!r}); {last}. Lower the learning "
+        "rate, or check the inputs' scale.")
 
 
 def _start_state(run, state, make):
@@ -361,12 +408,12 @@ def _fit_in_memory(run, batch, start, state):
   batch = dict(batch)
   if run.mesh is not None:
     batch = jax.device_put(batch, _replicated(run.mesh))
-  state = _start_state(run, state, lambda: _jit_init(run.method.init, None)(
-      jax.random.fold_in(run.key, 0), batch))
+  state = _start_state(run, state, lambda: _jit_init(run.method, None)(
+      _order.init_key(run.key), batch))
   n = _api.batch_size_of(batch)
   for span in run.spans:
     step = max(start, span.start)
-    every = run.every(span.phase)
+    every = _every(run, span.phase)
     size = None if span.phase.batch_size is None else min(span.phase.batch_size, n)
     _check_mesh(run.mesh, size)
     direct = every == 1 and size is None and run.mesh is None
@@ -377,14 +424,14 @@ def _fit_in_memory(run, batch, start, state):
     while step < span.stop:
       count = min(every, span.stop - step)
       if direct:
-        state, metrics = fn(state, batch, jax.random.fold_in(run.key, step + 1))
+        state, metrics = fn(state, batch, _order.step_key(run.key, step))
         metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
       else:
         state, buffers = fn(state, batch, run.key, jnp.int32(step - span.start),
                             jnp.int32(count), jnp.int32(span.start), jnp.int32(span.index))
         metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
       step += count
-      run.record(metrics, step, state, count)
+      _record(run, span.phase, metrics, step, state, count)
   return state
 
 
@@ -410,7 +457,7 @@ def _fit_stream(run, stream, start, state):
     step = max(step, span.start)
     _check_mesh(run.mesh, span.phase.batch_size)
     fn = _jit_step(span.phase.update, run.donate, run.n)
-    every = run.every(span.phase)
+    every = _every(run, span.phase)
     pending: list = []
     while step < span.stop:
       minibatch = next(it, None)
@@ -419,20 +466,35 @@ def _fit_stream(run, stream, start, state):
                          f"minibatches; the schedule needs {run.spans[-1].stop - start}.")
       _checks.batch(minibatch, "minibatch")
       _check_index(minibatch)
+      _check_same_views(first, minibatch, step)
       if np.shape(minibatch["index"])[0] != span.phase.batch_size:
         raise ValueError(f"minibatch must hold batch_size = {span.phase.batch_size} items "
                          f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}.")
       minibatch = dict(minibatch)
       if run.mesh is not None:
         minibatch = jax.device_put(minibatch, _split(run.mesh))
-      state, metrics = fn(state, minibatch, jax.random.fold_in(run.key, step + 1))
+      state, metrics = fn(state, minibatch, _order.step_key(run.key, step))
       pending.append(metrics)
       step += 1
       if len(pending) == every or step == span.stop:
         stacked = jax.tree.map(lambda *v: np.stack([np.asarray(x) for x in v]), *pending)
-        run.record(stacked, step, state, len(pending))
+        _record(run, span.phase, stacked, step, state, len(pending))
         pending = []
   return state
+
+
+def _item_shapes(batch) -> list:
+  return [None if v is None else (tuple(np.shape(v)[1:]), np.dtype(v.dtype).name)
+          for v in batch["views"]]
+
+
+def _check_same_views(first, minibatch, step: int) -> None:
+  """Every minibatch of a stream has the first one's views: item shapes and dtypes."""
+  want, got = _item_shapes(first), _item_shapes(minibatch)
+  if want != got:
+    raise ValueError(f"minibatch of step {step}: its views (item shape, dtype) {got} differ "
+                     f"from the first minibatch's {want}; every minibatch of a stream must "
+                     "have the same views.")
 
 
 def _check_index(minibatch) -> None:
@@ -440,18 +502,9 @@ def _check_index(minibatch) -> None:
   if index is None or np.ndim(index) != 1 or not np.issubdtype(np.asarray(index).dtype,
                                                                 np.integer):
     raise ValueError("minibatch must carry 'index': int [b], the positions of its items in "
-                     f"the training set; got {_checks._describe(index)}.")
+                     f"the training set; got {_checks.describe(index)}.")
   _checks.same_length([index, next(v for v in minibatch["views"] if v is not None)],
                       ["minibatch['index']", "minibatch['views']"])
-
-
-def _record(history, metrics, on_step, step, state, bar, count) -> None:
-  for name, value in metrics.items():
-    history.setdefault(name, []).append(np.asarray(value))
-  if on_step is not None:
-    on_step(step, state, metrics)
-  if bar is not None:
-    bar.update(count)
 
 
 def _stack(history):
@@ -485,6 +538,7 @@ def encode(method: _api.HashingMethod, state, batch: dict, *,
     (3, 8)
   """
   n = _checks.batch(batch)
+  _api.check_trained(method, state, batch)
   if method.check_encode is not None:
     method.check_encode(state, batch)
   if n == 0:
@@ -502,6 +556,7 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *,
   ``chunk_size`` as in ``encode``.
   """
   n = _checks.batch(batch)
+  _api.check_trained(method, state, batch)
   if method.check_encode is not None:
     method.check_encode(state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)

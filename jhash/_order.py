@@ -24,6 +24,16 @@ def sample_key(key: jax.Array) -> jax.Array:
   return jax.random.fold_in(key, _SAMPLE_FOLD)
 
 
+def init_key(key: jax.Array) -> jax.Array:
+  """The key of a method's ``init``: ``fold_in(key, 0)``."""
+  return jax.random.fold_in(key, 0)
+
+
+def step_key(key: jax.Array, step) -> jax.Array:
+  """The key of (global, 0-based) step ``step``: ``fold_in(key, step + 1)``. Jittable."""
+  return jax.random.fold_in(key, step + 1)
+
+
 def epoch_permutation(key: jax.Array, epoch, num_items: int, phase=0) -> jax.Array:
   """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of the
   minibatch phase ``phase`` (0 for a method of one phase):

@@ -64,7 +64,7 @@ def check_signs(codes, name: str = "codes") -> None:
     where = tuple(int(i) for i in np.argwhere(bad)[0])
     raise ValueError(f"{name} must hold only -1 and +1; found {int(bad.sum())} other entries "
                      f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
-                     f"{_checks._describe(a)}.")
+                     f"{_checks.describe(a)}.")
 
 
 def pack_bits(codes: jax.Array) -> jax.Array:

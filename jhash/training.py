@@ -51,14 +51,18 @@ def variables(state: TrainState) -> dict:
 def create(model: models_lib.Model, optimizer: optax.GradientTransformation,
            key: jax.Array, x: jax.Array) -> TrainState:
   """Initialise a network's variables on the sample ``x`` [n, ...] and its optimiser."""
-  init_vars = model.init(key, x)
-  params = init_vars["params"]
-  return TrainState(params, init_vars.get("batch_stats", {}), optimizer.init(params),
+  return from_variables(model.init(key, x), optimizer)
+
+
+def from_variables(variables: dict, optimizer: optax.GradientTransformation) -> TrainState:
+  """A ``TrainState`` at step 0 that starts from given Flax ``variables``."""
+  params = variables["params"]
+  return TrainState(params, variables.get("batch_stats", {}), optimizer.init(params),
                     jnp.zeros((), jnp.int32))
 
 
 def make_step(model: models_lib.Model, optimizer: optax.GradientTransformation,
-              loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]]):
+              loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]], *, train: bool = True):
   """The train step of a network under a loss.
 
   Args:
@@ -66,13 +70,15 @@ def make_step(model: models_lib.Model, optimizer: optax.GradientTransformation,
     optimizer: an optax ``GradientTransformation``.
     loss_fn: ``loss_fn(outputs, context) -> (loss float32 [], aux dict)``, where
       ``outputs`` is the network's ``HashOutputs`` in training mode on the minibatch.
+    train: run the network in training mode (BatchNorm on the minibatch's statistics,
+      which it updates); False keeps the running statistics (a frozen backbone).
   Returns:
     ``step(state, x, context) -> (state, loss, aux, outputs)``: pure, un-jitted (the
     caller's jitted update contains it).
   """
   def objective(params, batch_stats, x, context):
     outputs, new_vars = model.apply(
-        variables(TrainState(params, batch_stats, None, None)), x, train=True)
+        variables(TrainState(params, batch_stats, None, None)), x, train=train)
     loss, aux = loss_fn(outputs, context)
     return loss, (aux, outputs, new_vars.get("batch_stats", {}))
 

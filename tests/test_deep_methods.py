@@ -59,7 +59,7 @@ def test_adsh_alternates_network_and_code_phases(digits):
   assert np.all(np.diff(history["objective"]) < 0), history["objective"]
   v = np.asarray(state.codes)
   assert set(np.unique(v)) == {-1.0, 1.0}
-  agree = np.mean(np.where(np.asarray(state.outputs) >= 0, 1.0, -1.0) == v)
+  agree = np.mean(np.where(np.asarray(state.memory.outputs) >= 0, 1.0, -1.0) == v)
   assert agree > 0.8, agree
   # Asymmetric retrieval: network codes of queries against the learned database codes.
   q = jhash.encode(method, state, digits)
@@ -81,7 +81,7 @@ def test_hashnet_scales_outputs_by_the_continuation(rng):
   x = rng.normal(size=(32, 5)).astype(np.float32)
   batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
   state, _ = jhash.fit(method, jax.random.key(0), batch, num_steps=5, progress=False)
-  assert int(state.train.step) == 5
+  assert int(state.coder.train.step) == 5
   np.testing.assert_allclose(jhash.losses.hashnet_beta(jnp.int32(4), period=2),
                              np.sqrt(1 + 0.005 * 2 * 2), rtol=1e-6)
 
@@ -93,7 +93,7 @@ def test_hashnet_code_loss_reads_codes_through_tanh_of_beta_at_the_current_step(
   method = jhash.methods.hashnet(4, period=2, rate=0.5)
   x = rng.normal(size=(8, 3)).astype(np.float32)
   state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": np.arange(8) % 2})
-  state = state._replace(train=state.train._replace(step=jnp.int32(5)))
+  state = _at_step(state, 5)
   theta = 10.0 / 4 * np.tanh(np.sqrt(3.0)) ** 2 * (4 - 2 * np.arange(5))
   want = np.stack([np.log1p(np.exp(theta)) - s * theta for s in (0.0, 1.0)])
   np.testing.assert_allclose(method.extras.code_loss(state), want, rtol=1e-5, atol=1e-6)
@@ -119,13 +119,19 @@ def test_bad_input_names_the_argument(name, rng):
               progress=False)
 
 
+def _at_step(state, step):
+  """A network method's state with its optimiser at ``step``."""
+  train = state.coder.train._replace(step=jnp.int32(step))
+  return state._replace(coder=state.coder._replace(train=train))
+
+
 def _linear(rng, n=10, d=3):
   """Features, labels and a linear head's logits on them by hand (standardised inputs)."""
   x = rng.normal(size=(n, d)).astype(np.float32) * 2.0 + 1.0
   y = np.array([0, 1, 2, 0, 1, 2, 0, 1, 1, 2][:n], np.int32)
 
   def logits_of(state, rows):
-    p = state.train.params["projection"]
+    p = state.coder.train.params["projection"]
     xs = (x[rows] - x.mean(axis=0)) / x.std(axis=0)
     return xs @ np.asarray(p["kernel"], np.float64) + np.asarray(p["bias"], np.float64)
   return x, y, logits_of
@@ -156,7 +162,7 @@ def test_a_step_minimises_the_papers_loss_with_the_options_given(name, rng):
   method = jhash.methods.REGISTRY[name](6, backbone=jhash.models.backbone((3,), 6, hidden=()),
                                          **options)
   state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
-  state = state._replace(train=state.train._replace(step=jnp.int32(7)))
+  state = _at_step(state, 7)
   rows = np.array([0, 3, 1, 4, 2, 8])
   _, metrics = jax.jit(method.update)(state, {"views": (x[rows],), "labels": y[rows],
                                               "index": jnp.asarray(rows)}, jax.random.key(1))
@@ -195,8 +201,8 @@ def test_adsh_network_step_fits_all_codes_and_the_items_own(rng):
   # U = tanh(F(x)) before the step, written at the items' rows.
   outputs = np.zeros((10, 6))
   outputs[rows] = np.tanh(z)
-  np.testing.assert_allclose(new.outputs, outputs, rtol=1e-5, atol=1e-6)
-  np.testing.assert_array_equal(new.seen, np.isin(np.arange(10), rows))
+  np.testing.assert_allclose(new.memory.outputs, outputs, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(new.memory.filled, np.isin(np.arange(10), rows))
 
 
 def test_adsh_code_step_updates_the_codes_from_the_items_seen(rng):
@@ -205,8 +211,8 @@ def test_adsh_code_step_updates_the_codes_from_the_items_seen(rng):
   seen = np.array([2, 5, 7, 9])
   outputs = np.zeros((10, 6), np.float32)
   outputs[seen] = np.tanh(rng.normal(size=(4, 6)))
-  state = state._replace(outputs=jnp.asarray(outputs),
-                         seen=jnp.asarray(np.isin(np.arange(10), seen)))
+  state = state._replace(memory=state.memory._replace(
+      outputs=jnp.asarray(outputs), filled=jnp.asarray(np.isin(np.arange(10), seen))))
   new, metrics = jax.jit(method.phases[1].update)(state, None, jax.random.key(3))
   s_tilde = _np_adsh_targets((y[seen][:, None] == y[None, :]).astype(np.float64))
   want = jhash.losses.adsh_update_codes(state.codes, jnp.asarray(outputs[seen]),
@@ -234,7 +240,7 @@ def test_hashnet_step_uses_beta_of_the_optimizer_step_across_a_period_boundary(r
                                                     jhash.losses.off_diagonal(6)), np.float64)
   update = jax.jit(method.update)
   for step, stage in ((5, 1), (6, 2)):
-    at = state._replace(train=state.train._replace(step=jnp.int32(step)))
+    at = _at_step(state, step)
     _, metrics = update(at, {"views": (x[rows],), "labels": y[rows],
                              "index": jnp.asarray(rows)}, jax.random.key(1))
     want = ref.hashnet(logits_of(at, rows), logits_of(at, rows), s, w,
@@ -250,7 +256,7 @@ def test_adsh_code_step_gives_each_drawn_item_its_outputs_sign_when_gamma_domina
   seen = np.array([2, 5, 7, 9])
   outputs = np.zeros((10, 6), np.float32)
   outputs[seen] = np.where(rng.random((4, 6)) < 0.5, -1.0, 1.0) * rng.uniform(0.1, 0.9, (4, 6))
-  state = state._replace(outputs=jnp.asarray(outputs),
-                         seen=jnp.asarray(np.isin(np.arange(10), seen)))
+  state = state._replace(memory=state.memory._replace(
+      outputs=jnp.asarray(outputs), filled=jnp.asarray(np.isin(np.arange(10), seen))))
   new, _ = jax.jit(method.phases[1].update)(state, None, jax.random.key(3))
   np.testing.assert_array_equal(np.asarray(new.codes)[seen], np.sign(outputs[seen]))

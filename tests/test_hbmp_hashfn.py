@@ -82,16 +82,22 @@ def test_networks_map_a_batch_to_one_score_per_bit(key):
 def test_chunked_scores_equal_one_pass(rng, key):
   x = rng.normal(size=(23, 6)).astype(np.float32)
   fns = hb.hash_functions("mlp", 5, hidden=(8,), encode_chunk=4)   # 23 = 5 chunks + 3
-  state = fns.init(key, jnp.asarray(x))
+  batch = {"views": (x,)}
+  state = fns.init(key, batch)
   net = hb.network("mlp", 5, (6,), hidden=(8,))
-  direct = net.apply({"params": state.params},
+  direct = net.apply({"params": state.train.params},
                      (x - state.mean[None, :]) * state.scale[None, :])[0].logits
-  np.testing.assert_allclose(fns.scores(state, jnp.asarray(x)), direct, rtol=1e-5, atol=1e-6)
-  np.testing.assert_array_equal(fns.encode(state, jnp.asarray(x)),
+  np.testing.assert_allclose(fns.scores(state, batch), direct, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(fns.encode(state, batch),
                                 np.where(np.asarray(direct) >= 0, 1, -1))
 
 
 # ----------------------------------------------------------------------------- training
+
+
+def _per_epoch(values, num_epochs):
+  """A metric per step averaged over each epoch's steps."""
+  return np.asarray(values).reshape(num_epochs, -1).mean(axis=1)
 
 
 def test_linear_hash_functions_fit_separable_targets(rng, key):
@@ -99,14 +105,14 @@ def test_linear_hash_functions_fit_separable_targets(rng, key):
   w /= np.linalg.norm(w, axis=0, keepdims=True)
   x, targets = _separable(rng, 600, w)
   x_new, t_new = _separable(rng, 300, w)
-  fns = hb.hash_functions("linear", 6, num_epochs=30, batch_size=50)
+  method = hb.fit_to_targets(hb.hash_functions("linear", 6), num_epochs=30, batch_size=50)
   batch = {"views": (x,)}
-  state, history = hb.fit_hash_functions(fns, key, batch, targets)
-  assert history["bit_error"].shape == (30,)
-  assert history["bit_error"][0] > 0.05 and history["bit_error"][-1] < 0.01
-  assert np.mean(np.asarray(fns.encode(state, fns.inputs(batch))) != targets) < 0.002
+  state, history = jhash.fit(method, key, {**batch, "targets": targets}, progress=False)
+  bit_error = _per_epoch(history["bit_error"], 30)
+  assert bit_error[0] > 0.05 and bit_error[-1] < 0.01
+  assert np.mean(np.asarray(jhash.encode(method, state, batch)) != targets) < 0.002
   # The planes are learned, not the points: new points of the same planes.
-  new_codes = np.asarray(fns.encode(state, fns.inputs({"views": (x_new,)})))
+  new_codes = np.asarray(jhash.encode(method, state, {"views": (x_new,)}))
   assert np.mean(new_codes != t_new) < 0.01
 
 
@@ -115,27 +121,29 @@ def test_a_few_epochs_decrease_the_hinge_loss(rng, key, kind):
   images = rng.random((256, 12, 12)).astype(np.float32)
   w = rng.normal(size=(144, 8))
   targets = np.where((images.reshape(256, -1) - 0.5) @ w >= 0, 1, -1).astype(np.int8)
-  fns = hb.hash_functions(kind, 8, num_epochs=4, batch_size=32, learning_rate=1e-2,
-                          hidden=(32,), channels=(4, 8), dense=16)
+  fns = hb.hash_functions(kind, 8, learning_rate=1e-2, hidden=(32,), channels=(4, 8),
+                          dense=16)
+  method = hb.fit_to_targets(fns, num_epochs=4, batch_size=32)
   batch = {"views": (images,)}
-  state, history = hb.fit_hash_functions(fns, key, batch, targets)
-  assert np.all(np.diff(history["hinge_loss"]) < 0), history["hinge_loss"]
-  assert history["hinge_loss"][-1] < 0.85 * history["hinge_loss"][0]
-  assert history["bit_error"][-1] < history["bit_error"][0] - 0.05
-  scores = fns.scores(state, fns.inputs(batch))
+  state, history = jhash.fit(method, key, {**batch, "targets": targets}, progress=False)
+  hinge, bit_error = (_per_epoch(history[k], 4) for k in ("hinge_loss", "bit_error"))
+  assert np.all(np.diff(hinge) < 0), hinge
+  assert hinge[-1] < 0.85 * hinge[0]
+  assert bit_error[-1] < bit_error[0] - 0.05
+  scores = fns.scores(state.coder, batch)
   assert scores.shape == (256, 8) and scores.dtype == jnp.float32
-  assert int(state.step) == 4 * (256 // 32)
+  assert int(state.coder.train.step) == 4 * (256 // 32)
   if kind == "cnn":
-    assert fns.inputs(batch).shape == (256, 12, 12, 1)
-    assert state.mean.shape == ()                  # one mean over the pixels
+    assert fns.read(batch).shape == (256, 12, 12, 1)
+    assert state.coder.mean.shape == ()            # one mean over the pixels
   else:
-    assert state.mean.shape == (144,)              # images flattened to features
+    assert state.coder.mean.shape == (144,)        # images flattened to features
 
 
 def test_standardisation_keeps_constant_columns_finite(rng):
   x = rng.normal(size=(50, 4)).astype(np.float32) * np.array([1.0, 10.0, 0.1, 1.0])
   x[:, 3] = 5.0
-  mean, scale = hb.input_statistics(jnp.asarray(x), per_feature=True)
+  mean, scale = jhash.training.input_statistics(jnp.asarray(x))
   z = (x - np.asarray(mean)) * np.asarray(scale)
   np.testing.assert_allclose(z[:, :3].std(0), 1.0, rtol=1e-4)
   np.testing.assert_allclose(z[:, 3], 0.0, atol=1e-6)
@@ -175,7 +183,7 @@ def test_hbmp_runs_the_pursuit_then_the_hash_functions(blobs_run):
   method, _, _, batch, state, history = blobs_run
   assert [p.name for p in method.phases] == ["pursuit", "hash_functions"]
   assert jhash.schedule(method, 240) == 8 + 6 * (240 // 40) and method.num_bits == 8
-  assert int(state.pursuit.step) == 8 and int(state.hashing.step) == 6 * (240 // 40)
+  assert int(state.pursuit.step) == 8 and int(state.hashing.train.step) == 6 * (240 // 40)
   # Each phase reports its own metrics, one entry per step of that phase.
   assert history["residual_norm"].shape == (8,) and history["hinge_loss"].shape == (36,)
   assert np.all(np.isfinite(history["hinge_loss"]))
@@ -188,7 +196,8 @@ def test_hbmp_runs_the_pursuit_then_the_hash_functions(blobs_run):
   np.testing.assert_array_equal(method.extras.encode_targets(state, batch), state.target_codes)
   scores = method.extras.scores(state, batch)
   np.testing.assert_array_equal(np.where(np.asarray(scores) >= 0, 1, -1), codes)
-  assert method.extras.hash_functions.kind == "linear"
+  params = state.hashing.train.params
+  assert set(params) == {"projection"} and params["projection"]["kernel"].shape == (12, 8)
 
 
 def test_hbmp_with_hash_functions_conforms(blobs_run):
@@ -239,8 +248,12 @@ def test_hbmp_cnn_reads_images_at_instance_level(rng):
 
 
 def test_bad_hash_function_arguments_name_themselves(rng):
-  with pytest.raises(ValueError, match="kind must be one of"):
+  with pytest.raises(ValueError, match="hash_function must be one of 'linear'"):
     jhash.methods.hbmp(8, hash_function="svm")
+  with pytest.raises(ValueError, match="hash_function must be one of"):
+    jhash.methods.hbmp(16, hash_function="mpl")        # the error names the argument given
+  with pytest.raises(ValueError, match="hash_options.*unexpected keyword argument 'widths'"):
+    jhash.methods.hbmp(8, hash_options={"widths": (4,)})
   with pytest.raises(ValueError, match="hash_options need a hash_function"):
     jhash.methods.hbmp(8, hash_function=None, hash_options={"num_epochs": 3})
   with pytest.raises(ValueError, match="num_bits=8"):
@@ -252,8 +265,10 @@ def test_bad_hash_function_arguments_name_themselves(rng):
     jhash.init(method, jax.random.key(0),
                {"views": (rng.normal(size=(10, 5)).astype(np.float32),),
                 "labels": np.arange(10, dtype=np.int32) % 2})
-  fns = hb.hash_functions("linear", 3)
-  with pytest.raises(ValueError, match="targets must hold one code per training instance"):
-    hb.fit_hash_functions(fns, jax.random.key(0),
-                          {"views": (np.zeros((5, 2), np.float32),)},
-                          np.ones((4, 3), np.int8))
+  method = hb.fit_to_targets(hb.hash_functions("linear", 3))
+  with pytest.raises(ValueError, match="targets'\\] must hold one code per training instance"):
+    jhash.fit(method, jax.random.key(0), {"views": (np.zeros((5, 2), np.float32),),
+                                          "targets": np.ones((4, 3), np.int8)}, progress=False)
+  with pytest.raises(ValueError, match="targets"):
+    jhash.fit(method, jax.random.key(0), {"views": (np.zeros((5, 2), np.float32),)},
+              progress=False)

@@ -20,6 +20,7 @@ LAYERS = (                      # top first
     ("jhash._grid",),
     ("jhash._fit",),
     ("jhash.methods",),
+    ("jhash.coder",),
     ("jhash.training",),
     ("jhash.models", "jhash.losses", "jhash._api"),
     ("jhash.metrics",),

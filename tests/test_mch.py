@@ -156,7 +156,7 @@ def _rewards_numpy(codes, crops, labels, index, memory, table):
 
 
 def test_minibatch_rewards_count_the_batch_and_the_memory_but_not_the_item_itself():
-  from jhash.methods import _pairwise
+  from jhash.methods import _memory
   rng = np.random.default_rng(2)
   b, n, k = 5, 8, 6
   codes, crops = rng.choice([-1.0, 1.0], size=(2, b, k))
@@ -168,7 +168,7 @@ def test_minibatch_rewards_count_the_batch_and_the_memory_but_not_the_item_itsel
   m_labels[index] = labels
   filled = np.asarray([True, True, False, True, False, True, True, True])
   table = rng.normal(size=(2, k + 1)).astype(np.float32)
-  memory = _pairwise.Memory(*(jnp.asarray(a) for a in (m_codes, m_labels, filled)))
+  memory = _memory.Memory(*(jnp.asarray(a) for a in (m_codes, m_labels, filled)))
   rewards = jax.jit(mch_parts.minibatch_rewards)
   args = (jnp.asarray(codes, jnp.float32), jnp.asarray(crops, jnp.float32),
           jnp.asarray(labels), jnp.asarray(index, jnp.int32))
@@ -446,10 +446,11 @@ def test_agent_step_rewards_the_crops_it_cuts_and_acts_with_its_own_key(fitted, 
   # half; codes of image and crop by the frozen base; rewards against the batch and the
   # (full) memory; actions drawn from the policy's training-mode logits with the second half.
   k_crop, k_act = jax.random.split(key)
-  x = base.extras.network_inputs(batch)
+  coder = base.extras.coder
+  x = coder.read(batch)
   crops, _ = mch_parts.random_crops(k_crop, x, (0.3, 0.7))
-  outputs = jax.jit(base.extras.outputs)
-  whole, crop = outputs(state.base, x), outputs(state.base, crops)
+  outputs = jax.jit(coder.outputs)
+  whole, crop = outputs(state.base.coder, x), outputs(state.base.coder, crops)
   codes, crop_codes = (np.where(o.logits >= 0, 1.0, -1.0) for o in (whole, crop))
   memory = (np.asarray(state.memory.outputs), np.asarray(state.memory.labels),
             np.asarray(state.memory.filled))

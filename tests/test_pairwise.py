@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jhash
-from jhash.methods import _pairwise
+from jhash.methods import _memory
 
 
 def _learnable(rng, n=256, d=8):
@@ -16,9 +16,9 @@ def _learnable(rng, n=256, d=8):
 
 def test_pairs_with_memory_leave_out_the_items_themselves_and_unfilled_rows():
   labels = jnp.asarray([0, 1, 0], jnp.int32)
-  memory = _pairwise.Memory(jnp.zeros((5, 2)), jnp.asarray([0, 1, 1, 0, 0], jnp.int32),
-                            jnp.asarray([True, True, False, True, True]))
-  s, w = _pairwise.pairs_with_memory(labels, jnp.asarray([3, 1, 4]), memory)
+  memory = _memory.Memory(jnp.zeros((5, 2)), jnp.asarray([0, 1, 1, 0, 0], jnp.int32),
+                          jnp.asarray([True, True, False, True, True]))
+  s, w = _memory.pairs_with_memory(labels, jnp.asarray([3, 1, 4]), memory)
   assert s.shape == (3, 3 + 5)
   counted = np.asarray(w) > 0
   expected = np.array([
@@ -89,8 +89,8 @@ def _linear_state(method, x, y, key):
   """A method on a linear head (``hidden=()``) initialised on (x, y); its mean and scale."""
   state = jhash.init(method, key, {"views": (x,), "labels": y})
   mean, std = x.mean(axis=0), x.std(axis=0)
-  np.testing.assert_allclose(state.mean, mean, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(state.scale, 1.0 / std, rtol=1e-5)
+  np.testing.assert_allclose(state.coder.mean, mean, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(state.coder.scale, 1.0 / std, rtol=1e-5)
   return state, lambda params, rows: ((x[rows] - mean) / std) @ np.asarray(
       params["projection"]["kernel"]) + np.asarray(params["projection"]["bias"])
 
@@ -111,12 +111,12 @@ def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
   state, logits_of = _linear_state(method, x, y, jax.random.key(0))
   bank = rng.normal(size=(n, k)).astype(np.float32)
   filled = np.array([1, 1, 0, 1, 1, 1, 0, 1, 1], bool)
-  state = state._replace(memory=_pairwise.Memory(jnp.asarray(bank), jnp.asarray(y),
-                                                 jnp.asarray(filled)))
+  state = state._replace(memory=_memory.Memory(jnp.asarray(bank), jnp.asarray(y),
+                                               jnp.asarray(filled)))
   index = np.array([7, 2, 5])
   new, metrics = jax.jit(method.update)(state, {"views": (x[index],), "labels": y[index],
                                                 "index": jnp.asarray(index)}, jax.random.key(1))
-  logits = logits_of(state.train.params, index)
+  logits = logits_of(state.coder.train.params, index)
   u = np.tanh(logits)
   v = np.concatenate([u, bank])
   s = (y[index][:, None] == np.concatenate([y[index], y])[None, :]).astype(np.float64)
@@ -135,7 +135,7 @@ def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
   np.testing.assert_allclose(new.memory.outputs, want_bank, rtol=1e-5, atol=1e-6)
   np.testing.assert_array_equal(new.memory.labels, y)
   np.testing.assert_array_equal(new.memory.filled, filled | np.isin(np.arange(n), index))
-  assert int(new.train.step) == 1
+  assert int(new.coder.train.step) == 1
 
 
 def test_scores_are_the_heads_outputs_on_standardised_inputs(rng):
@@ -144,7 +144,7 @@ def test_scores_are_the_heads_outputs_on_standardised_inputs(rng):
   method = jhash.methods.pairwise(5, backbone=jhash.models.backbone((3,), 5, hidden=()))
   state, logits_of = _linear_state(method, x, y, jax.random.key(0))
   scores = np.asarray(method.extras.scores(state, {"views": (x,)}))
-  np.testing.assert_allclose(scores, logits_of(state.train.params, np.arange(12)), rtol=1e-5,
+  np.testing.assert_allclose(scores, logits_of(state.coder.train.params, np.arange(12)), rtol=1e-5,
                              atol=1e-5)
   np.testing.assert_array_equal(jhash.encode(method, state, {"views": (x,)}),
                                 np.where(scores >= 0, 1, -1))
@@ -160,6 +160,7 @@ def test_bit_balance_is_the_mean_over_bits_of_each_bits_mean_code(rng):
   method = jhash.methods.pairwise(4, backbone=jhash.models.backbone((3,), 4, hidden=()))
   state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
   head = {"kernel": jnp.zeros((3, 4)), "bias": jnp.asarray([2.0, 0.0, -1.0, 3.0])}
-  state = state._replace(train=state.train._replace(params={"projection": head}))
+  state = state._replace(coder=state.coder._replace(
+      train=state.coder.train._replace(params={"projection": head})))
   _, metrics = jax.jit(method.update)(state, {"views": (x,), "labels": y}, jax.random.key(1))
   np.testing.assert_allclose(metrics["bit_balance"], 1.0, rtol=1e-6)

@@ -31,7 +31,9 @@ def _image_list(tmp_path, n=24, size=(20, 16), classes=4, seed=0):
   png = _write_images(tmp_path / "png", pixels[0::2])
   jpg = _write_images(tmp_path / "jpg", pixels[1::2], ".jpg")
   paths = [p for pair in zip(png, jpg) for p in pair]
-  return data.ImageList(paths, rng.random((n, classes)) < 0.5), pixels
+  labels = rng.random((n, classes)) < 0.5
+  labels[np.arange(n), rng.integers(0, classes, n)] = True     # every image has a label
+  return data.ImageList(paths, labels), pixels
 
 
 def _live_threads(before, timeout=2.0):

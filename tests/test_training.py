@@ -79,7 +79,8 @@ def test_iterable_of_minibatches_trains_as_the_in_memory_path(pairwise_run):
   start = jhash.init(method, key, batch)
   stream = jhash.minibatches(batch, 32, key, 12)
   streamed, hist = jhash.fit(method, key, stream, 12, state=start, progress=False)
-  jax.tree.map(np.testing.assert_array_equal, state.train.params, streamed.train.params)
+  jax.tree.map(np.testing.assert_array_equal, state.coder.train.params,
+               streamed.coder.train.params)
   np.testing.assert_array_equal(history["loss"], hist["loss"])
 
 
@@ -97,7 +98,7 @@ def test_fit_leaves_the_callers_state_usable(pairwise_run):
   start = jhash.init(method, key, batch)
   jhash.fit(method, key, batch, 2, state=start, progress=False)
   jhash.fit(method, key, batch, 2, state=start, progress=False)   # not deleted by donation
-  assert np.all(np.isfinite(np.asarray(start.mean)))
+  assert np.all(np.isfinite(np.asarray(start.coder.mean)))
 
 
 def test_training_lowers_the_loss_and_learns_the_classes(pairwise_run):
@@ -232,7 +233,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     one, h1 = jhash.fit(method, key, batch, progress=False)
     mesh = Mesh(np.array(jax.devices()), ("data",))
     many, h8 = jhash.fit(method, key, batch, progress=False, mesh=mesh)
-    assert len(many.train.params["projection"]["kernel"].sharding.device_set) == 8
+    assert len(many.coder.train.params["projection"]["kernel"].sharding.device_set) == 8
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(many)):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(h1["loss"], h8["loss"], rtol=1e-5)

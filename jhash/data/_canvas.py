@@ -23,7 +23,7 @@ def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
   _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
   if _checks.label_array(labels, "labels", num_items=images.shape[0]) != "class_ids":
     raise ValueError(f"labels must be integer class ids [n] (single-label source images); "
-                     f"got {_checks._describe(labels)}.")
+                     f"got {_checks.describe(labels)}.")
   if labels.size and labels.min() < 0:
     raise ValueError(f"labels must be class ids >= 0; found {int(labels.min())}.")
   return images, labels

@@ -40,7 +40,7 @@ def similarity(labels_a: Any, labels_b: Any, kind: str = "share_label") -> np.nd
   kind_b = _checks.label_array(b, "labels_b")
   if kind_a != kind_b:
     raise ValueError(f"labels_a and labels_b must both be class ids or both multi-hot; got "
-                     f"labels_a: {_checks._describe(a)}, labels_b: {_checks._describe(b)}.")
+                     f"labels_a: {_checks.describe(a)}, labels_b: {_checks.describe(b)}.")
   if kind_a == "class_ids":
     same = a[:, None] == b[None, :]
     return same.astype(np.int32) if kind == "graded" else same

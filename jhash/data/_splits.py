@@ -45,7 +45,7 @@ def split_per_class(labels: Any, num_query_per_class: int, num_train_per_class: 
   """
   labels = np.asarray(labels)
   if _checks.label_array(labels, "labels") != "class_ids":
-    raise ValueError(f"labels must be integer class ids [n]; got {_checks._describe(labels)} "
+    raise ValueError(f"labels must be integer class ids [n]; got {_checks.describe(labels)} "
                      f"(for multi-hot labels use split_per_label).")
   q = _checks.nonneg_int(num_query_per_class, "num_query_per_class")
   t = _checks.nonneg_int(num_train_per_class, "num_train_per_class")
@@ -108,7 +108,7 @@ def split_per_label(labels: Any, num_query_per_label: int, num_train_per_label: 
   """
   labels = np.asarray(labels)
   if _checks.label_array(labels, "labels") != "multi_hot":
-    raise ValueError(f"labels must be multi-hot bool [n, C]; got {_checks._describe(labels)} "
+    raise ValueError(f"labels must be multi-hot bool [n, C]; got {_checks.describe(labels)} "
                      f"(for class ids use split_per_class).")
   q = _checks.nonneg_int(num_query_per_label, "num_query_per_label")
   t = _checks.nonneg_int(num_train_per_label, "num_train_per_label")

@@ -144,7 +144,7 @@ def _dtype_or_none(dtype) -> np.dtype | None:
 
 def _check_paths(paths) -> list[str]:
   if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
-    raise ValueError(f"paths must be a list of image file paths; got {_checks._describe(paths)}.")
+    raise ValueError(f"paths must be a list of image file paths; got {_checks.describe(paths)}.")
   if not paths:
     raise ValueError("paths must name at least one image file; got an empty list.")
   paths = [os.fspath(p) for p in paths]
@@ -230,7 +230,7 @@ def image_stream(images: ImageList, batch_size: int, key: jax.Array, num_steps: 
   """
   if not isinstance(images, ImageList):
     raise ValueError(f"images must be an ImageList (jhash.data.load_image_list); got "
-                     f"{_checks._describe(images)}.")
+                     f"{_checks.describe(images)}.")
   paths = list(images.paths)
   labels = _check_labels(images.labels, len(paths))
   order = _order_arguments(len(paths), batch_size, key, num_steps, start_step, phase)
@@ -302,7 +302,7 @@ def _order_arguments(n, batch_size, key, num_steps, start_step, phase) -> tuple:
   if not isinstance(key, jax.Array) or not (
       jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
     raise ValueError(f"key must be a JAX PRNG key (jax.random.key(seed)); got "
-                     f"{_checks._describe(key)}.")
+                     f"{_checks.describe(key)}.")
   return (key, n, _checks.positive_int(batch_size, "batch_size"),
           _checks.nonneg_int(num_steps, "num_steps"),
           _checks.nonneg_int(start_step, "start_step"), _checks.nonneg_int(phase, "phase"))
@@ -320,7 +320,7 @@ def _check_arrays(batch) -> int:
   """Check a batch's ranks, dtypes and lengths reading one item of each array; return n."""
   if not isinstance(batch, Mapping) or not isinstance(batch.get("views"), (tuple, list)):
     raise ValueError(f"batch must be a dict with a tuple 'views'; got "
-                     f"{_checks._describe(batch)}.")
+                     f"{_checks.describe(batch)}.")
   head = {"views": tuple(None if v is None else v[:1] for v in batch["views"])}
   if batch.get("labels") is not None:
     head["labels"] = batch["labels"][:1]

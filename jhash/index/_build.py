@@ -232,9 +232,9 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
   if nd not in (2, 3):
     raise ValueError("codes_or_packed must be 2-D codes [n, num_bits] (or packed [n, words]) or "
                      f"3-D multi-codes [n, m, num_bits] (or [n, m, words]); got "
-                     f"{_checks._describe(a)}.")
+                     f"{_checks.describe(a)}.")
   if np.shape(a)[0] < 1 or (nd == 3 and np.shape(a)[1] < 1):
-    raise ValueError(f"codes_or_packed must hold at least one code; got {_checks._describe(a)}.")
+    raise ValueError(f"codes_or_packed must hold at least one code; got {_checks.describe(a)}.")
   packed = _to_packed(a, num_bits, "codes_or_packed")
   n = packed.shape[0]
   if item_ids is None:
@@ -243,7 +243,7 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
     ids = np.asarray(item_ids)
     if ids.shape != (n,) or ids.dtype.kind not in "iu":
       raise ValueError(f"item_ids must be integers of shape ({n},) (one per row of "
-                       f"codes_or_packed); got {_checks._describe(item_ids)}.")
+                       f"codes_or_packed); got {_checks.describe(item_ids)}.")
     ids = ids.astype(np.int64)
     if ids.min() < 0 or ids.max() > np.iinfo(np.int32).max:
       raise ValueError("item_ids must lie in [0, 2**31 - 1] (-1 marks empty result slots); got "
@@ -251,7 +251,7 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
   if nd == 2:
     if mask is not None:
       raise ValueError("mask is only for 3-D multi-code input [n, m, num_bits]; codes_or_packed "
-                       f"is 2-D ({_checks._describe(a)}). Pass repeated item_ids instead.")
+                       f"is 2-D ({_checks.describe(a)}). Pass repeated item_ids instead.")
     return packed, ids
   m = packed.shape[1]
   if mask is None:
@@ -260,7 +260,7 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
     keep = np.asarray(mask)
     if keep.shape != (n, m) or keep.dtype != np.bool_:
       raise ValueError(f"mask must be bool of shape ({n}, {m}) (which codes each item holds); "
-                       f"got {_checks._describe(mask)}.")
+                       f"got {_checks.describe(mask)}.")
     if not keep.any():
       raise ValueError("mask must keep at least one code; it is all False.")
   return packed[keep], np.broadcast_to(ids[:, None], (n, m))[keep]

@@ -303,7 +303,7 @@ def _check_num_wanted(num_wanted: Any) -> jax.Array | np.int32:
     return np.int32(min(num_wanted, _INT32_MAX))
   if isinstance(num_wanted, (bool, np.bool_)) or np.ndim(num_wanted) != 0 or (
       np.dtype(getattr(num_wanted, "dtype", type(num_wanted))).kind not in "iu"):
-    raise ValueError(f"num_wanted must be an integer >= 1; got {_checks._describe(num_wanted)}.")
+    raise ValueError(f"num_wanted must be an integer >= 1; got {_checks.describe(num_wanted)}.")
   if _checks.is_concrete(num_wanted):
     value = int(np.asarray(num_wanted))
     if value < 1:
@@ -329,7 +329,7 @@ def _check_tuning(probes_per_block: Any, searchsorted_method: Any) -> tuple[int,
 def _check_use_substrings(use_substrings: Any) -> bool | None:
   if use_substrings is not None and not isinstance(use_substrings, (bool, np.bool_)):
     raise ValueError("use_substrings must be None (decide by cost), True or False; got "
-                     f"{_checks._describe(use_substrings)}.")
+                     f"{_checks.describe(use_substrings)}.")
   return None if use_substrings is None else bool(use_substrings)
 
 

@@ -44,7 +44,7 @@ def _check_scores_targets(scores, targets) -> None:
   _checks.rank(targets, 2, "targets", "codes [n, b] in {-1,+1}")
   if np.shape(scores) != np.shape(targets):
     raise ValueError(f"scores and targets must have the same shape [n, b]; got "
-                     f"{_checks._describe(scores)} and {_checks._describe(targets)}.")
+                     f"{_checks.describe(scores)} and {_checks.describe(targets)}.")
 
 
 def hinge_loss(scores, targets) -> jax.Array:

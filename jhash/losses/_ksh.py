@@ -198,7 +198,7 @@ def ksh_greedy_fit(kernel_features: jax.Array, s_tilde: jax.Array, num_bits: int
   l = np.shape(kernel_features)[0]
   if np.shape(s_tilde) != (l, l):
     raise ValueError(f"s_tilde must be [l, l] with l = {l} (the rows of kernel_features); "
-                     f"got {_checks._describe(s_tilde)}.")
+                     f"got {_checks.describe(s_tilde)}.")
   num_bits = _checks.positive_int(num_bits, "num_bits")
   num_steps = _checks.positive_int(num_steps, "num_steps")
   features = jnp.asarray(kernel_features, jnp.float32)

@@ -17,9 +17,7 @@ from jhash.methods._deep import hashnet
 from jhash.methods._deep import ksh
 from jhash.methods._deep import mmhh
 from jhash.methods._hbmp import HBMPState
-from jhash.methods._hbmp import HashFnState
-from jhash.methods._hbmp import HashFunctions
-from jhash.methods._hbmp import fit_hash_functions
+from jhash.methods._hbmp import fit_to_targets
 from jhash.methods._hbmp import hash_functions
 from jhash.methods._hbmp import hbmp
 from jhash.methods._itq import ITQState
@@ -28,6 +26,8 @@ from jhash.methods._lsh import LSHState
 from jhash.methods._lsh import lsh
 from jhash.methods._mch import MCHState
 from jhash.methods._mch import mch
+from jhash.methods._memory import Memory
+from jhash.methods._pairwise import NetworkExtras
 from jhash.methods._pairwise import PairwiseState
 from jhash.methods._pairwise import pairwise
 from jhash.methods import cdh_parts

@@ -44,6 +44,15 @@ def check_ratio(ratio, name: str, side: int | None = None) -> float:
   return value
 
 
+def check_image_ratio(x, ratio: float, what: str, name: str) -> None:
+  """Raise unless ``x`` (an array or shape struct) holds images [n, H, W, C] from which
+  ``ratio`` cuts crops of at least one pixel; ``what`` names the ratio, ``name`` the method."""
+  if len(x.shape) != 4:
+    raise ValueError(f"{what} crops images: {name}'s view must hold images [n, H, W] or "
+                     f"[n, H, W, C]; got {tuple(x.shape)}.")
+  check_ratio(ratio, what, min(x.shape[1:3]))
+
+
 def fixed_boxes(height: int, width: int, sigma: float) -> np.ndarray:
   """The five crops' boxes: top-left, top-right, bottom-left, bottom-right, centre.
 

@@ -24,8 +24,7 @@ the authors' code.
 from __future__ import annotations
 
 import functools
-import inspect
-from typing import Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +35,8 @@ from jhash import _checks
 from jhash import codes as codes_lib
 from jhash import losses
 from jhash import models
-from jhash import training
+from jhash import coder as coder_lib
+from jhash.methods import _memory
 from jhash.methods import _pairwise
 
 
@@ -67,13 +67,17 @@ def dch(num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1,
   return _pairwise.pairwise(num_bits, loss, **{"name": "dch", **options})
 
 
-def mmhh(num_bits: int, **options) -> _api.HashingMethod:
+def mmhh(num_bits: int, *, gamma: float = 10.0, margin: float = 2.0,
+         similar_inside: float = 0.5, dissimilar_inside: float = 0.8,
+         similar_outside: float = 1.0, dissimilar_outside: float = 1.0,
+         quantization: float = 0.001, **options) -> _api.HashingMethod:
   """Maximum-margin Hamming hashing (Kang et al., ICCV 2019): ``jhash.losses.mmhh_loss``.
 
   Args:
     num_bits: K.
-    **options: keyword arguments of ``jhash.losses.mmhh_loss`` (its margin, scale and
-      quantisation weight) and of ``jhash.methods.pairwise``.
+    gamma, margin, similar_inside, dissimilar_inside, similar_outside,
+      dissimilar_outside, quantization: ``jhash.losses.mmhh_loss``'s (the paper's defaults).
+    **options: ``jhash.methods.pairwise``'s.
   Returns:
     A minibatch ``HashingMethod`` named "mmhh".
 
@@ -87,8 +91,10 @@ def mmhh(num_bits: int, **options) -> _api.HashingMethod:
     >>> history["loss"].shape
     (2,)
   """
-  loss_options, options = _split_options(losses.mmhh_loss, options)
-  loss = functools.partial(losses.mmhh_loss, **loss_options)
+  loss = functools.partial(
+      losses.mmhh_loss, gamma=gamma, margin=margin, similar_inside=similar_inside,
+      dissimilar_inside=dissimilar_inside, similar_outside=similar_outside,
+      dissimilar_outside=dissimilar_outside, quantization=quantization)
   return _pairwise.pairwise(num_bits, loss, **{"name": "mmhh", **options})
 
 
@@ -101,8 +107,7 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
 
   Args:
     num_bits: K.
-    **options: keyword arguments of ``jhash.losses.ksh_loss`` and of
-      ``jhash.methods.pairwise``.
+    **options: ``jhash.methods.pairwise``'s.
   Returns:
     A minibatch ``HashingMethod`` named "ksh".
 
@@ -116,9 +121,7 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
     >>> jhash.encode(method, state, batch).shape
     (128, 16)
   """
-  loss_options, options = _split_options(losses.ksh_loss, options)
-  loss = functools.partial(losses.ksh_loss, **loss_options)
-  return _pairwise.pairwise(num_bits, loss, **{"name": "ksh", **options})
+  return _pairwise.pairwise(num_bits, losses.ksh_loss, **{"name": "ksh", **options})
 
 
 def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
@@ -154,27 +157,16 @@ def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
                             **{"name": "hashnet", **options})
 
 
-def _split_options(loss: Callable, options: dict) -> tuple[dict, dict]:
-  """(the loss's keyword options, the rest for ``pairwise``)."""
-  names = {p.name for p in inspect.signature(loss).parameters.values()
-           if p.kind is inspect.Parameter.KEYWORD_ONLY}
-  return ({k: v for k, v in options.items() if k in names},
-          {k: v for k, v in options.items() if k not in names})
-
-
 # ----------------------------------------------------------------------------- ADSH
 
 
 class ADSHState(NamedTuple):
   """The network, the database codes of the training set and the latest outputs."""
-  train: training.TrainState   # parameters, batch statistics, optimiser state, step
-  mean: jax.Array              # float32 [d] (features) or [] (images)
-  scale: jax.Array             # float32, as ``mean``
+  coder: coder_lib.CoderState  # the network's variables, optimiser state, statistics
   codes: jax.Array             # float32 [n, K] in {-1, +1}: V, the training items' codes
-  labels: jax.Array            # int32 [n] or bool [n, C]: the training items' labels
-  outputs: jax.Array           # float32 [n, K]: U = tanh(F(x)) when each item was last seen
-  seen: jax.Array              # bool [n]: the item's output is set
+  memory: _memory.Memory       # U = tanh(F(x)) [n, K] when each item was last seen, labels
   widths: jax.Array            # int32 [V], the training views' widths
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 def adsh_targets(similarity: jax.Array) -> jax.Array:
@@ -207,7 +199,8 @@ def adsh_code_loss(num_bits: int) -> jax.Array:
 def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
          steps_per_round: int = 50, num_samples: int = 2000, backbone: models.Model | None = None,
          view: int | None = None, optimizer: optax.GradientTransformation | None = None,
-         learning_rate: float = 1e-3, batch_size: int = 64, encode_chunk: int = 1024,
+         learning_rate: float = 1e-3, init_variables: Any = None, trainable: str = "all",
+         batch_size: int = 64, encode_chunk: int = 1024,
          name: str = "adsh") -> _api.HashingMethod:
   """Asymmetric Deep Supervised Hashing: the network and the database codes, alternately.
 
@@ -217,8 +210,8 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     rounds: outer iterations ``T`` (each a network phase, then a code phase).
     steps_per_round: minibatch steps of the network per round.
     num_samples: ``m``, the items whose outputs update ``V`` in each code phase.
-    backbone, view, optimizer, learning_rate, batch_size, encode_chunk, name: as in
-      ``jhash.methods.pairwise``.
+    backbone, view, optimizer, learning_rate, init_variables, trainable, batch_size,
+      encode_chunk, name: as in ``jhash.methods.pairwise``.
   Returns:
     A ``HashingMethod`` of ``2 * rounds`` phases; the network steps report ``loss``, the
     code steps ``objective`` (the paper's ``J`` over the drawn items, after the update)
@@ -235,28 +228,19 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     >>> [p.name for p in method.phases], state.codes.shape
     (['network', 'codes', 'network', 'codes'], (128, 16))
   """
-  num_bits = _api.check_num_bits(num_bits)
   rounds = _checks.positive_int(rounds, "rounds")
   steps_per_round = _checks.positive_int(steps_per_round, "steps_per_round")
   num_samples = _checks.positive_int(num_samples, "num_samples")
   batch_size = _checks.positive_int(batch_size, "batch_size")
-  optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
-  read = lambda batch: _api.network_inputs(batch, view)
-
-  def network(x) -> models.Model:
-    if backbone is not None:
-      return backbone
-    return _pairwise._default_backbone(_pairwise._item_shape(x), num_bits)
+  net = coder_lib.coder(num_bits, network=backbone, view=view, optimizer=optimizer,
+                        learning_rate=learning_rate, init_variables=init_variables,
+                        trainable=trainable, encode_chunk=encode_chunk, name=name)
 
   def init(key, batch):
-    x = read(batch)
-    n = _api.num_items(batch)
-    mean, scale = training.input_statistics(x)
-    train = training.create(network(x), optimizer, jax.random.fold_in(key, 0),
-                            training.standardize(x[:1], mean, scale))
+    n, labels = _api.num_items(batch), jnp.asarray(batch["labels"])
     codes = codes_lib.sign(jax.random.normal(jax.random.fold_in(key, 1), (n, num_bits)))
-    return ADSHState(train, mean, scale, codes.astype(jnp.float32), jnp.asarray(batch["labels"]),
-                     jnp.zeros((n, num_bits), jnp.float32), jnp.zeros((n,), bool),
+    return ADSHState(net.init(jax.random.fold_in(key, 0), batch), codes.astype(jnp.float32),
+                     _memory.empty_memory(n, num_bits, labels)._replace(labels=labels),
                      _api.view_widths(batch))
 
   def loss_fn(outputs, context):
@@ -268,51 +252,21 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
 
   def network_step(state, batch, key):
     del key
-    x, index = read(batch), batch["index"]
-    s_tilde = adsh_targets(losses.label_similarity(batch["labels"], state.labels))
-    step = training.make_step(network(x), optimizer, loss_fn)
-    train, value, _, outputs = step(state.train,
-                                    training.standardize(x, state.mean, state.scale),
-                                    (s_tilde, state.codes, state.codes[index]))
-    u = jax.lax.stop_gradient(jnp.tanh(outputs.logits))
-    return state._replace(train=train, outputs=state.outputs.at[index].set(u),
-                          seen=state.seen.at[index].set(True)), {"loss": value}
+    index, labels = batch["index"], batch["labels"]
+    s_tilde = adsh_targets(losses.label_similarity(labels, state.memory.labels))
+    coder, value, _, outputs = net.step(state.coder, net.read(batch), loss_fn,
+                                        (s_tilde, state.codes, state.codes[index]))
+    memory = _memory.write_memory(state.memory, index, jnp.tanh(outputs.logits), labels)
+    return state._replace(coder=coder, memory=memory), {"loss": value}
 
   def code_step(state, batch, key):
     del batch
-    n = state.codes.shape[0]
-    m = min(num_samples, n)
-    # m distinct items among those seen (unseen ones only when too few were seen).
-    priority = jax.random.uniform(key, (n,)) + state.seen.astype(jnp.float32)
-    drawn = jax.lax.top_k(priority, m)[1]
-    u = state.outputs[drawn]
-    s_tilde = adsh_targets(losses.label_similarity(state.labels[drawn], state.labels))
-    codes = losses.adsh_update_codes(state.codes, u, s_tilde, drawn, gamma)
-    changed = jnp.mean((codes != state.codes).astype(jnp.float32))
-    objective = losses.adsh_objective(codes, u, s_tilde, drawn, gamma)
+    codes, objective, changed = update_database_codes(state, key, num_samples, gamma)
     return state._replace(codes=codes), {"objective": objective, "changed": changed}
 
-  def outputs(state, x):
-    return training.predict(network(x), state.train,
-                            training.standardize(x, state.mean, state.scale))
-
-  def scores(state, batch):
-    return _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
-
-  def code_loss(state):
-    del state
-    return adsh_code_loss(num_bits)
-
-  def encode(state, batch):
-    return codes_lib.sign(scores(state, batch))
-
   def check_batch(batch):
-    n = _checks.batch(batch)
-    if batch.get("labels") is None:
-      raise ValueError(f"{name} is supervised: the batch needs 'labels' (class ids [n] or "
-                       "multi-hot bool [n, C]).")
-    x = jax.eval_shape(read, batch)
-    models.check_input(network(x), x, "views")
+    n = net.check_batch(batch)
+    _pairwise.check_supervised(batch, name)
     return n
 
   def check_encode(state, batch):
@@ -322,6 +276,25 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
   for _ in range(rounds):
     phases += (_api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
                _api.Phase("codes", code_step, None, num_steps=1))
-  return _api.HashingMethod(init, network_step, encode, rounds * (steps_per_round + 1),
-                            num_bits, name, check_batch, extras=_pairwise.Extras(scores, outputs, code_loss, read),
-                            batch_size=batch_size, phases=phases, check_encode=check_encode)
+  return _api.HashingMethod(
+      init, network_step, lambda s, b: net.encode(s.coder, b), rounds * (steps_per_round + 1),
+      net.num_bits, name, check_batch,
+      extras=_pairwise.NetworkExtras(net, lambda state: adsh_code_loss(num_bits)),
+      batch_size=batch_size, phases=phases, check_encode=check_encode)
+
+
+def update_database_codes(state: ADSHState, key: jax.Array, num_samples: int, gamma: float):
+  """ADSH's code phase: ``V`` updated from the outputs ``U`` of ``m`` drawn items.
+
+  The ``m`` items are distinct and drawn among those seen (unseen ones only when too few
+  were seen). Returns (codes float32 [n, K], the objective ``J`` over the drawn items after
+  the update, the fraction of code bits flipped).
+  """
+  memory, n = state.memory, state.codes.shape[0]
+  priority = jax.random.uniform(key, (n,)) + memory.filled.astype(jnp.float32)
+  drawn = jax.lax.top_k(priority, min(num_samples, n))[1]
+  u = memory.outputs[drawn]
+  s_tilde = adsh_targets(losses.label_similarity(memory.labels[drawn], memory.labels))
+  codes = losses.adsh_update_codes(state.codes, u, s_tilde, drawn, gamma)
+  changed = jnp.mean((codes != state.codes).astype(jnp.float32))
+  return codes, losses.adsh_objective(codes, u, s_tilde, drawn, gamma), changed

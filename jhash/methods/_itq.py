@@ -29,6 +29,7 @@ class ITQState(NamedTuple):
   pca: jax.Array         # float32 [d, K], top-K principal directions
   rotation: jax.Array    # float32 [K, K], orthogonal
   widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 def _principal_directions(x: jax.Array, k: int) -> jax.Array:

@@ -22,6 +22,7 @@ class LSHState(NamedTuple):
   mean: jax.Array        # float32 [d], training mean (zeros when not centring)
   projection: jax.Array  # float32 [d, K], Gaussian hyperplanes
   widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.HashingMethod:

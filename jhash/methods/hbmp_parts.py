@@ -23,8 +23,9 @@ al., ECCV 2018); these are its parts:
   ``residual_operator``,
   ``dense_residual``, ``direct_residual_norm``, ``random_new_code``;
 * stage (ii), hash functions fitted to the target codes by the hinge bound:
-  ``hash_functions``, ``fit_hash_functions``, ``network``, ``input_statistics``
-  (``HashFunctions``, ``HashFnState``), with the losses ``hinge_loss``,
+  ``hash_functions`` (a network coder, ``jhash.coder.Coder``), ``hinge_step``,
+  ``fit_to_targets`` (stage ii alone, as a method; ``TargetFitState``), ``network``,
+  with the losses ``hinge_loss``,
   ``instance_hinge``, ``bit_error`` (from ``jhash.losses``);
 * the method and its state: ``hbmp``, ``HBMPState``, ``HBMPExtras``, ``target_codes``,
   ``retrieval_weights``.
@@ -35,8 +36,8 @@ from jhash.losses import hinge_loss
 from jhash.losses import instance_hinge
 from jhash.methods._hbmp import HBMPExtras
 from jhash.methods._hbmp import HBMPState
-from jhash.methods._hbmp import HashFnState
-from jhash.methods._hbmp import HashFunctions
+from jhash.methods._hbmp import TargetFitState
+from jhash.methods._hbmp import hinge_step
 from jhash.methods._hbmp import LabelSets
 from jhash.methods._hbmp import LocalSearchResult
 from jhash.methods._hbmp import MatrixPursuit
@@ -61,13 +62,12 @@ from jhash.methods._hbmp import euclidean_distances
 from jhash.methods._hbmp import extend_factor
 from jhash.methods._hbmp import factored_alphas
 from jhash.methods._hbmp import feature_affinity
-from jhash.methods._hbmp import fit_hash_functions
+from jhash.methods._hbmp import fit_to_targets
 from jhash.methods._hbmp import flip_gains
 from jhash.methods._hbmp import gram_row
 from jhash.methods._hbmp import hash_functions
 from jhash.methods._hbmp import hbmp
 from jhash.methods._hbmp import infer_codes
-from jhash.methods._hbmp import input_statistics
 from jhash.methods._hbmp import instance_affinity
 from jhash.methods._hbmp import item_centroids
 from jhash.methods._hbmp import label_set_affinity

@@ -28,3 +28,4 @@ from jhash.models._small import MLP
 from jhash.models._small import SmallCNN
 from jhash.models._small import strided_patches
 from jhash.models._torchvision import load_torchvision_resnet
+from jhash.models._resnet import ARCHS as RESNET_ARCHS

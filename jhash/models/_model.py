@@ -111,10 +111,10 @@ def _check_batch(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any,
   if not (hasattr(x, "shape") and np.ndim(x) >= 1
           and _shape_ok(tuple(np.shape(x)), input_shape, rank)):
     raise ValueError(f"{name} must be a batch of shape {_expected(input_shape, rank)} for "
-                     f"this {type(module).__name__}; got {_checks._describe(x)}.")
+                     f"this {type(module).__name__}; got {_checks.describe(x)}.")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or jnp.issubdtype(x.dtype, jnp.floating)):
     raise ValueError(f"{name} must hold real numbers (integer or floating); "
-                     f"got {_checks._describe(x)}.")
+                     f"got {_checks.describe(x)}.")
 
 
 def check_input(model: Model, x: Any, name: str = "x") -> None:

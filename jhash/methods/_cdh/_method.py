@@ -49,6 +49,7 @@ class CDHState(NamedTuple):
   semantic: jax.Array               # float32 [], the semantic term of ``codes``
   generative_sum: jax.Array         # float32 [], sum_ik (V/2 + b_ik Z_ik) of ``codes`` and
                                     #   ``weights`` (the generative term without gamma / n)
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 class CDHExtras(NamedTuple):
@@ -127,7 +128,7 @@ def _training_views(batch: dict, name: str = "views") -> tuple[jax.Array, ...]:
 
 def _check_gamma(gamma: Any) -> None:
   if np.ndim(gamma) != 0:
-    raise ValueError(f"gamma must be a scalar >= 0; got {_checks._describe(gamma)}.")
+    raise ValueError(f"gamma must be a scalar >= 0; got {_checks.describe(gamma)}.")
   if _checks.is_concrete(gamma):
     g = float(np.asarray(gamma))
     if not np.isfinite(g) or g < 0:
@@ -238,8 +239,10 @@ def _update(settings: _Settings, state: CDHState, batch: dict, key: jax.Array):
       learning_rate=settings.w_learning_rate)
   total = _objective.generative_sum(codes, _encode.generative_terms(weights, views),
                                     num_views)
-  new_state = CDHState(codes, weights, _encode.log_prior_odds(codes, settings.prior_eps),
-                       state.gamma, semantic, total)
+  new_state = state._replace(
+      codes=codes, weights=weights,
+      log_prior_odds=_encode.log_prior_odds(codes, settings.prior_eps), semantic=semantic,
+      generative_sum=total)
   metrics = {
       "objective": _kept_objective(new_state),
       "objective_before": _kept_objective(state),
@@ -406,4 +409,4 @@ def _check_views_match(state: CDHState, views) -> None:
     d = int(np.prod(np.shape(x)[1:]))
     if d != w.shape[1] - 1:
       raise ValueError(f"views[{i}] must have {w.shape[1] - 1} features per item, as in "
-                       f"training; got {_checks._describe(x)}.")
+                       f"training; got {_checks.describe(x)}.")

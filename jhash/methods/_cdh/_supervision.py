@@ -62,18 +62,18 @@ def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
   want = "n" if num_items is None else str(num_items)
   if len(shape) != 2 or shape[0] != shape[1] or (num_items is not None and shape[0] != num_items):
     raise ValueError(f"{name} must be a square supervision matrix [{want}, {want}] with entries "
-                     f"in {{-1, 0, 1}}; got {_checks._describe(y)}.")
+                     f"in {{-1, 0, 1}}; got {_checks.describe(y)}.")
   if not _checks.is_concrete(y):
     return
   a = np.asarray(y)
   if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-    raise ValueError(f"{name} must hold numbers in {{-1, 0, 1}}; got {_checks._describe(y)}.")
+    raise ValueError(f"{name} must hold numbers in {{-1, 0, 1}}; got {_checks.describe(y)}.")
   bad = ~np.isin(a, (-1, 0, 1))
   if bad.any():
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     raise ValueError(f"{name} must hold only -1 (dissimilar), 0 (unknown) and +1 (similar); "
                      f"found {int(bad.sum())} other entries, e.g. {a[first].item()!r} at {first}, "
-                     f"in {_checks._describe(y)}.")
+                     f"in {_checks.describe(y)}.")
   asym = a != a.T
   if asym.any():
     i, j = (int(t) for t in np.argwhere(asym)[0])
@@ -113,7 +113,7 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
     if r.size and (r.dtype.kind not in "iu" or c.dtype.kind not in "iu"
                    or min(r.min(), c.min()) < 0 or max(r.max(), c.max()) >= n):
       raise ValueError(f"Y given as pairs must index items in [0, {n}) with integer rows and "
-                       f"cols; got rows {_checks._describe(r)}, cols {_checks._describe(c)}.")
+                       f"cols; got rows {_checks.describe(r)}, cols {_checks.describe(c)}.")
     bad = ~np.isin(v, (-1, 0, 1))
     if bad.any():
       raise ValueError(f"Y must hold only -1, 0 and +1; the pair list has values "

@@ -50,6 +50,7 @@ class CMFHState(NamedTuple):
   view_weights: jax.Array              # float32 [num_views], lambda_v
   mu: jax.Array                        # float32 [], weight of the hash-function terms
   gamma: jax.Array                     # float32 [], weight of the Frobenius regulariser
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 class CMFHExtras(NamedTuple):
@@ -148,7 +149,7 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
   if view_weights is not None:
     if np.ndim(view_weights) != 1 or len(view_weights) == 0:
       raise ValueError(f"view_weights must be a sequence of floats > 0, one per view; got "
-                       f"{_checks._describe(view_weights)}.")
+                       f"{_checks.describe(view_weights)}.")
     view_weights = tuple(_check_positive(w, "view_weights") for w in view_weights)
 
   def weights_for(num_views: int) -> jax.Array:

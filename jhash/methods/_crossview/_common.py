@@ -59,7 +59,7 @@ def check_num_bits_per_view(num_bits: int, views: Sequence[jax.Array], method: s
 
 def check_nonneg_float(value, name: str) -> float:
   if isinstance(value, bool) or np.ndim(value) != 0:
-    raise ValueError(f"{name} must be a finite scalar >= 0; got {_checks._describe(value)}.")
+    raise ValueError(f"{name} must be a finite scalar >= 0; got {_checks.describe(value)}.")
   v = float(value)
   if not np.isfinite(v) or v < 0:
     raise ValueError(f"{name} must be a finite scalar >= 0; got {v}.")
@@ -155,7 +155,7 @@ def check_encode_views(batch: dict, means: Sequence[jax.Array], method: str) -> 
     d = int(np.prod(np.shape(x)[1:]))
     if d != m.shape[0]:
       raise ValueError(f"views[{i}] must have {m.shape[0]} features per item, as in training; "
-                       f"got {_checks._describe(x)}.")
+                       f"got {_checks.describe(x)}.")
     out.append(_api.view_features(batch, i))
   return out
 

@@ -49,6 +49,7 @@ class CVHState(NamedTuple):
   means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
   projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], A_v, unit-variance columns
   eigenvalues: jax.Array               # float32 [K], lambda of each bit, descending
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 def cvh_projections(views, num_bits: int, reg: float):

@@ -55,6 +55,7 @@ class SCMState(NamedTuple):
   projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], w_v^k; columns >= step are 0
   eigenvalues: jax.Array               # float32 [K], lambda of each learned bit (0 until learned)
   step: jax.Array                      # int32 [], bits learned so far
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 def normalized_labels(labels) -> jax.Array:
@@ -168,9 +169,10 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     projections = tuple(jnp.where(active, p.at[:, t].set(wv[:, 0]), p)
                         for p, wv in zip(state.projections, w))
     eigenvalue = jnp.where(active, lam[0], 0.0)
-    new = SCMState(state.means, state.whiteners, cross, projections,
-                   jnp.where(active, state.eigenvalues.at[t].set(lam[0]), state.eigenvalues),
-                   state.step + active.astype(jnp.int32))
+    new = state._replace(
+        cross=cross, projections=projections,
+        eigenvalues=jnp.where(active, state.eigenvalues.at[t].set(lam[0]), state.eigenvalues),
+        step=state.step + active.astype(jnp.int32))
     return new, {"eigenvalue": eigenvalue, "cross_norm": jnp.sqrt(jnp.sum(cross * cross))}
 
   def encode(state, batch):

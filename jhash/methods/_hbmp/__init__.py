@@ -8,7 +8,7 @@ wrapper (``_method``: ``hbmp``).
 
 Stage (ii), the hash functions ``sign(psi(x))`` fitted to the target codes by the hinge
 bound: ``jhash.models`` networks (linear, MLP, small CNN) trained on the shared train
-step (``_hashfn``: ``hash_functions``, ``fit_hash_functions``); ``hbmp(...,
+step (``_hashfn``: ``hash_functions``, ``fit_to_targets``); ``hbmp(...,
 hash_function=...)`` runs both stages as two phases of one schedule.
 """
 
@@ -24,13 +24,12 @@ from jhash.methods._hbmp._affinity import item_centroids
 from jhash.methods._hbmp._affinity import label_set_affinity
 from jhash.methods._hbmp._affinity import shared_label_counts
 from jhash.methods._hbmp._affinity import unique_label_sets
-from jhash.methods._hbmp._hashfn import HashFnState
-from jhash.methods._hbmp._hashfn import HashFunctions
+from jhash.methods._hbmp._hashfn import TargetFitState
+from jhash.methods._hbmp._hashfn import hinge_step
 from jhash.losses import bit_error
-from jhash.methods._hbmp._hashfn import fit_hash_functions
+from jhash.methods._hbmp._hashfn import fit_to_targets
 from jhash.methods._hbmp._hashfn import hash_functions
 from jhash.losses import hinge_loss
-from jhash.methods._hbmp._hashfn import input_statistics
 from jhash.methods._hbmp._hashfn import network
 from jhash.losses import instance_hinge
 from jhash.methods._hbmp._method import HBMPExtras

@@ -43,7 +43,7 @@ def _check_square(x, name: str, what: str) -> int:
   _checks.rank(x, 2, name, f"(a square [n, n] {what})")
   n, m = np.shape(x)
   if n != m:
-    raise ValueError(f"{name} must be a square [n, n] {what}; got {_checks._describe(x)}.")
+    raise ValueError(f"{name} must be a square [n, n] {what}; got {_checks.describe(x)}.")
   return int(n)
 
 
@@ -60,10 +60,10 @@ def check_affinity(affinity, name: str = "affinity") -> int:
   n = _check_square(affinity, name, "affinity matrix")
   if n < 2:
     raise ValueError(f"{name} must hold at least 2 items (the pursuit fits the off-diagonal "
-                     f"entries); got {_checks._describe(affinity)}.")
+                     f"entries); got {_checks.describe(affinity)}.")
   dtype = np.dtype(affinity.dtype) if hasattr(affinity, "dtype") else np.asarray(affinity).dtype
   if dtype.kind not in "iuf":
-    raise ValueError(f"{name} must hold real numbers; got {_checks._describe(affinity)}.")
+    raise ValueError(f"{name} must hold real numbers; got {_checks.describe(affinity)}.")
   _checks.finite(affinity, name)
   if _checks.is_concrete(affinity):
     a = np.asarray(affinity, np.float64)
@@ -72,7 +72,7 @@ def check_affinity(affinity, name: str = "affinity") -> int:
     if asym > 1e-5 * scale:
       i, j = np.unravel_index(np.argmax(np.abs(a - a.T)), a.shape)
       raise ValueError(
-          f"{name} must be symmetric (R[i, j] == R[j, i]); got {_checks._describe(affinity)} "
+          f"{name} must be symmetric (R[i, j] == R[j, i]); got {_checks.describe(affinity)} "
           f"with R[{i}, {j}] = {a[i, j]:.6g} but R[{j}, {i}] = {a[j, i]:.6g}.")
   return n
 
@@ -90,7 +90,7 @@ def affinity_from_distances(distances, num_bits: int) -> jax.Array:
   check_affinity(distances, "distances")
   if _checks.is_concrete(distances) and np.min(np.asarray(distances)) < 0:
     raise ValueError(f"distances must be non-negative; got minimum "
-                     f"{np.min(np.asarray(distances)):.6g} in {_checks._describe(distances)}.")
+                     f"{np.min(np.asarray(distances)):.6g} in {_checks.describe(distances)}.")
   return _affinity_from_distances(jnp.asarray(distances, jnp.float32), num_bits)
 
 
@@ -148,13 +148,13 @@ def unique_label_sets(labels) -> LabelSets:
   """
   if _checks.label_array(labels, "labels") != "multi_hot":
     raise ValueError(f"labels must be multi-hot bool [n, C] for label sets; got "
-                     f"{_checks._describe(labels)}.")
+                     f"{_checks.describe(labels)}.")
   if not _checks.is_concrete(labels):
     raise ValueError("unique_label_sets needs concrete labels (its output size depends on "
                      "the data); call it outside jit.")
   a = np.asarray(labels, bool)
   if a.shape[0] == 0:
-    raise ValueError(f"labels must hold at least one row; got {_checks._describe(a)}.")
+    raise ValueError(f"labels must hold at least one row; got {_checks.describe(a)}.")
   sets, index = np.unique(a, axis=0, return_inverse=True)
   return LabelSets(sets, index.reshape(-1).astype(np.int32))
 
@@ -186,7 +186,7 @@ def label_set_affinity(sets, num_bits: int, metric: str = "share") -> jax.Array:
   num_bits = _checks.positive_int(num_bits, "num_bits")
   _check_metric(metric, ("share", "shared_count"))
   if _checks.label_array(sets, "sets") != "multi_hot":
-    raise ValueError(f"sets must be multi-hot bool [m, C]; got {_checks._describe(sets)}.")
+    raise ValueError(f"sets must be multi-hot bool [m, C]; got {_checks.describe(sets)}.")
   return _label_set_affinity(jnp.asarray(sets), num_bits, metric)
 
 
@@ -228,7 +228,7 @@ def feature_affinity(features, num_bits: int) -> jax.Array:
   _checks.rank(features, 2, "features", "[n, d]")
   if np.shape(features)[0] < 2:
     raise ValueError(f"features must hold at least 2 rows (items); got "
-                     f"{_checks._describe(features)}.")
+                     f"{_checks.describe(features)}.")
   _checks.finite(features, "features")
   return _affinity_from_distances(euclidean_distances(features), num_bits)
 

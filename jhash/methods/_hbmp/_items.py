@@ -47,7 +47,7 @@ def class_items(labels, num_items: int | None):
   """``(m, ids int32 [m], index int32 [n])`` of class-id labels [n]."""
   if _checks.label_array(labels, "labels") != "class_ids":
     raise ValueError(f"labels must be integer class ids [n] for level='class' (use "
-                     f"level='label_sets' for multi-hot labels); got {_checks._describe(labels)}.")
+                     f"level='label_sets' for multi-hot labels); got {_checks.describe(labels)}.")
   if _checks.is_concrete(labels):
     y = np.asarray(labels)
     if y.size and y.min() < 0:
@@ -68,7 +68,7 @@ def label_set_items(labels, num_items: int | None):
   """``(m, sets bool [m, C], index int32 [n])`` of multi-hot labels [n, C]."""
   if _checks.label_array(labels, "labels") != "multi_hot":
     raise ValueError(f"labels must be multi-hot bool [n, C] for level='label_sets'; got "
-                     f"{_checks._describe(labels)}.")
+                     f"{_checks.describe(labels)}.")
   if _checks.is_concrete(labels):
     found = _affinity.unique_label_sets(labels)
     if num_items is not None and num_items != found.sets.shape[0]:
@@ -179,7 +179,7 @@ def _class_of_rows(labels, m: int) -> jax.Array:
   """Class ids in ``[0, m)``, checked: int32 [n]."""
   if _checks.label_array(labels, "labels") != "class_ids":
     raise ValueError(f"labels must be class ids [n] for level='class'; got "
-                     f"{_checks._describe(labels)}.")
+                     f"{_checks.describe(labels)}.")
   if _checks.is_concrete(labels) and np.size(labels) and (
       np.min(labels) < 0 or np.max(labels) >= m):
     raise ValueError(f"labels must be class ids in [0, {m}); got values in "
@@ -197,7 +197,7 @@ def _nearest_label_set(labels, sets: jax.Array) -> jax.Array:
   c = sets.shape[1]
   if _checks.label_array(labels, "labels") != "multi_hot" or np.shape(labels)[1] != c:
     raise ValueError(f"labels must be multi-hot bool [n, {c}] for level='label_sets'; "
-                     f"got {_checks._describe(labels)}.")
+                     f"got {_checks.describe(labels)}.")
   shared = _affinity.shared_label_counts(labels, sets)
   sizes = jnp.sum(sets, axis=1, dtype=jnp.int32)
   own = jnp.sum(jnp.asarray(labels), axis=1, dtype=jnp.int32)

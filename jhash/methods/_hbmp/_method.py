@@ -9,9 +9,9 @@ Hamming distance with the bit weights ``state.weights`` (the pursuit's alphas):
 
 Stage (ii), hash functions ``f(x) = sign(psi(x))`` fitted to the target codes by the
 hinge bound (``_hashfn``), runs as a second phase (``jhash.Phase``) on minibatches with
-``hash_function="linear"`` (the default), ``"mlp"`` or ``"cnn"`` (or a
-``HashFunctions``): each step is one minibatch of the shared train step, with the
-target code of each instance's item (``HBMPState.target_codes``) as its target.
+``hash_function="linear"`` (the default), ``"mlp"`` or ``"cnn"`` (or a network coder,
+``jhash.coder.Coder``): each step is one minibatch of the hinge bound on the coder, with
+the target code of each instance's item (``HBMPState.target_codes``) as its target.
 ``encode`` maps the batch's features or images to codes with the learned functions (no
 labels needed), and ``extras.encode_targets`` keeps the codes by item. With
 ``hash_function=None`` the method is stage (i) alone: ``encode`` then refuses (it would
@@ -26,12 +26,13 @@ of classes, or of unique label sets, ``len(unique_label_sets(labels).sets)``).
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 
 from jhash import _checks
 from jhash import _api
+from jhash import coder as coder_lib
 from jhash.methods._hbmp import _hashfn
 from jhash.methods._hbmp import _items
 from jhash.methods._hbmp import _pursuit
@@ -46,8 +47,9 @@ class HBMPState(NamedTuple):
   item_labels: jax.Array          # class: int32 [m] ids; label_sets: bool [m, C];
                                   # instance: the training labels (int32 [n] zeros if none)
   instance_items: jax.Array       # int32 [n], the item of each training instance
-  hashing: _hashfn.HashFnState | None = None   # stage ii's parameters (None: stage i only)
+  hashing: coder_lib.CoderState | None = None  # stage ii's network (None: stage i only)
   widths: jax.Array | None = None              # int32 [V], the training views' widths
+  trained: _api.Trained | None = None          # what it was trained on (jhash.init / fit)
 
   @property
   def codes(self) -> jax.Array:
@@ -83,7 +85,7 @@ class HBMPExtras(NamedTuple):
   pursuit: _pursuit.MatrixPursuit                   # init(R) / step(state, R, key)
   encode_targets: Callable[[HBMPState, dict], jax.Array]  # int8 [m, b], codes by item
   scores: Callable[[HBMPState, dict], jax.Array] | None   # float32 [m, b], psi(x)
-  hash_functions: _hashfn.HashFunctions | None            # stage ii (None: stage i only)
+  hash_functions: coder_lib.Coder | None                  # stage ii (None: stage i only)
 
 
 class _Settings(NamedTuple):
@@ -94,7 +96,7 @@ class _Settings(NamedTuple):
   num_items: int | None                       # classes / label sets (None: read at bind)
   view: int | None                            # the features of "euclidean" (None: all)
   pursuit: _pursuit.MatrixPursuit             # stage i, from the pursuit's options
-  hashing: _hashfn.HashFunctions | None       # stage ii (None: stage i only)
+  hashing: "StageTwo | None"                  # stage ii (None: stage i only)
 
 
 # ----------------------------------------------------------------------------- the functions
@@ -110,7 +112,7 @@ def _check_batch(s: _Settings, batch: dict) -> int:
     if labels is not None and s.metric == "shared_count" and (
         _checks.label_array(labels, "labels") != "multi_hot"):
       raise ValueError(f"metric='shared_count' needs multi-hot labels; got "
-                       f"{_checks._describe(labels)}.")
+                       f"{_checks.describe(labels)}.")
     m = n
   else:
     m = _items.label_items(s.level, _items.labels_of(s.level, batch), s.num_items)[0]
@@ -118,7 +120,7 @@ def _check_batch(s: _Settings, batch: dict) -> int:
     raise ValueError(f"HBMP needs at least 2 items; the batch gives {m} at level={s.level!r}.")
   _pursuit.check_num_bits_for_items(s.num_bits, m)
   if s.hashing is not None:
-    s.hashing.check_batch(batch)
+    s.hashing.functions.check_batch(batch)
   return n
 
 
@@ -133,7 +135,7 @@ def _init(s: _Settings, key: jax.Array, batch: dict) -> HBMPState:
   state = HBMPState(s.pursuit.init(r), r, item_labels, index, widths=_api.view_widths(batch))
   if s.hashing is None:
     return state
-  return state._replace(hashing=s.hashing.init(key, s.hashing.inputs(batch)))
+  return state._replace(hashing=s.hashing.functions.init(key, batch))
 
 
 def _no_encoder(state: HBMPState, batch: dict):
@@ -159,10 +161,9 @@ def _bind(s: _Settings, batch: dict) -> _api.HashingMethod | None:
   return _shared(_build, s._replace(num_items=_checks.positive_int(found, "num_items")))
 
 
-def _check_encode(hashing: _hashfn.HashFunctions | None, state: HBMPState,
-                  batch: dict) -> None:
+def _check_encode(hashing: "StageTwo | None", state: HBMPState, batch: dict) -> None:
   if hashing is not None and state.widths is not None:
-    _api.check_views(state.widths, batch, hashing.view, "hbmp")
+    _api.check_views(state.widths, batch, hashing.functions.view, "hbmp")
 
 
 def _phases(s: _Settings, pursue: Callable, train: Callable | None) -> tuple[_api.Phase, ...]:
@@ -181,7 +182,7 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
          num_items: int | None = None, view: int | None = None, step_size: str = "regress",
          num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
          local_search: bool = True, max_flips: int | None = None, eigensolver: str = "auto",
-         hash_function: str | _hashfn.HashFunctions | None = "linear",
+         hash_function: str | coder_lib.Coder | None = "linear",
          hash_options: dict | None = None) -> _api.HashingMethod:
   """HBMP as a method: one pursuit bit per step, then hash functions on minibatches.
 
@@ -201,10 +202,11 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
       pursuit's (``matrix_pursuit``; ``eigensolver="auto"`` evaluates the power iterations
       in closed form from one ``eigh`` up to 20 items, the same codes up to rounding).
     hash_function: stage ii: "linear" (default), "mlp" or "cnn" (built by
-      ``hash_functions(kind, num_bits, view=view, **hash_options)``), or a
-      ``HashFunctions`` of ``num_bits`` bits; None: stage i only (no ``encode``).
-    hash_options: keyword arguments of ``hash_functions`` (learning rate, epochs,
-      widths, ...), for a ``hash_function`` given by name.
+      ``hash_functions(kind, num_bits, view=view, **hash_options)``), or a network coder
+      (``jhash.coder.Coder``) of ``num_bits`` bits; None: stage i only (no ``encode``).
+    hash_options: stage ii's schedule, ``batch_size`` (default 128) and ``num_epochs``
+      (default 20), and, for a ``hash_function`` given by name, keyword arguments of
+      ``hash_functions`` (learning rate, widths, ...).
   Returns:
     HashingMethod; states are ``HBMPState``. ``check_batch`` checks the labels' values
     and the item count (and says which ``num_items`` to pass); ``extras`` is
@@ -290,7 +292,7 @@ def _build(s: _Settings) -> _api.HashingMethod:
     _check_encode(s.hashing, state, batch)
 
   extras = HBMPExtras(retrieval_weights, target_codes, items, s.pursuit, encode_targets,
-                      scores, s.hashing)
+                      scores, None if s.hashing is None else s.hashing.functions)
   return _api.HashingMethod(init, pursue, encode, s.num_bits, s.num_bits, "hbmp",
                             check_batch=check_batch, extras=extras,
                             phases=_phases(s, pursue, train), bind=bind,
@@ -307,43 +309,63 @@ def _pursue_function(step):
   return pursue
 
 
+class StageTwo(NamedTuple):
+  """HBMP's hash functions and their phase's schedule."""
+  functions: coder_lib.Coder
+  batch_size: int
+  num_epochs: int
+
+
 @functools.lru_cache(maxsize=64)
-def _stage_two_functions(hashing: _hashfn.HashFunctions):
+def _stage_two_functions(hashing: StageTwo):
   """``(train, encode, scores)`` of ``hbmp`` for its hash functions."""
+  functions = hashing.functions
+
   def train(state, batch, key):
     # One minibatch of stage ii: each instance's target is its item's code.
     del key
     targets = state.target_codes[batch["index"]]
-    new, metrics = hashing.step(state.hashing, hashing.inputs(batch), targets)
+    new, metrics = _hashfn.hinge_step(functions, state.hashing, batch, targets)
     return state._replace(hashing=new), metrics
 
   def encode(state, batch):
-    return hashing.encode(state.hashing, hashing.inputs(batch))
+    return functions.encode(state.hashing, batch)
 
   def scores(state, batch):
-    return hashing.scores(state.hashing, hashing.inputs(batch))
+    return functions.scores(state.hashing, batch)
   return train, encode, scores
 
 
-def _stage_two(hash_function, hash_options, num_bits: int,
-               view: int | None) -> _hashfn.HashFunctions | None:
+def _stage_two(hash_function: Any, hash_options: dict | None, num_bits: int,
+               view: int | None) -> StageTwo | None:
   """The hash functions of ``hbmp(..., hash_function=, hash_options=)``, checked."""
   if hash_function is None:
     if hash_options:
       raise ValueError(f"hash_options need a hash_function; got hash_options={hash_options!r} "
                        "and hash_function=None.")
     return None
-  if isinstance(hash_function, _hashfn.HashFunctions):
-    if hash_options:
-      raise ValueError("hash_options apply to a hash_function given by name; this "
-                       "HashFunctions is already built.")
+  options = dict(hash_options or {})
+  batch_size = _checks.positive_int(options.pop("batch_size", _hashfn.DEFAULT_BATCH_SIZE),
+                                    "hash_options['batch_size']")
+  num_epochs = _checks.nonneg_int(options.pop("num_epochs", _hashfn.DEFAULT_EPOCHS),
+                                  "hash_options['num_epochs']")
+  if isinstance(hash_function, coder_lib.Coder):
+    if options:
+      raise ValueError(f"hash_options other than batch_size and num_epochs apply to a "
+                       f"hash_function given by name; this coder is already built (got "
+                       f"{sorted(options)}).")
     if hash_function.num_bits != num_bits:
       raise ValueError(f"hash_function must have num_bits={num_bits} bits; got one of "
                        f"{hash_function.num_bits}.")
-    return hash_function
+    return StageTwo(hash_function, batch_size, num_epochs)
   if not isinstance(hash_function, str):
     raise ValueError(f"hash_function must be None, a name ('linear', 'mlp', 'cnn') or a "
-                     f"HashFunctions; got {hash_function!r}.")
-  options = dict(hash_options or {})
+                     f"jhash.coder.Coder; got {_checks.describe(hash_function)}.")
+  _hashfn.check_kind(hash_function, "hash_function")
   options.setdefault("view", view)
-  return _hashfn.hash_functions(hash_function, num_bits, **options)
+  try:
+    functions = _hashfn.hash_functions(hash_function, num_bits, **options)
+  except TypeError as error:
+    raise ValueError(f"hash_options: {error} (the options of hash_functions, with "
+                     "batch_size and num_epochs).") from None
+  return StageTwo(functions, batch_size, num_epochs)

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jhash import codes as codes_lib
 from jhash import losses
 from jhash import training
-from jhash.methods import _pairwise
+from jhash.methods import _memory
 
 
 class AgentState(NamedTuple):
@@ -48,7 +48,7 @@ def empty_agent(policy: training.TrainState) -> AgentState:
 
 def minibatch_rewards(codes, crop_codes, labels, index, memory, table):
   """Keep rewards float32 [b] against the minibatch's other items and the memory."""
-  similarity, weights = _pairwise.pairs_with_memory(labels, index, memory)
+  similarity, weights = _memory.pairs_with_memory(labels, index, memory)
   others = codes if memory is None else jnp.concatenate([codes, memory.outputs], axis=0)
   return losses.keep_rewards(codes, crop_codes, others, similarity, weights, table)
 

@@ -1,8 +1,8 @@
 """MCH: a base hashing model, then a crop agent that gives an image several codes.
 
 Lu et al., "Multiple Code Hashing for Efficient Image Retrieval" (``../METHODS.md`` section
-3). ``mch(base)`` trains ``base`` (any method whose ``extras`` expose ``outputs``,
-``code_loss`` and ``network_inputs``: ``jhash.methods.pairwise`` and the five base models)
+3). ``mch(base)`` trains ``base`` (a network method, whose ``extras`` are
+``jhash.methods.NetworkExtras``: ``jhash.methods.pairwise`` and the five base models)
 with its own schedule, then the agent on minibatches with the base frozen
 (``_agent``). Encoding: ``encode`` is the base model's whole-image code;
 ``encode_multi`` gives ``[n, 6, K]`` codes, the whole image's, then the five fixed crops'
@@ -35,6 +35,7 @@ from jhash import _api
 from jhash import _checks
 from jhash import models
 from jhash import training
+from jhash.methods import _memory
 from jhash.methods import _pairwise
 from jhash.methods._mch import _agent
 from jhash.methods import _crops
@@ -44,7 +45,8 @@ class MCHState(NamedTuple):
   """The base model's state, the crop agent's and the memory of training codes."""
   base: Any                   # the base method's state
   agent: _agent.AgentState    # policy network and running reward statistics
-  memory: _pairwise.Memory    # [n, K] whole-image codes of the training items, labels
+  memory: _memory.Memory      # [n, K] whole-image codes of the training items, labels
+  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
 
 
 class MCHExtras(NamedTuple):
@@ -56,15 +58,12 @@ class MCHExtras(NamedTuple):
 
 
 def _check_base(base: Any) -> _api.HashingMethod:
-  extras = getattr(base, "extras", None)
-  needed = ("outputs", "code_loss", "network_inputs")
-  if not isinstance(base, _api.HashingMethod) or any(
-      getattr(extras, name, None) is None for name in needed):
+  if not isinstance(base, _api.HashingMethod) or not isinstance(base.extras,
+                                                                _pairwise.NetworkExtras):
     got = getattr(base, "name", type(base).__name__)
-    raise ValueError("base must be a HashingMethod whose extras expose the network's "
-                     f"features and its pair loss ({', '.join(needed)}), as "
-                     "jhash.methods.pairwise, ksh, hashnet, adsh, dch and mmhh do; got "
-                     f"{got!r}.")
+    raise ValueError("base must be a network method (a HashingMethod whose extras are "
+                     "jhash.methods.NetworkExtras: its coder and its pair loss on codes), as "
+                     f"jhash.methods.pairwise, ksh, hashnet, adsh, dch and mmhh are; got {got!r}.")
   return base
 
 
@@ -140,8 +139,8 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   policy = models.model(models.PolicyMLP(tuple(int(h) for h in hidden)))
-  extras = base.extras
-  read = extras.network_inputs
+  net, code_loss = base.extras.coder, base.extras.code_loss
+  read = net.read
   name = name or f"mch-{base.name}"
 
   def images(batch):
@@ -156,11 +155,11 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
   def init(key, batch):
     x = images(batch)
     base_state = base.init(jax.random.fold_in(key, 0), batch)
-    whole = extras.outputs(base_state, x[:1])
+    whole = net.outputs(base_state.coder, x[:1])
     h, _, _ = _agent.agent_inputs(whole, whole)
     train = training.create(policy, optimizer, jax.random.fold_in(key, 1), h)
     n = _api.num_items(batch)
-    bank = _pairwise.empty_memory(n if memory else 0, base.num_bits,
+    bank = _memory.empty_memory(n if memory else 0, base.num_bits,
                                   jnp.asarray(batch["labels"]))
     return MCHState(base_state, _agent.empty_agent(train), bank)
 
@@ -168,17 +167,17 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
     x = images(batch)
     k_crop, k_act = jax.random.split(key)
     crops, _ = _crops.random_crops(k_crop, x, train_range)
-    whole = extras.outputs(state.base, x)
-    crop = extras.outputs(state.base, crops)
+    whole = net.outputs(state.base.coder, x)
+    crop = net.outputs(state.base.coder, crops)
     h, codes, crop_codes = _agent.agent_inputs(whole, crop)
     labels, index = batch["labels"], batch["index"]
     bank = state.memory if memory else None
     rewards = _agent.minibatch_rewards(codes, crop_codes, labels, index, bank,
-                                       extras.code_loss(state.base))
+                                       code_loss(state.base))
     agent, metrics = _agent.policy_step(policy, optimizer, state.agent, h, rewards, k_act,
                                         momentum)
     if memory:
-      bank = _pairwise.write_memory(bank, index, codes, labels)
+      bank = _memory.write_memory(bank, index, codes, labels)
     return state._replace(agent=agent, memory=state.memory if bank is None else bank), metrics
 
   def crops_of(batch):
@@ -189,8 +188,8 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
       x = images(b)
       n = x.shape[0]
       cut = _crops.five_crops(x, sigma).reshape((n * _crops.NUM_FIXED,) + x.shape[1:])
-      whole = extras.outputs(state.base, x)
-      crop = extras.outputs(state.base, cut)
+      whole = net.outputs(state.base.coder, x)
+      crop = net.outputs(state.base.coder, cut)
       rep = jax.tree.map(lambda a: jnp.repeat(a, _crops.NUM_FIXED, axis=0), whole)
       h, codes, crop_codes = _agent.agent_inputs(rep, crop)
       keep = _agent.keep_probability(policy, state.agent.policy, h)

@@ -1,0 +1,270 @@
+"""A network coder: one place for a hashing network, its weights, its train step and its codes.
+
+Every method that learns a network (``pairwise`` and the five base models, ADSH, HBMP's
+hash functions, MCH's base) owns one ``Coder``, a NamedTuple of pure functions over a
+``CoderState``:
+
+* ``init(key, batch) -> CoderState``: the input statistics of the training views, the
+  network's variables (fresh, or the ``init_variables`` given: a Flax variables tree, a
+  jhash state, torchvision weights) and the optimiser's state;
+* ``step(state, x, loss_fn, context) -> (state, loss, aux, outputs)``: one optax step of
+  ``loss_fn(outputs, context)`` on the network's raw inputs ``x`` (``jhash.training``);
+* ``outputs(state, x)``: evaluation-mode ``HashOutputs`` (logits and features);
+* ``scores(state, batch)`` / ``encode(state, batch)``: logits / codes, ``encode_chunk``
+  items at a time (``lax.map``), so a large database is coded in bounded memory;
+* ``read(batch)``: what the network reads from a batch; ``check_batch(batch)``: the
+  complete check of a batch (rank, size, channels, dtype, and the head's width).
+
+``trainable="head"`` trains the hash head (the layer named "projection") over a frozen
+backbone: the backbone's parameters get no update and its BatchNorm runs on its running
+statistics, as a pretrained feature extractor is used.
+
+Inputs are standardised by the statistics of the training inputs
+(``jhash.training.input_statistics``), kept in the state: encoding standardises with
+the same numbers, so a database must come in the training views' dtype (``jhash.encode``
+refuses integer pixels where training had floats, and the reverse).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import traverse_util
+
+from jhash import _api
+from jhash import _checks
+from jhash import codes as codes_lib
+from jhash import models
+from jhash import training
+
+HEAD = "projection"                  # the hash head's layer (``jhash.models``'s hash_head)
+TRAINABLE = ("all", "head")
+LossFn = Callable[[models.HashOutputs, Any], tuple[jax.Array, dict]]
+
+
+class CoderState(NamedTuple):
+  """A network's train state and the standardisation of its inputs."""
+  train: training.TrainState   # parameters, batch statistics, optimiser state, step
+  mean: jax.Array              # float32 [d] (features) or [] (images): subtracted
+  scale: jax.Array             # float32, as ``mean``: multiplies the centred inputs
+
+
+class Coder(NamedTuple):
+  """Pure functions of one hashing network (module docstring)."""
+  init: Callable[[jax.Array, dict], CoderState]
+  step: Callable[[CoderState, jax.Array, LossFn, Any],
+                 tuple[CoderState, jax.Array, dict, models.HashOutputs]]
+  outputs: Callable[[CoderState, jax.Array], models.HashOutputs]
+  scores: Callable[[CoderState, dict], jax.Array]    # float32 [n, K]
+  encode: Callable[[CoderState, dict], jax.Array]    # int8 [n, K] in {-1, +1}
+  read: Callable[[dict], jax.Array]                  # batch -> the network's inputs
+  check_batch: Callable[[dict], int]                 # outside jit: the batch fits
+  network: Callable[[Any], models.Model]             # the Model for inputs like x
+  num_bits: int
+  view: int | None
+
+
+def head_only(optimizer: optax.GradientTransformation) -> optax.GradientTransformation:
+  """``optimizer`` on the hash head's parameters, no update for every other parameter."""
+  def labels(params):
+    return {name: "train" if name == HEAD else "frozen" for name in params}
+  return optax.multi_transform({"train": optimizer, "frozen": optax.set_to_zero()}, labels)
+
+
+def bit_balance(logits: jax.Array) -> jax.Array:
+  """float32 []: the mean over bits of ``|mean code|`` of a minibatch (0 when balanced)."""
+  codes = codes_lib.sign(logits).astype(jnp.float32)
+  return jnp.mean(jnp.abs(jnp.mean(codes, axis=0)))
+
+
+def _item_shape(x) -> tuple[int, ...]:
+  return tuple(int(d) for d in np.shape(x)[1:])
+
+
+@functools.lru_cache(maxsize=32)
+def default_network(item_shape: tuple[int, ...], num_bits: int) -> models.Model:
+  """``jhash.models.backbone`` for one item's shape (kept, so jit caches are shared)."""
+  return models.backbone(item_shape, num_bits)
+
+
+def coder(num_bits: int, *, network: models.Model | Callable | None = None,
+          view: int | None = None, images: bool | None = None,
+          optimizer: optax.GradientTransformation | None = None,
+          learning_rate: float = 1e-3, init_variables: Any = None, trainable: str = "all",
+          encode_chunk: int = 1024, name: str = "network") -> Coder:
+  """A network coder (module docstring).
+
+  Args:
+    num_bits: K, the width of the hash head.
+    network: a ``jhash.models.Model`` whose head has ``num_bits`` outputs, or a function
+      ``network(item_shape) -> Model``; default ``jhash.models.backbone`` of the input.
+    view: the view the network reads (None: the only image view, or all features).
+    images: None reads the only image view, or all features (``network_inputs``); True
+      reads one image view [n, H, W(, C)] (refusing features); False reads flat features
+      [n, d], images flattened.
+    optimizer: an optax optimiser (default Adam at ``learning_rate``).
+    learning_rate: Adam's step size when no optimizer is given.
+    init_variables: where the network starts: None (fresh, from the key); a Flax
+      variables tree ``{"params": ..., ("batch_stats": ...)}``, which may leave out the
+      hash head; a jhash state of a network method (its variables and input statistics);
+      a torchvision ResNet state dict file (``.safetensors``, or ``.pth`` with torch; see
+      ``jhash.models.load_torchvision_resnet``); or a function ``variables -> variables``
+      applied to the fresh ones. Shapes are checked against the network: a difference
+      names the first layer that differs.
+    trainable: "all", or "head": only the hash head trains, the backbone frozen.
+    encode_chunk: items per chunk when coding.
+    name: the owner's name, in errors.
+  Returns:
+    A ``Coder``.
+  """
+  num_bits = _api.check_num_bits(num_bits)
+  encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
+  if trainable not in TRAINABLE:
+    raise ValueError(f"trainable must be one of {', '.join(map(repr, TRAINABLE))}; got "
+                     f"{trainable!r}.")
+  if network is not None and not (isinstance(network, models.Model) or callable(network)):
+    raise ValueError(f"network (backbone) must be a jhash.models.Model or a function "
+                     f"item_shape -> Model; got {_checks.describe(network)}.")
+  optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
+  if trainable == "head":
+    optimizer = head_only(optimizer)
+  train_mode = trainable == "all"     # a frozen backbone's BatchNorm keeps its statistics
+
+  def read(batch):
+    if images is None:
+      return _api.network_inputs(batch, view)
+    return _api.image_view(batch, view, name) if images else _api.view_features(batch, view)
+
+  def model_for(x) -> models.Model:
+    if isinstance(network, models.Model):
+      return network
+    if network is not None:
+      return network(_item_shape(x))
+    return default_network(_item_shape(x), num_bits)
+
+  def init(key, batch):
+    x = read(batch)
+    mean, scale = training.input_statistics(x)
+    model = model_for(x)
+    sample = training.standardize(x[:1], mean, scale)
+    variables = model.init(key, sample)
+    variables, stats = initial_variables(init_variables, variables, model)
+    if stats is not None:
+      mean, scale = stats
+    return CoderState(training.from_variables(variables, optimizer), mean, scale)
+
+  def step(state, x, loss_fn, context):
+    train_step = training.make_step(model_for(x), optimizer, loss_fn, train=train_mode)
+    new, value, aux, out = train_step(state.train, training.standardize(x, state.mean,
+                                                                       state.scale), context)
+    return state._replace(train=new), value, aux, out
+
+  def outputs(state, x):
+    return training.predict(model_for(x), state.train,
+                            training.standardize(x, state.mean, state.scale))
+
+  def scores(state, batch):
+    logits = _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
+    return logits.astype(jnp.float32)
+
+  def encode(state, batch):
+    return codes_lib.sign(scores(state, batch))
+
+  def check_batch(batch):
+    n = _checks.batch(batch)
+    x = jax.eval_shape(read, batch)
+    model = model_for(x)
+    models.check_input(model, x, "views")
+    width = jax.eval_shape(lambda v: model.apply(model.init(jax.random.key(0), v), v)[0],
+                           jax.ShapeDtypeStruct((1,) + x.shape[1:], jnp.float32)).logits.shape
+    if width[-1] != num_bits:
+      raise ValueError(f"{name}'s network must have a hash head of num_bits = {num_bits} "
+                       f"outputs; its head has {width[-1]}.")
+    return n
+
+  return Coder(init, step, outputs, scores, encode, read, check_batch, model_for, num_bits,
+               view)
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _network_variables(state) -> tuple[dict, tuple | None]:
+  """The variables and input statistics of a jhash state that holds a network."""
+  coder_state = state if isinstance(state, CoderState) else getattr(state, "coder", None)
+  if not isinstance(coder_state, CoderState):
+    raise ValueError(f"init_variables: a state given as weights must hold a network "
+                     f"(a CoderState, or a state with a 'coder' field); got "
+                     f"{type(state).__name__}.")
+  return training.variables(coder_state.train), (coder_state.mean, coder_state.scale)
+
+
+def _torchvision_arch(model: models.Model) -> str:
+  module = model.module
+  for arch, make in models.RESNET_ARCHS.items():
+    probe = make(1)
+    if isinstance(module, models.ResNet) and (probe.stage_sizes, probe.block_cls) == (
+        module.stage_sizes, module.block_cls):
+      return arch
+  raise ValueError(f"init_variables: a torchvision weights file fits a ResNet "
+                   f"({', '.join(models.RESNET_ARCHS)}); this network is "
+                   f"{type(module).__name__}.")
+
+
+def initial_variables(given: Any, fresh: dict, model: models.Model):
+  """The variables a network starts from, checked against ``fresh`` (its own init).
+
+  Returns:
+    (variables, statistics): the variables (float32, the fresh hash head where ``given``
+    has none) and the input statistics ``(mean, scale)`` of a jhash state given, else None.
+  """
+  if given is None:
+    return fresh, None
+  stats = None
+  if isinstance(given, (str, os.PathLike)):
+    given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))
+  elif isinstance(given, tuple) and hasattr(given, "_fields"):
+    given, stats = _network_variables(given)
+  elif callable(given):
+    given = given(fresh)
+  if not isinstance(given, Mapping):
+    raise ValueError(f"init_variables must be a Flax variables dict, a jhash state, a "
+                     f"torchvision weights file or a function of the variables; got "
+                     f"{_checks.describe(given)}.")
+  return check_variables(given, fresh), stats
+
+
+def check_variables(given: Mapping, fresh: dict) -> dict:
+  """``given`` in the structure and shapes of ``fresh``, the head filled from ``fresh``.
+
+  Raises a ValueError naming the first variable (in the network's order) that is missing,
+  unexpected, or of another shape.
+  """
+  want = traverse_util.flatten_dict(dict(fresh))
+  got = traverse_util.flatten_dict(jax.tree.map(lambda v: v, dict(given)))
+  out = {}
+  for key, target in want.items():
+    path = "/".join(key)
+    if key not in got:
+      if HEAD in key:
+        out[key] = target
+        continue
+      raise ValueError(f"init_variables has no {path!r}, which the network has "
+                       f"(shape {tuple(target.shape)}).")
+    value = got[key]
+    if tuple(np.shape(value)) != tuple(target.shape):
+      raise ValueError(f"init_variables: {path!r} has shape {tuple(np.shape(value))}; the "
+                       f"network's is {tuple(target.shape)} (the first layer that differs).")
+    out[key] = jnp.asarray(value, target.dtype)
+  extra = [k for k in got if k not in want]
+  if extra:
+    raise ValueError(f"init_variables has {'/'.join(extra[0])!r}, which the network does "
+                     f"not have ({len(extra)} such entries).")
+  return traverse_util.unflatten_dict(out)
