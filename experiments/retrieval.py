@@ -259,7 +259,7 @@ def reported_metrics(method, train) -> set[str]:
   if method.bind is not None:
     method = method.bind(train) or method
   names = set()
-  for phase in method.phases or (jhash.Phase("train", method.update, method.batch_size),):
+  for phase in method.phases:
     batch = train
     if phase.batch_size is not None:
       size = min(phase.batch_size, jhash.num_items(train))

@@ -7,6 +7,7 @@ packages: ``jhash.data`` reads files only when a loader is called.
 """
 
 from jhash import codes
+from jhash import coder
 from jhash import index
 from jhash import losses
 from jhash import methods
@@ -16,6 +17,8 @@ from jhash import search
 from jhash import training
 from jhash._api import HashingMethod
 from jhash._api import Phase
+from jhash._api import Trained
+from jhash._api import one_phase
 from jhash._api import num_items
 from jhash._fit import encode
 from jhash._fit import encode_multi

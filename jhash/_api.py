@@ -8,28 +8,33 @@ hyperparameters, with states that are NamedTuples of arrays (as optax's
 * ``init(key, batch) -> state``: sees the whole training set, or, when training
   streams from an iterable, one minibatch carrying ``batch["num_items"]`` (a Python
   int, the training set's size; read it with ``num_items(batch)``).
-* ``update(state, batch, key) -> (state, metrics)``: one step of the method's
-  schedule: an iteration, a sweep or a bit over the whole training set for
-  full-batch methods (``batch_size=None``), one optimiser step on a minibatch for
-  minibatch methods. A minibatch carries ``batch["index"]``, int32 [b], the
-  positions of its items in the training set (memory banks read them). ``update``
-  returns the same state type and shapes and a dict of scalar (or fixed-size)
-  metrics, so it jits once and runs inside ``lax.fori_loop``.
 * ``encode(state, batch) -> codes``: int8 [n, num_bits] in {-1, +1}.
+* ``phases``: the schedule, stated once, a tuple of ``Phase(name, update, batch_size,
+  num_steps, num_epochs)`` run in order on one state (a method of one stage has one
+  phase; ``one_phase`` builds it). Each ``update(state, batch, key) -> (state,
+  metrics)`` is one step: an iteration, a sweep or a bit over the whole training set in
+  a full-batch phase (``batch_size=None``, ``num_steps`` steps), one optimiser step on a
+  minibatch in a minibatch phase (``num_epochs`` epochs). A minibatch carries
+  ``batch["index"]``, int32 [b], the positions of its items in the training set (memory
+  banks read them). ``update`` returns the same state type and shapes and a dict of
+  scalar (or fixed-size) metrics, so it jits once and runs inside ``lax.fori_loop``.
+  ``method.update``, ``.batch_size``, ``.num_steps`` and ``.num_epochs`` read the phases.
 
 Optional fields: ``check_batch(batch) -> n``, the method's complete check of a
 training batch (values included, so it runs outside jit; ``jhash.fit`` calls
 it); ``extras``, a NamedTuple of further pure functions a method offers (CDH's
-objective, say); ``batch_size``, the minibatch size of a minibatch method (None:
-every step sees the whole set); ``num_epochs``, the default schedule of a
-minibatch method in epochs (it then replaces ``num_steps``); ``encode_multi(state,
-batch) -> (codes int8 [n, m, K], mask bool [n, m])`` for methods that give an item
-several codes (MCH); ``jhash.encode_multi`` gives every other method ``m = 1``;
-``phases``, the stages of a schedule of several (``Phase``), run in order; ``bind(batch)
--> method | None``, the method with sizes read from the training data made static
-(``jhash.init`` and ``jhash.fit`` call it outside jit before tracing ``init``);
-``check_encode(state, batch)``, run by ``jhash.encode`` outside jit, refuses views that
-do not match the training views the state records (``view_widths``, ``check_views``).
+objective, say); ``encode_multi(state, batch) -> (codes int8 [n, m, K], mask bool
+[n, m])`` for methods that give an item several codes (MCH); ``jhash.encode_multi``
+gives every other method ``m = 1``; ``bind(batch) -> method | None``, the method with
+sizes read from the training data made static (``jhash.init`` and ``jhash.fit`` call it
+outside jit before tracing ``init``); ``check_encode(state, batch)``, run by
+``jhash.encode`` outside jit, refuses views that do not match the training views the
+state records (``view_widths``, ``check_views``).
+
+States that have a ``trained`` field get a ``Trained`` record from ``jhash.init`` and
+``jhash.fit`` (the method's name, bit length and the training views' dtypes):
+``jhash.encode`` refuses a state trained by another method, at another length or on
+views of another dtype.
 
 A ``batch`` is a dict: ``"views"`` a tuple of arrays ([n, d_v] features or
 [n, H, W(, C)] images; ``None`` for a view not observed) and ``"labels"`` int [n]
@@ -71,21 +76,49 @@ class Phase(NamedTuple):
 
 
 class HashingMethod(NamedTuple):
-  """Pure functions of one hashing method (see module docstring)."""
+  """Pure functions of one hashing method (see module docstring).
+
+  The schedule is stated once, as ``phases``: a method of one stage has one phase.
+  ``update``, ``batch_size``, ``num_steps`` and ``num_epochs`` read it.
+  """
   init: Callable[[jax.Array, Batch], State]
-  update: Callable[[State, Batch, jax.Array], tuple[State, dict]]
   encode: Callable[[State, Batch], jax.Array]
-  num_steps: int          # length of the default schedule (full-batch methods)
   num_bits: int
   name: str
+  phases: tuple[Phase, ...]           # the schedule, run in order on one state
   check_batch: Callable[[Batch], int] | None = None
   extras: Any = None
-  batch_size: int | None = None       # minibatch size; None: the whole set each step
-  num_epochs: int | None = None       # default schedule of a minibatch method
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
-  phases: tuple[Phase, ...] | None = None   # several stages; ``update`` is the first's
   bind: Callable[[Batch], "HashingMethod | None"] | None = None  # static sizes from data
   check_encode: Callable[[State, Batch], None] | None = None    # outside jit: views fit
+
+  @property
+  def update(self) -> Callable[[State, Batch, jax.Array], tuple[State, dict]]:
+    """The first phase's step function."""
+    return self.phases[0].update
+
+  @property
+  def batch_size(self) -> int | None:
+    """The first phase's minibatch size (None: it reads the whole set each step)."""
+    return self.phases[0].batch_size
+
+  @property
+  def num_steps(self) -> int:
+    """The steps of the phases whose length is in steps (full-batch phases, say)."""
+    return sum(p.num_steps or 0 for p in self.phases)
+
+  @property
+  def num_epochs(self) -> int | None:
+    """The first phase's length in epochs, when it has one."""
+    return self.phases[0].num_epochs
+
+
+def one_phase(name: str, update: Callable, *, batch_size: int | None = None,
+              num_steps: int | None = None, num_epochs: int | None = None) -> tuple[Phase]:
+  """The schedule of a method of one phase: ``num_steps`` steps (full-batch), or
+  ``num_epochs`` epochs of minibatches of ``batch_size``."""
+  return (Phase(name, update, batch_size, None if num_epochs is not None else num_steps,
+                num_epochs),)
 
 
 # What a state records of its training (``Trained.dtypes`` indexes this; floats are one).
@@ -162,14 +195,6 @@ def bound(method: HashingMethod, batch: Batch) -> HashingMethod:
   if method.bind is None:
     return method
   return method.bind(batch) or method
-
-
-def phases(method: HashingMethod) -> tuple[Phase, ...]:
-  """The phases of a method's schedule (one, built from its fields, for most methods)."""
-  if method.phases:
-    return tuple(method.phases)
-  return (Phase(method.name, method.update, method.batch_size,
-                method.num_steps if method.num_epochs is None else None, method.num_epochs),)
 
 
 def phase_length(phase: Phase, num_items: int | None) -> int:

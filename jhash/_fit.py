@@ -107,7 +107,7 @@ def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
   one phase; ``num_steps`` is the run's total (the last phase cut or extended)."""
   if num_steps is not None and num_epochs is not None:
     raise ValueError("give num_steps or num_epochs, not both.")
-  phases = _api.phases(method)
+  phases = method.phases
   if num_epochs is not None:
     num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
     if len(phases) > 1:
@@ -315,7 +315,7 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
     if not isinstance(data, Iterable):
       raise ValueError(f"data must be a batch dict or an iterable of minibatch dicts; got "
                        f"{_checks.describe(data)}.")
-    if any(p.batch_size is None for p in _api.phases(method)):
+    if any(p.batch_size is None for p in method.phases):
       raise ValueError(f"{method.name} trains on the whole set at every step of a phase: "
                        "pass the training batch, not an iterable of minibatches.")
     n = None if num_items is None else _checks.positive_int(num_items, "num_items")

@@ -406,7 +406,8 @@ def mfeat_run():
   ds = data.load_mfeat(["fou", "kar"])
   batch = ds.batch()
   method = cdh_lib.cdh(16)
-  method = method._replace(update=chex.assert_max_traces(method.update, n=1))
+  method = method._replace(phases=(method.phases[0]._replace(
+      update=chex.assert_max_traces(method.update, n=1)),))
   state, history = jhash.fit(method, jax.random.key(0), batch, progress=False,
                              donate=False)
   return method, state, history, batch

@@ -93,7 +93,8 @@ def _summing(num_steps: int = 3) -> jhash.HashingMethod:
 
   encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
   objective = lambda state, batch: -jnp.abs(state.total - 4.5)
-  return jhash.HashingMethod(init, update, encode, num_steps, 1, "summing",
+  return jhash.HashingMethod(init, encode, 1, "summing",
+                             (jhash.Phase("summing", update, None, num_steps=num_steps),),
                              extras=SimpleNamespace(objective=objective))
 
 

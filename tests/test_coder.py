@@ -199,8 +199,8 @@ def test_a_nan_metric_of_a_full_batch_method_stops_fit_too(rng):
   method = jhash.methods.itq(4, num_iters=3)
   nan_update = lambda s, b, k: (s, {"quantization_loss": jnp.float32(jnp.nan)})
   with pytest.raises(FloatingPointError, match="it was never finite"):
-    jhash.fit(method._replace(update=nan_update), jax.random.key(0), {"views": (x,)},
-              progress=False)
+    jhash.fit(method._replace(phases=(method.phases[0]._replace(update=nan_update),)),
+              jax.random.key(0), {"views": (x,)}, progress=False)
 
 
 def test_encode_refuses_pixels_of_another_dtype_than_training(rng):

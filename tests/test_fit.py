@@ -100,8 +100,9 @@ def _key_recorder(batch_size=None, num_steps=4, phases=None) -> jhash.HashingMet
   if phases is not None:
     phases = tuple(jhash.Phase(name, update, size, num_steps=steps)
                    for name, size, steps in phases)
-  return jhash.HashingMethod(init, update, encode, num_steps, 1, "keys",
-                             batch_size=batch_size, phases=phases)
+  else:
+    phases = (jhash.Phase("keys", update, batch_size, num_steps=num_steps),)
+  return jhash.HashingMethod(init, encode, 1, "keys", phases)
 
 
 def _step_keys(key, steps):

@@ -37,8 +37,8 @@ def _visit_counter(batch_size: int) -> jhash.HashingMethod:
   def encode(state, batch):
     return jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
 
-  return jhash.HashingMethod(init, update, encode, 0, 1, "visits", batch_size=batch_size,
-                             num_epochs=1)
+  return jhash.HashingMethod(init, encode, 1, "visits",
+                             (jhash.Phase("visits", update, batch_size, num_epochs=1),))
 
 
 def test_device_minibatches_are_a_permutation_per_epoch(rng):
@@ -273,7 +273,7 @@ def _two_phase(batch_size: int) -> jhash.HashingMethod:
   phases = (jhash.Phase("whole", whole, None, num_steps=3),
             jhash.Phase("mini", mini, batch_size, num_epochs=2))
   encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
-  return jhash.HashingMethod(init, whole, encode, 0, 1, "two_phase", phases=phases)
+  return jhash.HashingMethod(init, encode, 1, "two_phase", phases)
 
 
 def test_phases_run_in_order_with_their_own_batches(rng):

@@ -277,10 +277,9 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
     phases += (_api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
                _api.Phase("codes", code_step, None, num_steps=1))
   return _api.HashingMethod(
-      init, network_step, lambda s, b: net.encode(s.coder, b), rounds * (steps_per_round + 1),
-      net.num_bits, name, check_batch,
+      init, lambda s, b: net.encode(s.coder, b), net.num_bits, name, phases, check_batch,
       extras=_pairwise.NetworkExtras(net, lambda state: adsh_code_loss(num_bits)),
-      batch_size=batch_size, phases=phases, check_encode=check_encode)
+      check_encode=check_encode)
 
 
 def update_database_codes(state: ADSHState, key: jax.Array, num_samples: int, gamma: float):

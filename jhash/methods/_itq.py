@@ -96,5 +96,6 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, "itq")
 
-  return _api.HashingMethod(init, update, encode, num_iters, num_bits, "itq",
+  return _api.HashingMethod(init, encode, num_bits, "itq",
+                            _api.one_phase("itq", update, num_steps=num_iters),
                             check_encode=check_encode)

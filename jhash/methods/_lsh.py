@@ -63,5 +63,5 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, "lsh")
 
-  return _api.HashingMethod(init, update, encode, 0, num_bits, "lsh",
-                            check_encode=check_encode)
+  return _api.HashingMethod(init, encode, num_bits, "lsh",
+                            _api.one_phase("lsh", update, num_steps=0), check_encode=check_encode)

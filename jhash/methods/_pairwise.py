@@ -199,7 +199,7 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, name)
 
-  return _api.HashingMethod(init, update, lambda s, b: net.encode(s.coder, b), 0, net.num_bits,
-                            name, check_batch, extras=NetworkExtras(net, code_loss),
-                            batch_size=batch_size, num_epochs=num_epochs,
-                            check_encode=check_encode)
+  return _api.HashingMethod(
+      init, lambda s, b: net.encode(s.coder, b), net.num_bits, name,
+      _api.one_phase(name, update, batch_size=batch_size, num_epochs=num_epochs), check_batch,
+      extras=NetworkExtras(net, code_loss), check_encode=check_encode)

@@ -394,8 +394,9 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   def check_batch(batch):
     return _check_batch(settings, batch)
 
-  return _api.HashingMethod(init, update, _encode_codes, settings.num_sweeps,
-                            settings.num_bits, "cdh", check_batch=check_batch,
+  return _api.HashingMethod(init, _encode_codes, settings.num_bits, "cdh",
+                            _api.one_phase("cdh", update, num_steps=settings.num_sweeps),
+                            check_batch=check_batch,
                             extras=CDHExtras(objective, terms, read_supervision))
 
 

@@ -204,5 +204,6 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
     weights_for(len(views))
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, update, encode, num_iters, num_bits, "cmfh",
+  return _api.HashingMethod(init, encode, num_bits, "cmfh",
+                            _api.one_phase("cmfh", update, num_steps=num_iters),
                             check_batch=check_batch, extras=CMFHExtras(objective))

@@ -115,4 +115,5 @@ def cvh(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     _common.check_num_bits_per_view(num_bits, views, "CVH")
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, update, encode, 0, num_bits, "cvh", check_batch=check_batch)
+  return _api.HashingMethod(init, encode, num_bits, "cvh",
+                            _api.one_phase("cvh", update, num_steps=0), check_batch=check_batch)

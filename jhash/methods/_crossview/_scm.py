@@ -183,7 +183,8 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     _read_labels(batch)
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, update, encode, num_bits, num_bits, "scm",
+  return _api.HashingMethod(init, encode, num_bits, "scm",
+                            _api.one_phase("scm", update, num_steps=num_bits),
                             check_batch=check_batch)
 
 

@@ -196,7 +196,7 @@ def fit_to_targets(functions: coder_lib.Coder, *, batch_size: int = DEFAULT_BATC
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, functions.view, "hash_functions")
 
-  return _api.HashingMethod(init, update, lambda s, b: functions.encode(s.coder, b), 0,
-                            functions.num_bits, "hash_functions", check_batch,
-                            batch_size=batch_size, num_epochs=num_epochs,
-                            check_encode=check_encode)
+  return _api.HashingMethod(
+      init, lambda s, b: functions.encode(s.coder, b), functions.num_bits, "hash_functions",
+      _api.one_phase("hash_functions", update, batch_size=batch_size, num_epochs=num_epochs),
+      check_batch, check_encode=check_encode)

@@ -293,9 +293,8 @@ def _build(s: _Settings) -> _api.HashingMethod:
 
   extras = HBMPExtras(retrieval_weights, target_codes, items, s.pursuit, encode_targets,
                       scores, None if s.hashing is None else s.hashing.functions)
-  return _api.HashingMethod(init, pursue, encode, s.num_bits, s.num_bits, "hbmp",
-                            check_batch=check_batch, extras=extras,
-                            phases=_phases(s, pursue, train), bind=bind,
+  return _api.HashingMethod(init, encode, s.num_bits, "hbmp", _phases(s, pursue, train),
+                            check_batch=check_batch, extras=extras, bind=bind,
                             check_encode=check_encode)
 
 

@@ -226,10 +226,10 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
                optimizer=optimizer, momentum=momentum, memory=memory,
                encode_chunk=encode_chunk, name=name)
 
-  phases = tuple(_lift(p) for p in _api.phases(base)) + (
+  phases = tuple(_lift(p) for p in base.phases) + (
       _api.Phase("agent", agent_step, agent_batch_size, num_epochs=agent_epochs),)
   return _api.HashingMethod(
-      init, phases[0].update, encode, base.num_steps, base.num_bits, name, check_batch,
+      init, encode, base.num_bits, name, phases, check_batch,
       extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of),
-      batch_size=base.batch_size, num_epochs=base.num_epochs, encode_multi=encode_multi,
-      phases=phases, bind=bind if base.bind is not None else None, check_encode=check_encode)
+      encode_multi=encode_multi, bind=bind if base.bind is not None else None,
+      check_encode=check_encode)
