@@ -22,6 +22,7 @@ RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
 def block(x):
   """Wait for JAX results (any pytree) before stopping a clock."""
   import jax
+
   return jax.block_until_ready(x)
 
 
@@ -60,8 +61,9 @@ def _cpu_info() -> tuple[str, str]:
   if "flags" not in fields:
     return cpu, "unknown"
   flags = set(fields["flags"].split())
-  return cpu, ("AVX-512 VPOPCNTDQ" if "avx512_vpopcntdq" in flags else
-               "AVX2" if "avx2" in flags else "no AVX2")
+  return cpu, (
+    "AVX-512 VPOPCNTDQ" if "avx512_vpopcntdq" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+  )
 
 
 def cpu_model() -> str:
@@ -80,14 +82,18 @@ def machine() -> str:
   """Cores, CPU model and package versions, for the head of a results section."""
   cpu = cpu_model()
   import jax
+
   versions = f"jax {jax.__version__} ({jax.default_backend()}, {jax.device_count()} device(s))"
   try:
     import faiss
+
     versions += f", faiss {faiss.__version__}"
   except ImportError:
     pass
-  return (f"{cores()} cores, {cpu}; Python {platform.python_version()}, numpy "
-          f"{__import__('numpy').__version__}, {versions}")
+  return (
+    f"{cores()} cores, {cpu}; Python {platform.python_version()}, numpy "
+    f"{__import__('numpy').__version__}, {versions}"
+  )
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -101,6 +107,7 @@ def backend_suffix() -> str:
   without AVX2 or with AVX-512's popcount, so results of other devices and CPU kinds get
   sections of their own; nothing on an AVX2 CPU (the README's reference kind)."""
   import jax
+
   if jax.default_backend() == "cpu":
     level = popcount_level()
     return "" if level == "AVX2" else f" (cpu: {cores()} cores, {level})"
@@ -133,8 +140,10 @@ def replace_section(section: str) -> str:
 def write_section(title: str, command: str, body: str) -> str:
   """A section with the command, machine and date heading ``body``; print and return it."""
   stamp = time.strftime("%Y-%m-%d", time.gmtime())
-  section = (f"## {title}\n\nCommand: `{command}`  \nMachine: {machine()}  \nDate: {stamp}\n\n"
-             f"{body.strip()}\n")
+  section = (
+    f"## {title}\n\nCommand: `{command}`  \nMachine: {machine()}  \nDate: {stamp}\n\n"
+    f"{body.strip()}\n"
+  )
   section = replace_section(section)
   print(section)
   return section

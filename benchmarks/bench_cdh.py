@@ -51,6 +51,7 @@ K, GAMMA, MAX_INNER = 32, 0.01, 16
 
 # ----------------------------------------------------------------------------- NumPy port
 
+
 def numpy_sweep(codes, labels, z, gamma, max_inner, rng):
   """One B-step sweep as a plain NumPy port of the paper (float32, dense A per bit)."""
   n, num_bits = codes.shape
@@ -61,12 +62,12 @@ def numpy_sweep(codes, labels, z, gamma, max_inner, rng):
 def _numpy_sweep_given_y(codes, y, z, gamma, max_inner, rng):
   n, num_bits = codes.shape
   b_all = codes.astype(np.float32)
-  gram = b_all @ b_all.T                                    # once per sweep
+  gram = b_all @ b_all.T  # once per sweep
   sinh_y = np.sinh(y / num_bits)
   flips = 0
   for k in range(num_bits):
     b = b_all[:, k].copy()
-    loo = (gram - np.outer(b, b)) / num_bits                # p^{-k}
+    loo = (gram - np.outer(b, b)) / num_bits  # p^{-k}
     a = sinh_y * np.exp(-y * loo)
     np.fill_diagonal(a, 0.0)
     for _ in range(max_inner):
@@ -75,7 +76,7 @@ def _numpy_sweep_given_y(codes, y, z, gamma, max_inner, rng):
       if active.size == 0:
         break
       m = a[np.ix_(active, active)] * np.outer(b[active], b[active])
-      start = rng.integers(active.size)                    # Algorithm 2
+      start = rng.integers(active.size)  # Algorithm 2
       chosen = np.zeros(active.size, bool)
       chosen[start] = True
       gain = m[start].copy()
@@ -95,6 +96,7 @@ def _numpy_sweep_given_y(codes, y, z, gamma, max_inner, rng):
 
 # ----------------------------------------------------------------------------- jhash
 
+
 def setup(n, seed=0):
   ds = data.load_fashion_mnist("test")
   two = data.make_two_view(ds.views[0][:n], ds.labels[:n])
@@ -111,14 +113,17 @@ def jhash_sweep_fn():
     sup = cdh_parts.Supervision(class_ids=labels)
     out, stats = cdh_parts.bstep_sweep(codes, z, sup, jnp.float32(GAMMA), uniforms)
     return out, jnp.sum(stats.flipped)
+
   return jax.jit(run)
 
 
 def objective(codes, labels, z):
   sup = cdh_parts.Supervision(class_ids=jnp.asarray(labels, jnp.int32))
   codes = jnp.asarray(codes)
-  return float(cdh_parts.semantic_term(codes, sup, "exponential")
-               + cdh_parts.generative_term(codes, z, jnp.float32(GAMMA), 2))
+  return float(
+    cdh_parts.semantic_term(codes, sup, "exponential")
+    + cdh_parts.generative_term(codes, z, jnp.float32(GAMMA), 2)
+  )
 
 
 def median_time(fn, repeats):
@@ -137,54 +142,76 @@ def measure(n, numpy_repeats, jax_repeats, run_numpy=True):
   sweep = jhash_sweep_fn()
   compiled = sweep.lower(codes, labels_j, z, uniforms).compile()
   mem = compiled.memory_analysis()
-  peak = (mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
-          - mem.alias_size_in_bytes)
-  jax.block_until_ready(compiled(codes, labels_j, z, uniforms))    # warm-up
+  peak = (
+    mem.temp_size_in_bytes
+    + mem.argument_size_in_bytes
+    + mem.output_size_in_bytes
+    - mem.alias_size_in_bytes
+  )
+  jax.block_until_ready(compiled(codes, labels_j, z, uniforms))  # warm-up
   t_jax, (out_j, flips_j) = median_time(
-      lambda: jax.block_until_ready(compiled(codes, labels_j, z, uniforms)), jax_repeats)
-  row = {"n": n, "jax_s": t_jax, "jax_flips": int(flips_j), "peak": peak,
-         "temp": mem.temp_size_in_bytes,
-         "J0": objective(codes, labels, z), "J_jax": objective(out_j, labels, z)}
+    lambda: jax.block_until_ready(compiled(codes, labels_j, z, uniforms)), jax_repeats
+  )
+  row = {
+    "n": n,
+    "jax_s": t_jax,
+    "jax_flips": int(flips_j),
+    "peak": peak,
+    "temp": mem.temp_size_in_bytes,
+    "J0": objective(codes, labels, z),
+    "J_jax": objective(out_j, labels, z),
+  }
   if run_numpy:
     codes_np, z_np = np.asarray(codes), np.asarray(z)
     t_np, (out_n, flips_n) = median_time(
-        lambda: numpy_sweep(codes_np, labels, z_np, GAMMA, MAX_INNER,
-                            np.random.default_rng(0)), numpy_repeats)
+      lambda: numpy_sweep(codes_np, labels, z_np, GAMMA, MAX_INNER, np.random.default_rng(0)),
+      numpy_repeats,
+    )
     row.update(numpy_s=t_np, numpy_flips=flips_n, J_numpy=objective(out_n, labels, z))
   return row
 
 
 # ----------------------------------------------------------------------------- report
 
+
 def tables(compare, scaling, command) -> str:
-  lines = [SECTION, "",
-           f"Command: `{command}`. Machine: {_report.machine()}.",
-           "",
-           f"One B-step sweep (all {K} bits, first sweep from CDH's initialisation), "
-           f"Fashion-MNIST test images as two views, 10 classes, exponential merit, "
-           f"gamma = {GAMMA}, max_inner = {MAX_INNER}. NumPy: the paper ported as a user "
-           "would (dense A per bit from the Gram, Algorithm 2 as a Python loop), float32.",
-           "",
-           "| n | NumPy port (s) | jhash (s) | speed-up | flips NumPy / jhash | "
-           "J start | J after, NumPy / jhash |",
-           "|---|---|---|---|---|---|---|"]
+  lines = [
+    SECTION,
+    "",
+    f"Command: `{command}`. Machine: {_report.machine()}.",
+    "",
+    f"One B-step sweep (all {K} bits, first sweep from CDH's initialisation), "
+    f"Fashion-MNIST test images as two views, 10 classes, exponential merit, "
+    f"gamma = {GAMMA}, max_inner = {MAX_INNER}. NumPy: the paper ported as a user "
+    "would (dense A per bit from the Gram, Algorithm 2 as a Python loop), float32.",
+    "",
+    "| n | NumPy port (s) | jhash (s) | speed-up | flips NumPy / jhash | "
+    "J start | J after, NumPy / jhash |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for r in compare:
-    lines.append(f"| {r['n']:,} | {r['numpy_s']:.2f} | {r['jax_s']:.2f} | "
-                 f"{r['numpy_s'] / r['jax_s']:.1f}x | {r['numpy_flips']:,} / "
-                 f"{r['jax_flips']:,} | {r['J0']:.5f} | {r['J_numpy']:.5f} / "
-                 f"{r['J_jax']:.5f} |")
-  lines += ["",
-            "Time per sweep and peak memory of the jitted sweep (XLA's memory_analysis: "
-            "arguments + outputs + temporaries), K = 32:",
-            "",
-            "| n | jhash sweep (s) | s / (n/1000)^2 | flips | peak memory (MB) | "
-            "3 x n^2 x 4 bytes (MB) | peak / bound |",
-            "|---|---|---|---|---|---|---|"]
+    lines.append(
+      f"| {r['n']:,} | {r['numpy_s']:.2f} | {r['jax_s']:.2f} | "
+      f"{r['numpy_s'] / r['jax_s']:.1f}x | {r['numpy_flips']:,} / "
+      f"{r['jax_flips']:,} | {r['J0']:.5f} | {r['J_numpy']:.5f} / "
+      f"{r['J_jax']:.5f} |"
+    )
+  lines += [
+    "",
+    "Time per sweep and peak memory of the jitted sweep (XLA's memory_analysis: "
+    "arguments + outputs + temporaries), K = 32:",
+    "",
+    "| n | jhash sweep (s) | s / (n/1000)^2 | flips | peak memory (MB) | "
+    "3 x n^2 x 4 bytes (MB) | peak / bound |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for r in scaling:
     bound = 3 * r["n"] ** 2 * 4
-    lines.append(f"| {r['n']:,} | {r['jax_s']:.3f} | {r['jax_s'] / (r['n'] / 1000) ** 2:.4f} | "
-                 f"{r['jax_flips']:,} | {r['peak'] / 2**20:.1f} | {bound / 2**20:.1f} | "
-                 f"{r['peak'] / bound:.2f} |")
+    lines.append(
+      f"| {r['n']:,} | {r['jax_s']:.3f} | {r['jax_s'] / (r['n'] / 1000) ** 2:.4f} | "
+      f"{r['jax_flips']:,} | {r['peak'] / 2**20:.1f} | {bound / 2**20:.1f} | "
+      f"{r['peak'] / bound:.2f} |"
+    )
   return "\n".join(lines) + "\n"
 
 
@@ -199,8 +226,12 @@ def main():
   scaling, compare = [], []
   for n in sizes:
     in_compare = n in compare_sizes
-    row = measure(n, numpy_repeats=1 if n >= 5000 else 3, jax_repeats=3 if n >= 5000 else 5,
-                  run_numpy=in_compare)
+    row = measure(
+      n,
+      numpy_repeats=1 if n >= 5000 else 3,
+      jax_repeats=3 if n >= 5000 else 5,
+      run_numpy=in_compare,
+    )
     print(f"n={n}: {row}", flush=True)
     scaling.append(row)
     if in_compare:

@@ -57,6 +57,7 @@ SETTINGS = {"step_size": "regress", "local_search": True, **POWER}
 
 # ----------------------------------------------------------------------------- NumPy port
 
+
 def power_run(q, x, shift, num_iters, tol):
   """Power iteration on ``Q - shift I``, every column of ``x`` [n, r] a start."""
   for _ in range(num_iters):
@@ -94,12 +95,12 @@ def flip_polish(q, v):
   """Single flips, the best first, while one raises ``v^T Q v`` beyond rounding."""
   qv = q @ v
   for _ in range(v.size):
-    gain = -4.0 * v * qv          # change of v^T Q v when bit i flips (Q's diagonal is 0)
+    gain = -4.0 * v * qv  # change of v^T Q v when bit i flips (Q's diagonal is 0)
     best = gain.argmax()
     if gain[best] <= 1e-5 * abs(qv).max():
       return v
     v[best] *= -1.0
-    qv += 2.0 * v[best] * q[best]   # Q is symmetric: its row is its column, and contiguous
+    qv += 2.0 * v[best] * q[best]  # Q is symmetric: its row is its column, and contiguous
   return v
 
 
@@ -148,15 +149,16 @@ def numpy_pursuit(r, num_bits, rng):
     alphas = np.linalg.lstsq(design, target, rcond=None)[0]
     t3 = time.perf_counter()
     codes = np.column_stack([codes, v])
-    for name, seconds in zip(("time_residual", "time_direction", "time_refit"),
-                             (t1 - t0, t2 - t1, t3 - t2)):
+    for name, seconds in zip(
+      ("time_residual", "time_direction", "time_refit"), (t1 - t0, t2 - t1, t3 - t2)
+    ):
       out[name].append(seconds)
     out["residual_norms"].append(np.linalg.norm(design @ alphas - target))
-  return {**{k: np.asarray(v) for k, v in out.items()},
-          "initial_norm": np.linalg.norm(target)}
+  return {**{k: np.asarray(v) for k, v in out.items()}, "initial_norm": np.linalg.norm(target)}
 
 
 # ----------------------------------------------------------------------------- benchmark
+
 
 def random_label_sets(rng, num_sets: int, num_labels: int = 21) -> np.ndarray:
   """``num_sets`` distinct multi-hot rows, drawn with label frequencies 0.03 .. 0.35."""
@@ -179,9 +181,14 @@ def run_jhash(r, num_bits):
   res = jax.block_until_ready(hb.infer_codes(r, num_bits, key, **SETTINGS))
   second = time.perf_counter() - start
   res = jax.tree.map(np.asarray, res)
-  return {"first": first, "run": second, "fraction": res.residual_norms / res.initial_norm,
-          "iterations": res.metrics["power_iterations"], "flips": res.metrics["flips"],
-          "degenerate": int(res.metrics["degenerate"].sum())}
+  return {
+    "first": first,
+    "run": second,
+    "fraction": res.residual_norms / res.initial_norm,
+    "iterations": res.metrics["power_iterations"],
+    "flips": res.metrics["flips"],
+    "degenerate": int(res.metrics["degenerate"].sum()),
+  }
 
 
 def refit_seconds(r, num_made):
@@ -208,16 +215,20 @@ def run_numpy(r, num_bits, measured, check_bits):
   checks = {k: refit_seconds(r, k) for k in check_bits}
   ts = np.concatenate([t, np.asarray(check_bits, np.float64)])
   times = np.concatenate([out["time_refit"], list(checks.values())])
-  refit = np.maximum(np.linalg.lstsq(np.stack([ts, ts * ts], axis=1), times, rcond=None)[0],
-                     0.0)
+  refit = np.maximum(np.linalg.lstsq(np.stack([ts, ts * ts], axis=1), times, rcond=None)[0], 0.0)
   every = np.arange(1, num_bits + 1, dtype=np.float64)
-  predicted = (np.polyval(residual, every) + direction + refit[0] * every
-               + refit[1] * every ** 2)
-  predicted[:measured] = (out["time_residual"] + out["time_direction"] + out["time_refit"])
-  return {"measured_bits": measured, "measured_time": float(predicted[:measured].sum()),
-          "total": float(predicted.sum()), "refit_model": refit, "direction": direction,
-          "fraction": out["residual_norms"] / out["initial_norm"], "checks": checks,
-          "refit_times": out["time_refit"]}
+  predicted = np.polyval(residual, every) + direction + refit[0] * every + refit[1] * every**2
+  predicted[:measured] = out["time_residual"] + out["time_direction"] + out["time_refit"]
+  return {
+    "measured_bits": measured,
+    "measured_time": float(predicted[:measured].sum()),
+    "total": float(predicted.sum()),
+    "refit_model": refit,
+    "direction": direction,
+    "fraction": out["residual_norms"] / out["initial_norm"],
+    "checks": checks,
+    "refit_times": out["time_refit"],
+  }
 
 
 def figure_1c(num_instances, repeats, timing_repeats, bits=(8, 16, 24, 32, 40, 48)):
@@ -228,12 +239,11 @@ def figure_1c(num_instances, repeats, timing_repeats, bits=(8, 16, 24, 32, 40, 4
   classes = hb.class_affinity(10, 32)
   labels = (np.arange(num_instances) % 10).astype(np.int32)
   instances = hb.instance_affinity(labels, 32)
-  runs = {   # name -> (affinity, infer_codes options)
-      "class, regress": (classes, {"step_size": "regress"}),
-      "class, regress, power iteration": (classes, {"step_size": "regress",
-                                                    "eigensolver": "power"}),
-      "class, line": (classes, {"step_size": "line"}),
-      f"instance ({num_instances}), regress": (instances, {"step_size": "regress"}),
+  runs = {  # name -> (affinity, infer_codes options)
+    "class, regress": (classes, {"step_size": "regress"}),
+    "class, regress, power iteration": (classes, {"step_size": "regress", "eigensolver": "power"}),
+    "class, line": (classes, {"step_size": "line"}),
+    f"instance ({num_instances}), regress": (instances, {"step_size": "regress"}),
   }
   for r, options in runs.values():
     jax.block_until_ready(hb.infer_codes(r, num_bits, jax.random.key(99), **options))
@@ -241,7 +251,7 @@ def figure_1c(num_instances, repeats, timing_repeats, bits=(8, 16, 24, 32, 40, 4
   fractions = {name: [] for name in runs}
   seconds = {name: [] for name in runs}
   for seed in range(max(repeats, timing_repeats)):
-    key = jax.block_until_ready(jax.random.key(seed))   # made outside the timed call
+    key = jax.block_until_ready(jax.random.key(seed))  # made outside the timed call
     for name, (r, options) in runs.items():
       start = time.perf_counter()
       res = jax.block_until_ready(hb.infer_codes(r, num_bits, key, **options))
@@ -251,9 +261,11 @@ def figure_1c(num_instances, repeats, timing_repeats, bits=(8, 16, 24, 32, 40, 4
   rows = {}
   for name in runs:
     every = np.asarray(fractions[name])
-    rows[name] = {"fraction": [float(every[:, b - 1].mean()) for b in bits],
-                  "worst": [float(every[:, b - 1].max()) for b in bits],
-                  "seconds": float(np.median(seconds[name][:timing_repeats]))}
+    rows[name] = {
+      "fraction": [float(every[:, b - 1].mean()) for b in bits],
+      "worst": [float(every[:, b - 1].max()) for b in bits],
+      "seconds": float(np.median(seconds[name][:timing_repeats])),
+    }
   return bits, rows, (load, os.getloadavg()[0])
 
 
@@ -261,25 +273,27 @@ def figure_1c_table(args, fig):
   """The lines of the Figure 1(c) table."""
   bits, rows, load = fig
   lines = [
-      "Figure 1(c): residual fraction `||Q_t||_F / ||Q_0||_F` (mean over seeds 0.."
-      f"{args.repeats - 1}; worst seed in brackets), 10 classes, `R = 32 (2I - 1)`, and "
-      "instances with the same class affinity; time per run after compilation, median of "
-      f"{args.timing_repeats} runs (seeds 0..{args.timing_repeats - 1}, the rows' runs "
-      "alternating). Rows without a solver named use `eigensolver=\"auto\"`: the dense "
-      "path (one `eigh` per bit, the power iterations in closed form) at 10 items, power "
-      "iteration at 1,000; the power-iteration row forces the loops at 10 items (the same "
-      f"codes). Load average (1 min) before and after the timed runs: {load[0]:.1f}, "
-      f"{load[1]:.1f}.",
-      "",
-      "| inference | " + " | ".join(f"{b} bits" for b in bits)
-      + " | time per run (48 bits) | time / class-level regress time |",
-      "|---|" + "---|" * len(bits) + "---|---|",
+    "Figure 1(c): residual fraction `||Q_t||_F / ||Q_0||_F` (mean over seeds 0.."
+    f"{args.repeats - 1}; worst seed in brackets), 10 classes, `R = 32 (2I - 1)`, and "
+    "instances with the same class affinity; time per run after compilation, median of "
+    f"{args.timing_repeats} runs (seeds 0..{args.timing_repeats - 1}, the rows' runs "
+    'alternating). Rows without a solver named use `eigensolver="auto"`: the dense '
+    "path (one `eigh` per bit, the power iterations in closed form) at 10 items, power "
+    "iteration at 1,000; the power-iteration row forces the loops at 10 items (the same "
+    f"codes). Load average (1 min) before and after the timed runs: {load[0]:.1f}, "
+    f"{load[1]:.1f}.",
+    "",
+    "| inference | "
+    + " | ".join(f"{b} bits" for b in bits)
+    + " | time per run (48 bits) | time / class-level regress time |",
+    "|---|" + "---|" * len(bits) + "---|---|",
   ]
   base = rows["class, regress"]["seconds"]
   for name, row in rows.items():
     cells = " | ".join(f"{m:.4f} ({w:.4f})" for m, w in zip(row["fraction"], row["worst"]))
-    lines.append(f"| {name} | {cells} | {1e3 * row['seconds']:.1f} ms "
-                 f"| {row['seconds'] / base:.1f} |")
+    lines.append(
+      f"| {name} | {cells} | {1e3 * row['seconds']:.1f} ms | {row['seconds'] / base:.1f} |"
+    )
   return lines
 
 
@@ -287,50 +301,51 @@ def table(args, n, num_bits, sets, jx, npy, fig):
   measured = npy["measured_bits"]
   speedup = npy["total"] / jx["run"]
   lines = [
-      SECTION, "",
-      f"Command: `python benchmarks/bench_hbmp.py{' --quick' if args.quick else ''}`. "
-      f"Machine: {_report.cores()} cores ({_report.cpu_model()}); "
-      f"jax {jax.__version__} ({jax.default_backend()}), numpy {np.__version__}; "
-      f"{datetime.date.today().isoformat()}.",
-      "",
-      f"Inference of {num_bits} bits over n = {n:,} items: the unique label sets of a random "
-      f"multi-label set ({sets.shape[1]} labels, {sets.sum(1).mean():.1f} labels per set on "
-      "average), affinity \"share a label\" `R = b (2S - 1)`, `regress` step sizes, "
-      "4 power-iteration starts, at most 20 updates per run, tolerance 1e-4, local search. "
-      "NumPy: the same algorithm with the paper's vectorised least-squares refit "
-      "(`numpy_pursuit` in `benchmarks/bench_hbmp.py`), timed on its first "
-      f"{measured} bits and **extrapolated** to {num_bits} bits from its own timings "
-      "(residual time linear in t, direction time constant, refit time `c1 t + c2 t^2` "
-      "fitted to the measured bits and to its refit step timed alone at larger t). At 64 "
-      "bits its least-squares matrix alone is 12 GB (24 GB with `lstsq`'s copy), more than "
-      "this machine's memory: the extrapolation assumes it fits.",
-      "",
-      "| implementation | time | residual fraction after "
-      f"{measured} bits | residual fraction after {num_bits} bits |",
-      "|---|---|---|---|",
-      f"| jhash `infer_codes`, first call (compile + run) | {jx['first']:.1f} s "
-      f"| {jx['fraction'][measured - 1]:.4f} | {jx['fraction'][-1]:.4f} |",
-      f"| jhash `infer_codes`, run | {jx['run']:.1f} s | | |",
-      f"| NumPy port, first {measured} bits (measured) | {npy['measured_time']:.1f} s "
-      f"| {npy['fraction'][-1]:.4f} | |",
-      f"| NumPy port, {num_bits} bits (extrapolated) | {npy['total']:.0f} s "
-      f"({npy['total'] / 3600:.1f} h) | | |",
-      "",
-      f"Speed-up of jhash (run) over the NumPy port: **{speedup:.0f}x** (extrapolated; over "
-      f"the first {measured} bits alone, both measured: "
-      f"{npy['measured_time'] / (jx['run'] * measured / num_bits):.1f}x against jhash's "
-      "mean time per bit). NumPy refit model: "
-      f"{npy['refit_model'][0]:.3g} t + {npy['refit_model'][1]:.3g} t^2 s per bit "
-      f"(measured refits {', '.join(f'{x:.2f}' for x in npy['refit_times'])} s at t = 1.."
-      f"{measured}; alone: "
-      + ", ".join(f"{v:.1f} s at t = {k}" for k, v in npy["checks"].items())
-      + f"); direction {npy['direction']:.2f} s per bit.",
+    SECTION,
+    "",
+    f"Command: `python benchmarks/bench_hbmp.py{' --quick' if args.quick else ''}`. "
+    f"Machine: {_report.cores()} cores ({_report.cpu_model()}); "
+    f"jax {jax.__version__} ({jax.default_backend()}), numpy {np.__version__}; "
+    f"{datetime.date.today().isoformat()}.",
+    "",
+    f"Inference of {num_bits} bits over n = {n:,} items: the unique label sets of a random "
+    f"multi-label set ({sets.shape[1]} labels, {sets.sum(1).mean():.1f} labels per set on "
+    'average), affinity "share a label" `R = b (2S - 1)`, `regress` step sizes, '
+    "4 power-iteration starts, at most 20 updates per run, tolerance 1e-4, local search. "
+    "NumPy: the same algorithm with the paper's vectorised least-squares refit "
+    "(`numpy_pursuit` in `benchmarks/bench_hbmp.py`), timed on its first "
+    f"{measured} bits and **extrapolated** to {num_bits} bits from its own timings "
+    "(residual time linear in t, direction time constant, refit time `c1 t + c2 t^2` "
+    "fitted to the measured bits and to its refit step timed alone at larger t). At 64 "
+    "bits its least-squares matrix alone is 12 GB (24 GB with `lstsq`'s copy), more than "
+    "this machine's memory: the extrapolation assumes it fits.",
+    "",
+    "| implementation | time | residual fraction after "
+    f"{measured} bits | residual fraction after {num_bits} bits |",
+    "|---|---|---|---|",
+    f"| jhash `infer_codes`, first call (compile + run) | {jx['first']:.1f} s "
+    f"| {jx['fraction'][measured - 1]:.4f} | {jx['fraction'][-1]:.4f} |",
+    f"| jhash `infer_codes`, run | {jx['run']:.1f} s | | |",
+    f"| NumPy port, first {measured} bits (measured) | {npy['measured_time']:.1f} s "
+    f"| {npy['fraction'][-1]:.4f} | |",
+    f"| NumPy port, {num_bits} bits (extrapolated) | {npy['total']:.0f} s "
+    f"({npy['total'] / 3600:.1f} h) | | |",
+    "",
+    f"Speed-up of jhash (run) over the NumPy port: **{speedup:.0f}x** (extrapolated; over "
+    f"the first {measured} bits alone, both measured: "
+    f"{npy['measured_time'] / (jx['run'] * measured / num_bits):.1f}x against jhash's "
+    "mean time per bit). NumPy refit model: "
+    f"{npy['refit_model'][0]:.3g} t + {npy['refit_model'][1]:.3g} t^2 s per bit "
+    f"(measured refits {', '.join(f'{x:.2f}' for x in npy['refit_times'])} s at t = 1.."
+    f"{measured}; alone: "
+    + ", ".join(f"{v:.1f} s at t = {k}" for k, v in npy["checks"].items())
+    + f"); direction {npy['direction']:.2f} s per bit.",
   ]
   lines += [
-      f"jhash per bit: power-iteration products (slowest start) median "
-      f"{int(np.median(jx['iterations']))}, local-search flips median "
-      f"{int(np.median(jx['flips']))}, degenerate steps {jx['degenerate']}.",
-      "",
+    f"jhash per bit: power-iteration products (slowest start) median "
+    f"{int(np.median(jx['iterations']))}, local-search flips median "
+    f"{int(np.median(jx['flips']))}, degenerate steps {jx['degenerate']}.",
+    "",
   ]
   return "\n".join(lines + figure_1c_table(args, fig)) + "\n"
 
@@ -338,8 +353,9 @@ def table(args, n, num_bits, sets, jx, npy, fig):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="small smoke run; prints only")
-  parser.add_argument("--figure-only", action="store_true",
-                      help="Figure 1(c) alone (full size); prints only")
+  parser.add_argument(
+    "--figure-only", action="store_true", help="Figure 1(c) alone (full size); prints only"
+  )
   args = parser.parse_args()
   if args.quick:
     n, num_bits, measured, check = 1_000, 16, 3, (6,)
@@ -348,15 +364,13 @@ def main():
     n, num_bits, measured, check = 4_850, 64, 6, (10, 14, 18)
     instances, args.repeats, args.timing_repeats = 1_000, 5, 15
   if args.figure_only:
-    print("\n".join(figure_1c_table(args, figure_1c(instances, args.repeats,
-                                                    args.timing_repeats))))
+    print("\n".join(figure_1c_table(args, figure_1c(instances, args.repeats, args.timing_repeats))))
     return
   sets = random_label_sets(np.random.default_rng(0), n)
   r = np.asarray(hb.label_set_affinity(sets, num_bits))
   print(f"{n} label sets; timing jhash ...", flush=True)
   jx = run_jhash(r, num_bits)
-  print(f"jhash: first call {jx['first']:.1f} s, run {jx['run']:.1f} s; NumPy port ...",
-        flush=True)
+  print(f"jhash: first call {jx['first']:.1f} s, run {jx['run']:.1f} s; NumPy port ...", flush=True)
   npy = run_numpy(r, num_bits, measured, check)
   print("Figure 1(c) ...", flush=True)
   fig = figure_1c(instances, args.repeats, args.timing_repeats)

@@ -68,10 +68,12 @@ def fast_numpy_map(q_packed, db_packed, q_labels, db_labels):
 def make_data(num_queries, num_items, num_bits, num_classes=10, flip=0.3, seed=0):
   rng = np.random.default_rng(seed)
   protos = np.where(rng.random((num_classes, num_bits)) < 0.5, -1, 1).astype(np.int8)
+
   def draw(n):
     labels = rng.integers(0, num_classes, n).astype(np.int32)
     noise = np.where(rng.random((n, num_bits)) < flip, -1, 1).astype(np.int8)
     return protos[labels] * noise, labels
+
   return draw(num_queries), draw(num_items)
 
 
@@ -85,33 +87,37 @@ def main():
   qp = np.asarray(jhash.codes.pack_bits(qc))
   dp = np.asarray(jhash.codes.pack_bits(dc))
   runs = {
-      "NumPy, toolbox formula (float distances, np.argsort)":
-          lambda: toolbox_map(qc, dc, ql, dl),
-      "NumPy, fast (bitwise_count, radix argsort)": lambda: fast_numpy_map(qp, dp, ql, dl),
-      "jhash, tie-aware":
-          lambda: jhash.metrics.mean_average_precision(qc, dc, ql, dl, ties="aware"),
-      "jhash, ties by index (no sort)": lambda: jhash.metrics.mean_average_precision(qc, dc, ql, dl,
-                                                                          ties="index"),
+    "NumPy, toolbox formula (float distances, np.argsort)": lambda: toolbox_map(qc, dc, ql, dl),
+    "NumPy, fast (bitwise_count, radix argsort)": lambda: fast_numpy_map(qp, dp, ql, dl),
+    "jhash, tie-aware": lambda: jhash.metrics.mean_average_precision(qc, dc, ql, dl, ties="aware"),
+    "jhash, ties by index (no sort)": lambda: jhash.metrics.mean_average_precision(
+      qc, dc, ql, dl, ties="index"
+    ),
   }
   values = {name: fn() for name, fn in runs.items()}  # warm-up (compiles jhash)
   times = _report.interleaved(runs, args.repeats)
   base = times["NumPy, toolbox formula (float distances, np.argsort)"]
-  rows = [[name, f"{values[name]:.6f}", f"{times[name]:.3f}", f"{base / times[name]:.1f}x"]
-          for name in runs]
-  table = _report.table(["implementation", "mAP", "seconds (median)", "speed-up vs toolbox"],
-                        rows)
+  rows = [
+    [name, f"{values[name]:.6f}", f"{times[name]:.3f}", f"{base / times[name]:.1f}x"]
+    for name in runs
+  ]
+  table = _report.table(["implementation", "mAP", "seconds (median)", "speed-up vs toolbox"], rows)
   fast = times["NumPy, fast (bitwise_count, radix argsort)"]
-  note = (f"{nq:,} queries x {nd:,} database codes, {k} bits, 10 classes; mAP over the whole "
-          f"database. Against the fast NumPy variant, jhash tie-aware is "
-          f"{fast / times['jhash, tie-aware']:.1f}x and jhash index-ordered "
-          f"{fast / times['jhash, ties by index (no sort)']:.1f}x. The index-ordered jhash mAP equals "
-          f"the NumPy stable one to {abs(values['jhash, ties by index (no sort)'] - values['NumPy, fast (bitwise_count, radix argsort)']):.1e}; "
-          "the toolbox's unstable argsort orders ties arbitrarily, so its value differs slightly. "
-          f"jhash ran {'the native CPU kernels' if jhash.native.enabled() else 'the array code'} "
-          "(jhash.native).")
-  _report.write_section("mAP over a whole database",
-                        "python benchmarks/bench_metrics.py" + (" --quick" if args.quick else ""),
-                        table + "\n\n" + note)
+  note = (
+    f"{nq:,} queries x {nd:,} database codes, {k} bits, 10 classes; mAP over the whole "
+    f"database. Against the fast NumPy variant, jhash tie-aware is "
+    f"{fast / times['jhash, tie-aware']:.1f}x and jhash index-ordered "
+    f"{fast / times['jhash, ties by index (no sort)']:.1f}x. The index-ordered jhash mAP equals "
+    f"the NumPy stable one to {abs(values['jhash, ties by index (no sort)'] - values['NumPy, fast (bitwise_count, radix argsort)']):.1e}; "
+    "the toolbox's unstable argsort orders ties arbitrarily, so its value differs slightly. "
+    f"jhash ran {'the native CPU kernels' if jhash.native.enabled() else 'the array code'} "
+    "(jhash.native)."
+  )
+  _report.write_section(
+    "mAP over a whole database",
+    "python benchmarks/bench_metrics.py" + (" --quick" if args.quick else ""),
+    table + "\n\n" + note,
+  )
 
 
 if __name__ == "__main__":

@@ -46,13 +46,14 @@ import jhash
 K = 100  # top-k
 
 
-def make_data(num_queries, num_items, num_bits, codes_per_item=3, num_classes=10, flip=0.3,
-              seed=0):
+def make_data(num_queries, num_items, num_bits, codes_per_item=3, num_classes=10, flip=0.3, seed=0):
   rng = np.random.default_rng(seed)
   protos = np.where(rng.random((num_classes, num_bits)) < 0.5, -1, 1).astype(np.int8)
+
   def noisy(labels, shape):
     noise = np.where(rng.random(shape + (num_bits,)) < flip, -1, 1).astype(np.int8)
     return protos[labels].reshape(labels.shape + (1,) * (len(shape) - 1) + (num_bits,)) * noise
+
   ql = rng.integers(0, num_classes, num_queries).astype(np.int32)
   dl = rng.integers(0, num_classes, num_items).astype(np.int32)
   qc = noisy(ql, (num_queries,))
@@ -144,27 +145,34 @@ def jhash_runs(qc, ql, dc, dl, mask, qp, dp):
   num_bits = qc.shape[1]
   single = dc[:, 0]
   w = weights_for(num_bits)
+
   def weighted_topk():
     return jax.block_until_ready(jhash.search.weighted_hamming_topk(qc, single, w, K))
+
   def topk():
     return jax.block_until_ready(jhash.search.multi_code_topk(qp, dp, mask, K, num_bits=num_bits))
+
   return {
-      "multi_code_topk": topk,
-      "mAP, ties by index": lambda: jhash.metrics.mean_average_precision(
-          qc, dc, ql, dl, db_mask=mask, ties="index"),
-      "mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
-          qc, dc, ql, dl, db_mask=mask, ties="aware"),
-      "pr_curve_by_radius": lambda: jhash.metrics.pr_curve_by_radius(qc, single, ql, dl),
-      "ndcg_at_k, tie-aware": lambda: jhash.metrics.ndcg_at_k(qc, dc, ql, dl, K, db_mask=mask),
-      "weighted_hamming_topk": weighted_topk,
-      "weighted mAP, ties by index": lambda: jhash.metrics.mean_average_precision(
-          qc, single, ql, dl, weights=w, ties="index"),
-      "weighted mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
-          qc, single, ql, dl, weights=w),
-      "weighted NDCG@k, tie-aware": lambda: jhash.metrics.ndcg_at_k(
-          qc, single, ql, dl, K, weights=w),
-      "ndcg_at_k, ties by index (one code per item)": lambda: jhash.metrics.ndcg_at_k(
-          qc, single, ql, dl, K, ties="index"),
+    "multi_code_topk": topk,
+    "mAP, ties by index": lambda: jhash.metrics.mean_average_precision(
+      qc, dc, ql, dl, db_mask=mask, ties="index"
+    ),
+    "mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
+      qc, dc, ql, dl, db_mask=mask, ties="aware"
+    ),
+    "pr_curve_by_radius": lambda: jhash.metrics.pr_curve_by_radius(qc, single, ql, dl),
+    "ndcg_at_k, tie-aware": lambda: jhash.metrics.ndcg_at_k(qc, dc, ql, dl, K, db_mask=mask),
+    "weighted_hamming_topk": weighted_topk,
+    "weighted mAP, ties by index": lambda: jhash.metrics.mean_average_precision(
+      qc, single, ql, dl, weights=w, ties="index"
+    ),
+    "weighted mAP, tie-aware": lambda: jhash.metrics.mean_average_precision(
+      qc, single, ql, dl, weights=w
+    ),
+    "weighted NDCG@k, tie-aware": lambda: jhash.metrics.ndcg_at_k(qc, single, ql, dl, K, weights=w),
+    "ndcg_at_k, ties by index (one code per item)": lambda: jhash.metrics.ndcg_at_k(
+      qc, single, ql, dl, K, ties="index"
+    ),
   }
 
 
@@ -182,9 +190,11 @@ def median_times(runs, repeats):
 
 def check_equal(name, a, b, numpy_value):
   if name == "weighted_hamming_topk":
-    return (all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
-            and np.array_equal(np.asarray(a[1]), numpy_value[1])
-            and np.allclose(np.asarray(a[0]), numpy_value[0], rtol=1e-6))
+    return (
+      all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+      and np.array_equal(np.asarray(a[1]), numpy_value[1])
+      and np.allclose(np.asarray(a[0]), numpy_value[0], rtol=1e-6)
+    )
   if name == "weighted mAP, ties by index":
     return abs(a - b) < 1e-6 and abs(a - numpy_value) < 1e-5
   if name == "weighted mAP, tie-aware" or name.startswith(("weighted NDCG", "ndcg")):
@@ -193,8 +203,10 @@ def check_equal(name, a, b, numpy_value):
     same = all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
     return same and all(np.array_equal(np.asarray(x), y) for x, y in zip(a, numpy_value))
   if name == "pr_curve_by_radius":
-    return all(np.allclose(a[f], b[f], atol=1e-5) and np.allclose(a[f], v, atol=1e-5)
-               for f, v in zip(("precision", "recall"), numpy_value))
+    return all(
+      np.allclose(a[f], b[f], atol=1e-5) and np.allclose(a[f], v, atol=1e-5)
+      for f, v in zip(("precision", "recall"), numpy_value)
+    )
   if name == "mAP, ties by index":
     return abs(a - b) < 1e-6 and abs(a - numpy_value) < 1e-5
   return a == b  # tie-aware mAP: the same integer tie groups
@@ -213,15 +225,17 @@ def main():
   units, unit = jhash.search.weight_units(weights_for(k))
   rounded = np.asarray(units, np.float64) * float(unit)  # the weights jhash ranks by
   numpy_runs = {
-      "multi_code_topk": lambda: np_multi_topk(qp, dp, mask, k, K),
-      "mAP, ties by index": lambda: np_multi_map(qp, dp, mask, k, ql, dl),
-      "pr_curve_by_radius": lambda: np_pr_curve(qp, dp[:, 0], k, ql, dl),
-      "weighted_hamming_topk": lambda: np_weighted_topk(qc, single, rounded, K),
-      "weighted mAP, ties by index": lambda: np_weighted_map(qc, single, rounded, ql, dl),
+    "multi_code_topk": lambda: np_multi_topk(qp, dp, mask, k, K),
+    "mAP, ties by index": lambda: np_multi_map(qp, dp, mask, k, ql, dl),
+    "pr_curve_by_radius": lambda: np_pr_curve(qp, dp[:, 0], k, ql, dl),
+    "weighted_hamming_topk": lambda: np_weighted_topk(qc, single, rounded, K),
+    "weighted mAP, ties by index": lambda: np_weighted_map(qc, single, rounded, ql, dl),
   }
   runs = jhash_runs(qc, ql, dc, dl, mask, qp, dp)
-  interleaved = {**{f"numpy {n}": f for n, f in numpy_runs.items()},
-                 **{f"jhash {n}": f for n, f in runs.items()}}
+  interleaved = {
+    **{f"numpy {n}": f for n, f in numpy_runs.items()},
+    **{f"jhash {n}": f for n, f in runs.items()},
+  }
   values = {name: fn() for name, fn in interleaved.items()}  # warm-up (compiles jhash)
   times = _report.interleaved(interleaved, args.repeats)
   native_on = jhash.native.enabled()
@@ -234,31 +248,54 @@ def main():
   for name in runs:
     peer = times.get(f"numpy {name}")
     twin = "numpy weighted mAP, ties by index" if "weighted" in name else "numpy mAP, ties by index"
-    ok = check_equal(name, values[f"jhash {name}"], array_values[name],
-                     values.get(f"numpy {name}", values.get(twin)))
+    ok = check_equal(
+      name,
+      values[f"jhash {name}"],
+      array_values[name],
+      values.get(f"numpy {name}", values.get(twin)),
+    )
     head, comma, rest = name.partition(",")
-    rows.append([f"`{head}`{comma}{rest}" if "_" in head else name,
-                 "" if peer is None else f"{peer:.3f}",
-                 f"{array_times[name]:.3f}", f"{times[f'jhash {name}']:.3f}",
-                 "" if peer is None else f"{peer / times[f'jhash {name}']:.1f}x",
-                 f"{array_times[name] / times[f'jhash {name}']:.1f}x", "yes" if ok else "NO"])
+    rows.append(
+      [
+        f"`{head}`{comma}{rest}" if "_" in head else name,
+        "" if peer is None else f"{peer:.3f}",
+        f"{array_times[name]:.3f}",
+        f"{times[f'jhash {name}']:.3f}",
+        "" if peer is None else f"{peer / times[f'jhash {name}']:.1f}x",
+        f"{array_times[name] / times[f'jhash {name}']:.1f}x",
+        "yes" if ok else "NO",
+      ]
+    )
   table = _report.table(
-      ["function", "NumPy (s)", "jhash array code (s)", "jhash default (s)",
-       "default vs NumPy", "default vs array code", "results equal"], rows)
-  note = (f"{nq:,} queries x {nd:,} items, {k} bits, 10 classes; multi-code rows: items of 1 to "
-          f"3 codes ({mask.sum() / nd:.2f} on average), top-k k = {K}; the radius curves over "
-          "the items' first codes; weighted rows: the items' first codes, 64 weights in "
-          "(0.5, 1.5). The tie-aware rows have no NumPy peer (NumPy's row for the "
-          "mAP is index-ordered; 'results equal' there compares the two jhash paths' integer "
-          "tie groups; for weighted ranking within 1e-6: the kernel sums in float64, the "
-          "array code in float32). jhash default ran "
-          f"{'the native CPU kernels' if native_on else 'the array code (kernels not built)'}.")
+    [
+      "function",
+      "NumPy (s)",
+      "jhash array code (s)",
+      "jhash default (s)",
+      "default vs NumPy",
+      "default vs array code",
+      "results equal",
+    ],
+    rows,
+  )
+  note = (
+    f"{nq:,} queries x {nd:,} items, {k} bits, 10 classes; multi-code rows: items of 1 to "
+    f"3 codes ({mask.sum() / nd:.2f} on average), top-k k = {K}; the radius curves over "
+    "the items' first codes; weighted rows: the items' first codes, 64 weights in "
+    "(0.5, 1.5). The tie-aware rows have no NumPy peer (NumPy's row for the "
+    "mAP is index-ordered; 'results equal' there compares the two jhash paths' integer "
+    "tie groups; for weighted ranking within 1e-6: the kernel sums in float64, the "
+    "array code in float32). jhash default ran "
+    f"{'the native CPU kernels' if native_on else 'the array code (kernels not built)'}."
+  )
   if args.quick:  # a smoke run: printed only
     print(table + "\n\n" + note)
     return
-  _report.write_section("Native kernels: several codes per item, radius curves, "
-                        "weighted ranking",
-                        "python benchmarks/bench_native.py", table + "\n\n" + note)
+  _report.write_section(
+    "Native kernels: several codes per item, radius curves, weighted ranking",
+    "python benchmarks/bench_native.py",
+    table + "\n\n" + note,
+  )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,9 @@ import os
 import sys
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=2").strip()
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+).strip()
 
 import numpy as np  # noqa: E402
 
@@ -82,9 +83,10 @@ def _naive_chunk(q, db):
 
 def naive_topk(q, db, k, chunk=8):
   assert k == 100
-  out = [_naive_chunk(q[i:i + chunk], db) for i in range(0, q.shape[0], chunk)]
+  out = [_naive_chunk(q[i : i + chunk], db) for i in range(0, q.shape[0], chunk)]
   return np.concatenate([np.asarray(o[0]) for o in out]), np.concatenate(
-      [np.asarray(o[1]) for o in out])
+    [np.asarray(o[1]) for o in out]
+  )
 
 
 def check_against_faiss(d, i, fd, fi):
@@ -113,7 +115,7 @@ def faiss_gpu_index(num_bits, db_bytes):
     resources = faiss.StandardGpuResources()
     index = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexBinaryFlat(num_bits))
     index.add(db_bytes)
-  except Exception as e:    # a FAISS build whose GPU part does not load: say so, go on
+  except Exception as e:  # a FAISS build whose GPU part does not load: say so, go on
     print(f"FAISS GPU index unavailable: {e}", flush=True)
     return None
   return resources, index
@@ -128,35 +130,45 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   dev_db, dev_q = jax.device_put(db, jax.devices()[0]), jax.device_put(q, jax.devices()[0])
   mesh = Mesh(np.asarray(jax.devices()[:2]), ("db",))
   query_mesh = Mesh(np.asarray(jax.devices()[:2]), ("q",))
-  split_queries = jax.jit(jax.shard_map(
-      lambda qs, d: hamming_topk_unchecked(qs, d, k, num_bits), mesh=query_mesh,
-      in_specs=(P("q"), P()), out_specs=(P("q"), P("q")), check_vma=False))
+  split_queries = jax.jit(
+    jax.shard_map(
+      lambda qs, d: hamming_topk_unchecked(qs, d, k, num_bits),
+      mesh=query_mesh,
+      in_specs=(P("q"), P()),
+      out_specs=(P("q"), P("q")),
+      check_vma=False,
+    )
+  )
 
   def faiss_threads(t):
     def run():
       faiss.omp_set_num_threads(t)
       return index.search(q_bytes, k)
+
     return run
 
   rows = {
-      f"FAISS IndexBinaryFlat ({CORES} threads)": faiss_threads(CORES),
-      "FAISS IndexBinaryFlat (1 thread)": faiss_threads(1),
+    f"FAISS IndexBinaryFlat ({CORES} threads)": faiss_threads(CORES),
+    "FAISS IndexBinaryFlat (1 thread)": faiss_threads(1),
   }
   gpu = faiss_gpu_index(num_bits, db_bytes)
   if gpu is not None:
     rows[FAISS_GPU] = lambda: gpu[1].search(q_bytes, k)
-  rows[DEFAULT] = lambda: jax.block_until_ready(hamming_topk(dev_q, dev_db, k,
-                                                             num_bits=num_bits))
+  rows[DEFAULT] = lambda: jax.block_until_ready(hamming_topk(dev_q, dev_db, k, num_bits=num_bits))
   if jax.default_backend() == "cpu":
     rows["jhash hamming_topk, array code (method='xor')"] = lambda: jax.block_until_ready(
-        hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor"))
+      hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor")
+    )
     rows["jhash sharded_hamming_topk (2 CPU devices)"] = lambda: jax.block_until_ready(
-        sharded_hamming_topk(q, db, k, mesh=mesh, num_bits=num_bits))
+      sharded_hamming_topk(q, db, k, mesh=mesh, num_bits=num_bits)
+    )
     rows["jhash hamming_topk, queries split over 2 CPU devices"] = lambda: jax.block_until_ready(
-        split_queries(q, db))
+      split_queries(q, db)
+    )
   else:  # on an accelerator: both distance forms (the default there is "matmul")
     rows["jhash hamming_topk, method='xor'"] = lambda: jax.block_until_ready(
-        hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor"))
+      hamming_topk(dev_q, dev_db, k, num_bits=num_bits, method="xor")
+    )
   if with_naive:
     rows["naive XOR + lax.top_k (float32 keys)"] = lambda: naive_topk(dev_q, dev_db, k)
   faiss_name = list(rows)[0]
@@ -172,8 +184,9 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   for name in rows:
     if name.startswith("jhash") and name != DEFAULT:
       od, oi = (np.asarray(a) for a in outputs[name])
-      checks[f"{name[6:]} == single device"] = bool(np.array_equal(od, jd)
-                                                    and np.array_equal(oi, ji))
+      checks[f"{name[6:]} == single device"] = bool(
+        np.array_equal(od, jd) and np.array_equal(oi, ji)
+      )
   if with_naive:
     nd, ni = outputs["naive XOR + lax.top_k (float32 keys)"]
     checks["naive == jhash"] = bool(np.array_equal(nd, jd) and np.array_equal(ni, ji))
@@ -190,9 +203,9 @@ def run_bits(num_bits, n, num_queries, k, repeats, rng, with_naive):
   for name in rows:
     w = np.asarray(wall[name])
     result[name] = {
-        "rate": n * num_queries / np.median(w) / 1e9,
-        "ratios": {ref: float(np.median(np.asarray(wall[ref]) / w)) for ref in references},
-        "cpu_per_wall": float(np.median(np.asarray(cpu[name]) / w)),
+      "rate": n * num_queries / np.median(w) / 1e9,
+      "ratios": {ref: float(np.median(np.asarray(wall[ref]) / w)) for ref in references},
+      "cpu_per_wall": float(np.median(np.asarray(cpu[name]) / w)),
     }
   return result, checks
 
@@ -219,9 +232,11 @@ threads and with one; {gpu_index}
 The default distance form off the CPU is the +-1 matrix product ("matmul"); the XOR +
 popcount row is the CPU form run on the accelerator.
 """
-GPU_INDEX = ("FAISS's own GPU index (`GpuIndexBinaryFlat`, from the faiss-gpu package) on\n"
-             "the same GPU, its database on the GPU, queries and results through the host\n"
-             "as FAISS's Python interface takes them.")
+GPU_INDEX = (
+  "FAISS's own GPU index (`GpuIndexBinaryFlat`, from the faiss-gpu package) on\n"
+  "the same GPU, its database on the GPU, queries and results through the host\n"
+  "as FAISS's Python interface takes them."
+)
 NO_GPU_INDEX = "no FAISS GPU index (the faiss-gpu package) was installed there."
 
 
@@ -240,31 +255,50 @@ def body(results, checks, n, num_queries, k, repeats, loads):
       ratios.append([label] + [f"x{results[b][name]['ratios'][ref]:.2f}" for b in bits])
   shares = [[name] + [f"{results[b][name]['cpu_per_wall']:.2f}" for b in bits] for name in names]
   check_line = "; ".join(
-      f"{b} bits: " + ", ".join(f"{c} {'ok' if v else 'FAILED'}" for c, v in checks[b].items())
-      for b in bits)
-  return "\n".join([
+    f"{b} bits: " + ", ".join(f"{c} {'ok' if v else 'FAILED'}" for c, v in checks[b].items())
+    for b in bits
+  )
+  return "\n".join(
+    [
       f"{n:,} uniformly random database codes, {num_queries:,} random queries, k = {k}; "
       f"median of {repeats} interleaved repeats after a warm-up. FAISS threads: "
       f"`faiss.omp_set_num_threads({CORES})` ({CORES} = the number of cores), and 1. Load "
-      "average (1 min) at the start of each code length: " + ", ".join(f"{l:.1f}" for l in loads)
+      "average (1 min) at the start of each code length: "
+      + ", ".join(f"{l:.1f}" for l in loads)
       + " (a shared machine: compare the ratios, measured in the same run, not the rates).",
-      "", "Billion codes compared per second:", "",
+      "",
+      "Billion codes compared per second:",
+      "",
       _report.table(["implementation"] + header, rates),
-      "", "Speed-up (median over repeats of FAISS's time / this row's time):", "",
+      "",
+      "Speed-up (median over repeats of FAISS's time / this row's time):",
+      "",
       _report.table(["row / reference"] + header, ratios),
-      "", "CPU time / wall time (median):", "",
+      "",
+      "CPU time / wall time (median):",
+      "",
       _report.table(["implementation"] + header, shares),
-      "", f"Checks in the same run: {check_line}.", "",
-      NOTES if jax.default_backend() == "cpu" else
-      ACCELERATOR_NOTES.format(gpu_index=GPU_INDEX if FAISS_GPU in names else NO_GPU_INDEX)])
+      "",
+      f"Checks in the same run: {check_line}.",
+      "",
+      NOTES
+      if jax.default_backend() == "cpu"
+      else ACCELERATOR_NOTES.format(gpu_index=GPU_INDEX if FAISS_GPU in names else NO_GPU_INDEX),
+    ]
+  )
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="small smoke run; print only")
   parser.add_argument("--repeats", type=int, default=None)
-  parser.add_argument("--bits", type=int, nargs="+", default=[32, 64, 128],
-                      help="code lengths (the full run writes RESULTS.md only with all three)")
+  parser.add_argument(
+    "--bits",
+    type=int,
+    nargs="+",
+    default=[32, 64, 128],
+    help="code lengths (the full run writes RESULTS.md only with all three)",
+  )
   args = parser.parse_args()
   n, num_queries, repeats = (100_000, 200, 3) if args.quick else (1_000_000, 1_000, 5)
   repeats = args.repeats or repeats
@@ -273,10 +307,15 @@ def main():
   results, checks, loads = {}, {}, []
   for num_bits in args.bits:
     loads.append(os.getloadavg()[0])
-    results[num_bits], checks[num_bits] = run_bits(num_bits, n, num_queries, k, repeats, rng,
-                                                   with_naive=True)
-    print(f"{num_bits} bits:", {m: round(r["rate"], 3) for m, r in results[num_bits].items()},
-          checks[num_bits], flush=True)
+    results[num_bits], checks[num_bits] = run_bits(
+      num_bits, n, num_queries, k, repeats, rng, with_naive=True
+    )
+    print(
+      f"{num_bits} bits:",
+      {m: round(r["rate"], 3) for m, r in results[num_bits].items()},
+      checks[num_bits],
+      flush=True,
+    )
   text = body(results, checks, n, num_queries, k, repeats, loads)
   if args.quick or args.bits != [32, 64, 128]:
     print(text)

@@ -82,7 +82,7 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch's OpenMP starts
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch's OpenMP starts
 
 import numpy as np  # noqa: E402
 
@@ -107,7 +107,7 @@ except ImportError:  # pragma: no cover
 TITLE = "Small CNN training: jhash and PyTorch"
 CORES = _report.cores()
 NUM_BITS = 32
-SMALL = jhash.models.SmallCNN(NUM_BITS)   # its defaults: channels, dense width
+SMALL = jhash.models.SmallCNN(NUM_BITS)  # its defaults: channels, dense width
 
 
 # ----------------------------------------------------------------------------- PyTorch peer
@@ -120,8 +120,15 @@ class TorchSmallCNN(nn.Module):
   equivalence check; the timed network uses ``nn.Conv2d(padding=1)``.
   """
 
-  def __init__(self, num_bits, channels=tuple(SMALL.channels), dense=SMALL.dense,
-               in_channels=1, side=28, same_padding=False):
+  def __init__(
+    self,
+    num_bits,
+    channels=tuple(SMALL.channels),
+    dense=SMALL.dense,
+    in_channels=1,
+    side=28,
+    same_padding=False,
+  ):
     super().__init__()
     self.same_padding = same_padding
     convs, c = [], in_channels
@@ -132,7 +139,7 @@ class TorchSmallCNN(nn.Module):
     self.dense = nn.Linear(c * side * side, dense)
     self.projection = nn.Linear(dense, num_bits)
 
-  def forward(self, x):            # x float32 [n, C, H, W]
+  def forward(self, x):  # x float32 [n, C, H, W]
     for conv in self.convs:
       if self.same_padding:
         x = F.pad(x, (0, 1, 0, 1))
@@ -153,8 +160,9 @@ def torch_dch_loss(u, v, similarity, weights, gamma=20.0, quantization=0.1, epsi
   """jhash.losses.dch_loss, line by line."""
   h = torch.tanh(u)
   d = torch_cosine_hamming(h, torch.tanh(v))
-  nll = (similarity * torch.log1p(d / gamma)
-         + (1.0 - similarity) * torch.log1p(gamma / (d + epsilon)))
+  nll = similarity * torch.log1p(d / gamma) + (1.0 - similarity) * torch.log1p(
+    gamma / (d + epsilon)
+  )
   pair_term = torch.sum(weights * nll) / torch.clamp(torch.sum(weights), min=1e-12)
   to_vertex = torch_cosine_hamming(torch.abs(h), torch.ones((1, h.shape[1])))[:, 0]
   return pair_term + quantization * torch.mean(torch.log1p(to_vertex / gamma))
@@ -188,15 +196,16 @@ def torch_codes(net, x, chunk=1024):
   out = []
   with torch.no_grad():
     for i in range(0, x.shape[0], chunk):
-      logits = net(x[i:i + chunk])
+      logits = net(x[i : i + chunk])
       out.append(torch.where(logits >= 0, 1, -1).to(torch.int8).numpy())
   return np.concatenate(out)
 
 
 def to_torch_images(images, mean, scale):
   """Pixels [n, 28, 28] -> standardised float32 tensor [n, 1, 28, 28] (jhash's scaling)."""
-  return torch.from_numpy(np.ascontiguousarray(
-      ((images.astype(np.float32) - mean) * scale)[:, None]))
+  return torch.from_numpy(
+    np.ascontiguousarray(((images.astype(np.float32) - mean) * scale)[:, None])
+  )
 
 
 def numpy_statistics(images):
@@ -234,7 +243,7 @@ def load_jhash_params(net: TorchSmallCNN, params) -> None:
       conv.weight.copy_(torch.from_numpy(kernel.transpose(3, 2, 0, 1).copy()))
       conv.bias.copy_(torch.from_numpy(np.array(params[f"conv_{i}"]["bias"])))
       c = kernel.shape[-1]
-    dense = np.asarray(params["dense"]["kernel"])           # rows (h, w, c)
+    dense = np.asarray(params["dense"]["kernel"])  # rows (h, w, c)
     side = int(round((dense.shape[0] // c) ** 0.5))
     dense = dense.reshape(side, side, c, -1).transpose(2, 0, 1, 3).reshape(dense.shape[0], -1)
     net.dense.weight.copy_(torch.from_numpy(dense.T.copy()))  # torch flattens (c, h, w)
@@ -253,7 +262,8 @@ def check_network(state, x_std):
   with torch.no_grad():
     got = net(torch.from_numpy(x_std)).numpy()
   sizes = sum(p.numel() for p in TorchSmallCNN(NUM_BITS).parameters()) == sum(
-      x.size for x in jax.tree.leaves(state.coder.train.params))
+    x.size for x in jax.tree.leaves(state.coder.train.params)
+  )
   return bool(sizes and np.allclose(got, want, rtol=1e-4, atol=1e-5))
 
 
@@ -280,9 +290,8 @@ def compiled_operations(method, state, minibatch, key) -> collections.Counter:
   """The compiled train step's operations: (kind, result shape) -> count."""
   text = jax.jit(method.update, donate_argnums=0).lower(state, minibatch, key).compile()
   text = text.as_text()
-  entry = text[text.index("ENTRY"):]
-  found = (re.match(r"\s*(?:ROOT )?%\S+ = (\S+) ([\w-]+)\(", line)
-           for line in entry.splitlines())
+  entry = text[text.index("ENTRY") :]
+  found = (re.match(r"\s*(?:ROOT )?%\S+ = (\S+) ([\w-]+)\(", line) for line in entry.splitlines())
   return collections.Counter((m.group(2), m.group(1)) for m in found if m)
 
 
@@ -290,8 +299,9 @@ def throughput(train, repeats, fit_steps, encode_items, batch=128, steps=20):
   """Images per second of each row, per repeat (interleaved): {group: {row: [rates]}}."""
   key = jax.random.key(0)
   method = jhash.methods.dch(NUM_BITS, batch_size=batch)
-  patches_only = jhash.methods.dch(NUM_BITS, batch_size=batch, backbone=jhash.models.model(
-      PatchesOnlySmallCNN(NUM_BITS), (28, 28)))
+  patches_only = jhash.methods.dch(
+    NUM_BITS, batch_size=batch, backbone=jhash.models.model(PatchesOnlySmallCNN(NUM_BITS), (28, 28))
+  )
   images, labels = train["views"][0], train["labels"]
   minibatch = jax.device_put({"views": (images[:batch],), "labels": labels[:batch]})
   to_encode = jax.device_put({"views": (images[:encode_items],)})
@@ -305,11 +315,13 @@ def throughput(train, repeats, fit_steps, encode_items, batch=128, steps=20):
       for _ in range(steps):
         holder[0], _ = update(holder[0], minibatch, step_key)
       return holder[0]
+
     return run, holder
 
   def jhash_fit():
-    state, _ = jhash.fit(method, key, train, num_steps=fit_steps, log_every=fit_steps,
-                         progress=False)
+    state, _ = jhash.fit(
+      method, key, train, num_steps=fit_steps, log_every=fit_steps, progress=False
+    )
     return state
 
   mean, scale = numpy_statistics(images)
@@ -327,46 +339,55 @@ def throughput(train, repeats, fit_steps, encode_items, batch=128, steps=20):
       torch.set_num_threads(threads)
       for _ in range(steps):
         torch_step(net, opt, tx, ty)
+
     return run
 
   def torch_encode(threads):
     def run():
       torch.set_num_threads(threads)
       return torch_codes(torch_encoder, to_torch_images(images[:encode_items], mean, scale))
+
     return run
 
   new_step, new_state = jhash_step(method)
   old_step, old_state = jhash_step(patches_only)
   same_operations = compiled_operations(method, new_state[0], minibatch, step_key) == (
-      compiled_operations(patches_only, old_state[0], minibatch, step_key))
+    compiled_operations(patches_only, old_state[0], minibatch, step_key)
+  )
   rows = {  # name: (function, images per call, group)
-      f"PyTorch eager, {CORES} threads": (torch_row(CORES), steps * batch, "train"),
-      "PyTorch eager, 1 thread": (torch_row(1), steps * batch, "train"),
-      "jhash, one jitted step per call": (new_step, steps * batch, "train"),
-      f"jhash.fit, {fit_steps} steps in one compiled loop": (jhash_fit, fit_steps * batch,
-                                                             "train"),
-      "jhash, one jitted step, all convolutions as patches' products": (
-          old_step, steps * batch, "train"),
-      f"PyTorch eval, {CORES} threads": (torch_encode(CORES), encode_items, "encode"),
-      "PyTorch eval, 1 thread": (torch_encode(1), encode_items, "encode"),
-      "jhash.encode": (lambda: jhash.encode(method, new_state[0], to_encode), encode_items,
-                       "encode"),
-      "jhash.encode, all convolutions as patches' products": (
-          lambda: jhash.encode(patches_only, old_state[0], to_encode), encode_items, "encode"),
+    f"PyTorch eager, {CORES} threads": (torch_row(CORES), steps * batch, "train"),
+    "PyTorch eager, 1 thread": (torch_row(1), steps * batch, "train"),
+    "jhash, one jitted step per call": (new_step, steps * batch, "train"),
+    f"jhash.fit, {fit_steps} steps in one compiled loop": (jhash_fit, fit_steps * batch, "train"),
+    "jhash, one jitted step, all convolutions as patches' products": (
+      old_step,
+      steps * batch,
+      "train",
+    ),
+    f"PyTorch eval, {CORES} threads": (torch_encode(CORES), encode_items, "encode"),
+    "PyTorch eval, 1 thread": (torch_encode(1), encode_items, "encode"),
+    "jhash.encode": (lambda: jhash.encode(method, new_state[0], to_encode), encode_items, "encode"),
+    "jhash.encode, all convolutions as patches' products": (
+      lambda: jhash.encode(patches_only, old_state[0], to_encode),
+      encode_items,
+      "encode",
+    ),
   }
   runs = {name: fn for name, (fn, _, _) in rows.items()}
   t0 = time.perf_counter()
-  _report.interleaved(runs, 1)                     # warm-up: compiles, spins up threads
+  _report.interleaved(runs, 1)  # warm-up: compiles, spins up threads
   print(f"part 1 warm-up (compiles) {time.perf_counter() - t0:.1f} s", flush=True)
   rates = {"train": {}, "encode": {}}
   for name, (_, _, group) in rows.items():
     rates[group][name] = []
-  for r in range(repeats):   # the order reversed every other repeat: no row always follows torch
+  for r in range(repeats):  # the order reversed every other repeat: no row always follows torch
     times = _report.interleaved(runs if r % 2 == 0 else dict(reversed(runs.items())), 1)
     for name, (_, n, group) in rows.items():
       rates[group][name].append(n / times[name])
-    print(f"repeat {r}: " + ", ".join(f"{k}: {n / times[k]:,.0f}"
-                                      for k, (_, n, _) in rows.items()), flush=True)
+    print(
+      f"repeat {r}: " + ", ".join(f"{k}: {n / times[k]:,.0f}" for k, (_, n, _) in rows.items()),
+      flush=True,
+    )
   return rates, same_operations
 
 
@@ -388,30 +409,47 @@ def throughput_body(rates, repeats, load, encode_items, batch=128):
   names = list(train)
   old, new = names[4], names[2]
   enc_names = list(encode)
-  rows = [[n, f"{statistics.median(train[n]):,.0f}", f"{statistics.median(train[n]) / batch:.1f}",
-           f"{1e3 * batch / statistics.median(train[n]):.1f}"] for n in names]
+  rows = [
+    [
+      n,
+      f"{statistics.median(train[n]):,.0f}",
+      f"{statistics.median(train[n]) / batch:.1f}",
+      f"{1e3 * batch / statistics.median(train[n]):.1f}",
+    ]
+    for n in names
+  ]
   enc_rows = [[n, f"{statistics.median(encode[n]):,.0f}"] for n in enc_names]
   step_gain = statistics.median(a / b for a, b in zip(train[new], train[old]))
   enc_gain = statistics.median(a / b for a, b in zip(encode[enc_names[2]], encode[enc_names[3]]))
-  return "\n".join([
+  return "\n".join(
+    [
       f"### Train-step throughput, batch {batch}\n",
       f"Median of {repeats} interleaved repeats (the order reversed every other one) after "
       f"a warm-up; load average (1 min) "
       f"{load:.1f} on {CORES} cores at the start (a shared machine: compare the ratios, "
-      "measured in the same repeats, not the rates).", "",
-      _report.table(["row", "images/s", "steps/s", "ms per step"], rows), "",
+      "measured in the same repeats, not the rates).",
+      "",
+      _report.table(["row", "images/s", "steps/s", "ms per step"], rows),
+      "",
       "Speed-up (median over repeats of jhash's images/s over PyTorch's in the same repeat):",
-      "", _speed_ups(train, names[2:4], names[:2]), "",
+      "",
+      _speed_ups(train, names[2:4], names[:2]),
+      "",
       f"### Encoding throughput ({encode_items:,} training images, chunks of 1,024)\n",
       "Evaluation-mode forward pass and signs, the pixels standardised inside the timing; "
-      "the same repeats as above.", "",
-      _report.table(["row", "images/s"], enc_rows), "",
-      _speed_ups(encode, enc_names[2:3], enc_names[:2]), "",
+      "the same repeats as above.",
+      "",
+      _report.table(["row", "images/s"], enc_rows),
+      "",
+      _speed_ups(encode, enc_names[2:3], enc_names[:2]),
+      "",
       f"`StridedConv` (XLA's convolution when evaluated, the patches' product when "
       f"differentiated) against every convolution as the product of its patches and kernel, "
       f"medians of the ratios in the same repeats: encoding x{enc_gain:.2f}; train step "
       f"x{step_gain:.2f}, where the two compiled train steps hold the same operations (a "
-      f"check below), so any difference there is the machine's noise."])
+      f"check below), so any difference there is the machine's noise.",
+    ]
+  )
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -431,14 +469,17 @@ def torch_train(images, labels, batch, epochs, lr, seed, threads):
   for _ in range(epochs):
     order = torch.from_numpy(rng.permutation(n))
     for s in range(per_epoch):
-      idx = order[s * batch:(s + 1) * batch]
+      idx = order[s * batch : (s + 1) * batch]
       losses.append(torch_step(net, opt, x[idx], y[idx]))
   return net, (mean, scale), float(torch.stack(losses[-per_epoch:]).mean())
 
 
 def end_to_end(train, query, database, epochs, threads):
-  method = jhash.methods.dch(NUM_BITS) if epochs is None else jhash.methods.dch(
-      NUM_BITS, num_epochs=epochs)
+  method = (
+    jhash.methods.dch(NUM_BITS)
+    if epochs is None
+    else jhash.methods.dch(NUM_BITS, num_epochs=epochs)
+  )
   batch, epochs = method.batch_size, method.num_epochs
   n = train["labels"].shape[0]
   per_epoch = n // batch
@@ -456,47 +497,77 @@ def end_to_end(train, query, database, epochs, threads):
     q_codes = np.asarray(jhash.encode(method, state, query))
 
     t0 = time.perf_counter()
-    net, (mean, scale), t_loss = torch_train(train["views"][0], train["labels"], batch,
-                                             epochs, 1e-3, 0, threads)
+    net, (mean, scale), t_loss = torch_train(
+      train["views"][0], train["labels"], batch, epochs, 1e-3, 0, threads
+    )
     t_train = time.perf_counter() - t0
     net.eval()
     t0 = time.perf_counter()
     t_db = torch_codes(net, to_torch_images(database["views"][0], mean, scale))
     t_encode = time.perf_counter() - t0
     t_q = torch_codes(net, to_torch_images(query["views"][0], mean, scale))
-    rnd = {"jhash_train": j_train, "jhash_encode": j_encode, "torch_train": t_train,
-           "torch_encode": t_encode,
-           "jhash_loss": float(np.mean(history["loss"][-per_epoch:])), "torch_loss": t_loss}
+    rnd = {
+      "jhash_train": j_train,
+      "jhash_encode": j_encode,
+      "torch_train": t_train,
+      "torch_encode": t_encode,
+      "jhash_loss": float(np.mean(history["loss"][-per_epoch:])),
+      "torch_loss": t_loss,
+    }
     if r == 0:
       rnd["jhash_map"] = jhash.metrics.mean_average_precision(
-          q_codes, db_codes, query["labels"], database["labels"])
+        q_codes, db_codes, query["labels"], database["labels"]
+      )
       rnd["torch_map"] = jhash.metrics.mean_average_precision(
-          t_q, t_db, query["labels"], database["labels"])
+        t_q, t_db, query["labels"], database["labels"]
+      )
       first_codes = (db_codes, t_db)
     else:
-      out["same_codes"] = (bool(np.array_equal(first_codes[0], db_codes)),
-                           bool(np.array_equal(first_codes[1], t_db)))
+      out["same_codes"] = (
+        bool(np.array_equal(first_codes[0], db_codes)),
+        bool(np.array_equal(first_codes[1], t_db)),
+      )
     out["rounds"].append(rnd)
-    print(f"end to end, round {r}: " + ", ".join(
-        f"{k} {v:.4g}" for k, v in rnd.items()), flush=True)
+    print(
+      f"end to end, round {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in rnd.items()), flush=True
+    )
   return out
 
 
 def end_to_end_body(e2e, sizes, threads):
   r0, r1 = e2e["rounds"]
   rows = [
-      ["jhash `dch(32)` + `jhash.fit`", f"{r0['jhash_train']:.1f} s", f"{r1['jhash_train']:.1f} s",
-       f"{r0['jhash_encode']:.2f} s", f"{r1['jhash_encode']:.2f} s",
-       f"{r0['jhash_loss']:.4f}", f"**{r0['jhash_map']:.4f}**"],
-      [f"PyTorch eager ({threads} thread{'s' if threads > 1 else ''})",
-       f"{r0['torch_train']:.1f} s", f"{r1['torch_train']:.1f} s",
-       f"{r0['torch_encode']:.2f} s", f"{r1['torch_encode']:.2f} s",
-       f"{r0['torch_loss']:.4f}", f"**{r0['torch_map']:.4f}**"],
+    [
+      "jhash `dch(32)` + `jhash.fit`",
+      f"{r0['jhash_train']:.1f} s",
+      f"{r1['jhash_train']:.1f} s",
+      f"{r0['jhash_encode']:.2f} s",
+      f"{r1['jhash_encode']:.2f} s",
+      f"{r0['jhash_loss']:.4f}",
+      f"**{r0['jhash_map']:.4f}**",
+    ],
+    [
+      f"PyTorch eager ({threads} thread{'s' if threads > 1 else ''})",
+      f"{r0['torch_train']:.1f} s",
+      f"{r1['torch_train']:.1f} s",
+      f"{r0['torch_encode']:.2f} s",
+      f"{r1['torch_encode']:.2f} s",
+      f"{r0['torch_loss']:.4f}",
+      f"**{r0['torch_map']:.4f}**",
+    ],
   ]
-  header = ["model", "train, round 1", "train, round 2", "encode db, round 1",
-            "encode db, round 2", "loss, last epoch", "mAP (whole db)"]
+  header = [
+    "model",
+    "train, round 1",
+    "train, round 2",
+    "encode db, round 1",
+    "encode db, round 2",
+    "loss, last epoch",
+    "mAP (whole db)",
+  ]
   q, n_train, n_db = sizes
-  return "\n".join([
+  return "\n".join(
+    [
       "### DCH end to end, Fashion-MNIST, 32 bits\n",
       f"{n_train:,} training images, {q:,} queries, a database of {n_db:,} (the training "
       f"images among them); batch {e2e['batch']}, {e2e['epochs']} epoch"
@@ -506,13 +577,16 @@ def end_to_end_body(e2e, sizes, threads):
       "(compiled). Encoding: the database's codes (chunks of 1,024). mAP tie-aware over "
       "the whole database (`jhash.metrics.mean_average_precision`) of round 1's models.",
       "",
-      _report.table(header, rows), "",
+      _report.table(header, rows),
+      "",
       f"Ratios: training wall time PyTorch / jhash x{r0['torch_train'] / r0['jhash_train']:.2f} "
       f"(round 1, with compilation), x{r1['torch_train'] / r1['jhash_train']:.2f} (round 2); "
       f"encoding x{r0['torch_encode'] / r0['jhash_encode']:.2f} / "
       f"x{r1['torch_encode'] / r1['jhash_encode']:.2f}; mAP difference jhash - PyTorch "
       f"{r0['jhash_map'] - r0['torch_map']:+.4f}. jhash's compilation (round 1 - round 2 "
-      f"of its training): about {r0['jhash_train'] - r1['jhash_train']:.1f} s."])
+      f"of its training): about {r0['jhash_train'] - r1['jhash_train']:.1f} s.",
+    ]
+  )
 
 
 # ----------------------------------------------------------------------------- part 3
@@ -531,7 +605,8 @@ def memory_body(train):
   formula = n * NUM_BITS * 4 + n * label_bytes + n
   mem = banked.memory
   b = 64
-  return "\n".join([
+  return "\n".join(
+    [
       "### Memory of the memory-bank variant\n",
       "`jhash.methods.dch(32, memory=True)` keeps every training item's latest outputs: "
       "`Memory(outputs float32 [n, K], labels [n] or [n, C], filled bool [n])`, "
@@ -539,14 +614,22 @@ def memory_body(train):
       "C for multi-hot bool). Each step also forms the similarities, pair weights and "
       "relaxed distances of its b minibatch items against b + n others: about "
       f"3 x 4 b (b + n) bytes of temporaries (b = {b}, n = {n:,}: "
-      f"{3 * 4 * b * (b + n) / 2**20:.1f} MiB).", "",
-      _report.table(["state", "bytes (measured, sum of leaves' nbytes)"], [
+      f"{3 * 4 * b * (b + n) / 2**20:.1f} MiB).",
+      "",
+      _report.table(
+        ["state", "bytes (measured, sum of leaves' nbytes)"],
+        [
           ["`dch(32)` (network, Adam moments, standardisation)", f"{nbytes(plain):,}"],
           ["`dch(32, memory=True)`", f"{nbytes(banked):,}"],
-          [f"of which the memory bank (outputs {mem.outputs.shape} {mem.outputs.dtype}, labels "
-           f"{mem.labels.shape} {mem.labels.dtype}, filled {mem.filled.shape})",
-           f"{nbytes(mem):,} (formula: {formula:,})"]]),
-  ])
+          [
+            f"of which the memory bank (outputs {mem.outputs.shape} {mem.outputs.dtype}, labels "
+            f"{mem.labels.shape} {mem.labels.dtype}, filled {mem.filled.shape})",
+            f"{nbytes(mem):,} (formula: {formula:,})",
+          ],
+        ],
+      ),
+    ]
+  )
 
 
 # ----------------------------------------------------------------------------- main
@@ -585,40 +668,50 @@ def main():
   args = parser.parse_args()
   quick = args.quick
   repeats = args.repeats or (2 if quick else 7)
-  options = (dict(query_per_class=20, train_per_class=100, database_limit=5000) if quick
-             else {})
-  train, query, database = jhash.data.load_protocol("fashion-mnist", seed=0, images=True,
-                                                    **options)
+  options = dict(query_per_class=20, train_per_class=100, database_limit=5000) if quick else {}
+  train, query, database = jhash.data.load_protocol("fashion-mnist", seed=0, images=True, **options)
   load = os.getloadavg()[0]
   rng = np.random.default_rng(0)
   mean, scale = numpy_statistics(train["views"][0])
   probe = jhash.init(jhash.methods.dch(NUM_BITS), jax.random.key(0), train)
-  checks = {"PyTorch DCH loss == jhash.losses.dch_loss (value, gradient)": check_loss(rng),
-            "PyTorch network with jhash's parameters == jhash's logits":
-                check_network(probe, to_torch_images(train["views"][0][:64], mean,
-                                                     scale).numpy())}
+  checks = {
+    "PyTorch DCH loss == jhash.losses.dch_loss (value, gradient)": check_loss(rng),
+    "PyTorch network with jhash's parameters == jhash's logits": check_network(
+      probe, to_torch_images(train["views"][0][:64], mean, scale).numpy()
+    ),
+  }
   print(checks, flush=True)
 
   encode_items = train["labels"].shape[0]
   rates, same_operations = throughput(train, repeats, 20 if quick else 200, encode_items)
-  checks["the train steps with SmallCNN and with the patches-only network compile to the "
-         "same operations"] = same_operations
+  checks[
+    "the train steps with SmallCNN and with the patches-only network compile to the same operations"
+  ] = same_operations
   torch_names = list(rates["train"])[:2]
   faster = max(torch_names, key=lambda n: statistics.median(rates["train"][n]))
   threads = CORES if faster == torch_names[0] else 1
   e2e = end_to_end(train, query, database, 1 if quick else None, threads)
   checks["both rounds of part 2 give the same database codes (jhash, PyTorch)"] = all(
-      e2e["same_codes"])
+    e2e["same_codes"]
+  )
   sizes = (query["labels"].shape[0], train["labels"].shape[0], database["labels"].shape[0])
   check_line = "; ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items())
-  body = "\n".join([
+  body = "\n".join(
+    [
       f"PyTorch {torch.__version__} on the CPU (`OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}`"
-      f"), flax, optax; Fashion-MNIST at 32 bits, seed 0.", "",
-      throughput_body(rates, repeats, load, encode_items), "",
-      end_to_end_body(e2e, sizes, threads), "",
-      memory_body(train), "",
-      f"Checks in the same run: {check_line}.", "",
-      NOTES])
+      f"), flax, optax; Fashion-MNIST at 32 bits, seed 0.",
+      "",
+      throughput_body(rates, repeats, load, encode_items),
+      "",
+      end_to_end_body(e2e, sizes, threads),
+      "",
+      memory_body(train),
+      "",
+      f"Checks in the same run: {check_line}.",
+      "",
+      NOTES,
+    ]
+  )
   if quick:
     print(body)
   else:

@@ -39,14 +39,24 @@ def mfeat_data(spec, seed: int) -> dict:
   (drawn from the training items; the rest of them are ``fit``).
   """
   views = tuple(spec["views"])
-  train, query, _ = jdata.load_protocol("mfeat", seed, views=views,
-                                        query_per_class=spec["query_per_class"])
+  train, query, _ = jdata.load_protocol(
+    "mfeat", seed, views=views, query_per_class=spec["query_per_class"]
+  )
   per_class = int(np.min(np.bincount(train["labels"])))
-  inner = jdata.split_per_class(train["labels"], spec["validation_per_class"],
-                                per_class - spec["validation_per_class"], seed=seed + 1)
+  inner = jdata.split_per_class(
+    train["labels"],
+    spec["validation_per_class"],
+    per_class - spec["validation_per_class"],
+    seed=seed + 1,
+  )
   subset = lambda index: jax.tree.map(lambda x: x[index], train)
-  return {"train": train, "query": query, "fit": subset(inner["train"]),
-          "validation": subset(inner["query"]), "names": views}
+  return {
+    "train": train,
+    "query": query,
+    "fit": subset(inner["train"]),
+    "validation": subset(inner["query"]),
+    "names": views,
+  }
 
 
 def validate(config, keys) -> None:
@@ -62,9 +72,11 @@ def validate(config, keys) -> None:
 
 def protocol(data) -> dict:
   """Item counts and feature widths of each batch of ``data``."""
-  out = {"views": list(data["names"]),
-         "dims": [int(x.shape[1]) for x in data["train"]["views"]],
-         "database": "the training set"}
+  out = {
+    "views": list(data["names"]),
+    "dims": [int(x.shape[1]) for x in data["train"]["views"]],
+    "database": "the training set",
+  }
   for part in ("train", "query", "fit", "validation"):
     if part in data:
       out[part] = int(data[part]["labels"].shape[0])
@@ -73,8 +85,10 @@ def protocol(data) -> dict:
 
 def describe(data) -> str:
   p = protocol(data)
-  text = (f"views {'/'.join(p['views'])} (dims {p['dims']}): {p['train']} training items "
-          f"(= database), {p['query']} queries")
+  text = (
+    f"views {'/'.join(p['views'])} (dims {p['dims']}): {p['train']} training items "
+    f"(= database), {p['query']} queries"
+  )
   if p.get("validation"):
     text += f"; gamma chosen on {p['validation']} validation queries against {p['fit']} items"
   return text
@@ -92,8 +106,10 @@ def centre_and_scale(train: dict, *others: dict) -> tuple[dict, ...]:
   for x in train["views"]:
     mean = x.mean(axis=0)
     stats.append((mean, float(np.sqrt(np.mean((x - mean) ** 2)))))
-  scale = lambda batch: {**batch, "views": tuple(((x - m) / s).astype(np.float32) for x, (m, s)
-                                                 in zip(batch["views"], stats))}
+  scale = lambda batch: {
+    **batch,
+    "views": tuple(((x - m) / s).astype(np.float32) for x, (m, s) in zip(batch["views"], stats)),
+  }
   return tuple(scale(batch) for batch in (train,) + others)
 
 
@@ -122,6 +138,7 @@ def cdh_method(bits: int, options: dict, gamma: float) -> jhash.methods.HashingM
 
   def init(key, batch):
     return base_init(key, batch)._replace(gamma=jnp.asarray(gamma, jnp.float32))
+
   return base._replace(init=init)
 
 
@@ -140,8 +157,7 @@ def single_view_codes(method, state, batch) -> list:
 
 
 def mean_ap(query_codes, db_codes, query_labels, db_labels) -> float:
-  return float(jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels,
-                                                    db_labels))
+  return float(jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels, db_labels))
 
 
 def cross_view_maps(method, state, query, database, names, learned=None) -> dict:
@@ -152,12 +168,12 @@ def cross_view_maps(method, state, query, database, names, learned=None) -> dict
   db_codes = single_view_codes(method, state, database)
   out = {}
   for a, b in DIRECTIONS:
-    out[f"{names[a]}->{names[b]}"] = mean_ap(q_codes[a], db_codes[b], query["labels"],
-                                             database["labels"])
+    out[f"{names[a]}->{names[b]}"] = mean_ap(
+      q_codes[a], db_codes[b], query["labels"], database["labels"]
+    )
   if learned is not None:
     for a, _ in DIRECTIONS:
-      out[f"{names[a]}->B"] = mean_ap(q_codes[a], learned, query["labels"],
-                                      database["labels"])
+      out[f"{names[a]}->B"] = mean_ap(q_codes[a], learned, query["labels"], database["labels"])
   return out
 
 
@@ -176,7 +192,7 @@ def learned_codes(name: str, state):
   """The codes a method learned for its training items (int8 [n, K]), or None."""
   if name == "cdh":
     return state.codes
-  if name == "cmfh":     # CMFH's unified codes of the training items: sign(V)
+  if name == "cmfh":  # CMFH's unified codes of the training items: sign(V)
     return jnp.where(state.latent >= 0, 1, -1).astype(jnp.int8)
   return None
 
@@ -188,24 +204,32 @@ def select_cell(config, key, data, bits: int) -> dict:
   """Fit CDH on ``fit`` at each gamma of ``config.gamma_grid``; keep the best validation
   mAP (mean of both directions, the validation queries against the ``fit`` items)."""
   names, fit, validation = data["names"], data["fit"], data["validation"]
-  method = cdh_method(bits, config.cdh, 0.0)   # for encoding only
+  method = cdh_method(bits, config.cdh, 0.0)  # for encoding only
   per_gamma = []
 
   def score(state):
     maps = cross_view_maps(method, state, validation, fit, names)
     per_gamma.append(maps)
     return float(np.mean(list(maps.values())))
-  sel = jhash.cdh_select_gamma(bits, key, fit, list(config.gamma_grid), score=score,
-                               progress=True, **plain(config.cdh))
-  return {"gamma": float(sel.gamma), "grid": sel.gammas.tolist(),
-          "validation_map": sel.scores.tolist(), "validation_maps": per_gamma,
-          "objective": sel.objective.tolist(), "semantic": sel.semantic.tolist(),
-          "generative": sel.generative.tolist(),
-          "paper_rule_gamma": float(sel.gammas[int(np.argmax(sel.objective))])}
+
+  sel = jhash.cdh_select_gamma(
+    bits, key, fit, list(config.gamma_grid), score=score, progress=True, **plain(config.cdh)
+  )
+  return {
+    "gamma": float(sel.gamma),
+    "grid": sel.gammas.tolist(),
+    "validation_map": sel.scores.tolist(),
+    "validation_maps": per_gamma,
+    "objective": sel.objective.tolist(),
+    "semantic": sel.semantic.tolist(),
+    "generative": sel.generative.tolist(),
+    "paper_rule_gamma": float(sel.gammas[int(np.argmax(sel.objective))]),
+  }
 
 
-def cdh_cell(workdir: harness.Workdir, cell: str, config, key, data, bits: int,
-             gamma: float) -> dict:
+def cdh_cell(
+  workdir: harness.Workdir, cell: str, config, key, data, bits: int, gamma: float
+) -> dict:
   """Fit CDH (resumable) on ``data["train"]`` and score both protocols.
 
   Returns the mAPs (``cross_view_maps``), ``gamma``, the objective after each sweep,
@@ -215,28 +239,28 @@ def cdh_cell(workdir: harness.Workdir, cell: str, config, key, data, bits: int,
   method = cdh_method(bits, config.cdh, gamma)
   train = data["train"]
   started = time.time()
-  state, history = workdir.fit(cell, method, key, train,
-                               checkpoint_every=config.checkpoint_every)
+  state, history = workdir.fit(cell, method, key, train, checkpoint_every=config.checkpoint_every)
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
-  result = cross_view_maps(method, state, data["query"], train, data["names"],
-                           learned=state.codes)
+  result = cross_view_maps(method, state, data["query"], train, data["names"], learned=state.codes)
   objective = np.asarray(history["objective"], np.float64)
-  result.update({
+  result.update(
+    {
       "gamma": float(gamma),
       "objective": objective.tolist(),
       "objective_before": np.asarray(history["objective_before"], np.float64).tolist(),
-      "objective_after_bstep": np.asarray(history["objective_after_bstep"],
-                                          np.float64).tolist(),
+      "objective_after_bstep": np.asarray(history["objective_after_bstep"], np.float64).tolist(),
       "second_sweep_change": second_sweep_change(objective),
       "second_sweep_change_vs_first": second_sweep_change_vs_first(
-          history["objective_before"][0], objective),
-      "active_fraction": (np.sum(history["active_set_size"], axis=1)
-                          / train["labels"].shape[0]).tolist(),
-      "flipped_fraction": (np.sum(history["flipped"], axis=1)
-                           / train["labels"].shape[0]).tolist(),
+        history["objective_before"][0], objective
+      ),
+      "active_fraction": (
+        np.sum(history["active_set_size"], axis=1) / train["labels"].shape[0]
+      ).tolist(),
+      "flipped_fraction": (np.sum(history["flipped"], axis=1) / train["labels"].shape[0]).tolist(),
       "fit_seconds": fit_seconds,
-  })
+    }
+  )
   return result
 
 
@@ -265,20 +289,23 @@ def max_baseline_bits(name: str, data) -> int | None:
   return None
 
 
-def baseline_cell(workdir: harness.Workdir, cell: str, name: str, bits: int, key, data,
-                  config) -> dict:
+def baseline_cell(
+  workdir: harness.Workdir, cell: str, name: str, bits: int, key, data, config
+) -> dict:
   """Fit a baseline (resumable) on ``data["train"]`` and score both protocols."""
   limit = max_baseline_bits(name, data)
   if limit is not None and bits > limit:
     return {"skipped": f"{name} gives at most {limit} bits here"}
   method = baseline_method(name, bits, config.baseline_options.get(name, {}))
   started = time.time()
-  state, _ = workdir.fit(cell, method, key, data["train"],
-                         checkpoint_every=config.baseline_checkpoint_every)
+  state, _ = workdir.fit(
+    cell, method, key, data["train"], checkpoint_every=config.baseline_checkpoint_every
+  )
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
-  result = cross_view_maps(method, state, data["query"], data["train"], data["names"],
-                           learned=learned_codes(name, state))
+  result = cross_view_maps(
+    method, state, data["query"], data["train"], data["names"], learned=learned_codes(name, state)
+  )
   result["fit_seconds"] = fit_seconds
   return result
 
@@ -291,8 +318,9 @@ def method_names(config) -> list[str]:
 
 
 def protocols(names) -> list[str]:
-  return ([f"{names[a]}->{names[b]}" for a, b in DIRECTIONS]
-          + [f"{names[a]}->B" for a, _ in DIRECTIONS])
+  return [f"{names[a]}->{names[b]}" for a, b in DIRECTIONS] + [
+    f"{names[a]}->B" for a, _ in DIRECTIONS
+  ]
 
 
 def summarise(config, results, names) -> str:
@@ -307,8 +335,7 @@ def summarise(config, results, names) -> str:
   for method in ("cdh", "cdh-0"):
     cells = [results[f"{method}/{b}"] for b in bits]
     rows.append([method, "|J2-J1|/|J1|"] + [c["second_sweep_change"] for c in cells])
-    rows.append([method, "|J2-J1|/|J1-J0|"] + [c["second_sweep_change_vs_first"]
-                                                for c in cells])
+    rows.append([method, "|J2-J1|/|J1-J0|"] + [c["second_sweep_change_vs_first"] for c in cells])
     rows.append([method, "sweep-2 flips / n"] + [c["flipped_fraction"][1] for c in cells])
   cdh = [results[f"cdh/{b}"] for b in bits]
   rows.append(["cdh", "gamma"] + [c["gamma"] for c in cdh])
@@ -333,13 +360,19 @@ def map_plot(config, results, names, path, dataset: str) -> None:
       series.append({"label": method, "x": x, "y": y})
     x, y = _defined(bits, [results[f"cdh/{k}"].get(f"{names[a]}->B") for k in bits])
     series.append({"label": "cdh (database: learned B)", "x": x, "y": y, "style": "s--"})
-    panels.append({"title": f"{dataset}: {names[a]} -> {names[b]}", "xlabel": "bits",
-                   "ylabel": "mAP (tie-aware)", "series": series, "logx": True,
-                   "xticks": bits})
+    panels.append(
+      {
+        "title": f"{dataset}: {names[a]} -> {names[b]}",
+        "xlabel": "bits",
+        "ylabel": "mAP (tie-aware)",
+        "series": series,
+        "logx": True,
+        "xticks": bits,
+      }
+    )
   plots.panels(panels, path)
 
 
 def _defined(x, y):
   keep = [i for i, v in enumerate(y) if v is not None]
   return [x[i] for i in keep], [y[i] for i in keep]
-

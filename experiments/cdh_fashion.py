@@ -19,8 +19,18 @@ from jhash import data as jdata
 from experiments import cdh_common as common
 from experiments import harness
 
-KEYS = ("trainer", "seed", "bits", "dataset", "gamma", "cdh", "baselines", "baseline_options",
-        "checkpoint_every", "baseline_checkpoint_every")
+KEYS = (
+  "trainer",
+  "seed",
+  "bits",
+  "dataset",
+  "gamma",
+  "cdh",
+  "baselines",
+  "baseline_options",
+  "checkpoint_every",
+  "baseline_checkpoint_every",
+)
 
 
 def train_and_evaluate(config, workdir) -> dict:
@@ -36,23 +46,34 @@ def train_and_evaluate(config, workdir) -> dict:
     results = harness.run_cells(cells, wd)
     table = common.summarise(config, results, data["names"])
     print(table)
-    common.map_plot(config, results, data["names"], wd.path / "map_vs_bits.png",
-                    "Fashion-MNIST halves")
-    harness.write_results(wd, config, results, started,
-                          extra={"table": table, "protocol": common.protocol(data)})
+    common.map_plot(
+      config, results, data["names"], wd.path / "map_vs_bits.png", "Fashion-MNIST halves"
+    )
+    harness.write_results(
+      wd, config, results, started, extra={"table": table, "protocol": common.protocol(data)}
+    )
   return results
 
 
 def method_cells(config, wd, data, bits: int) -> list:
   """CDH (fixed gamma), CDH-0 (same key) and the baselines at one code length."""
   key = harness.cell_key(config.seed, bits)
-  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data,
-                                                   bits, config.gamma)),
-           (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data,
-                                                     bits, 0.0))]
+  cells = [
+    (
+      f"cdh/{bits}",
+      lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data, bits, config.gamma),
+    ),
+    (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data, bits, 0.0)),
+  ]
   for name in config.baselines:
-    cells.append((f"{name}/{bits}", lambda n=name: common.baseline_cell(
-        wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config)))
+    cells.append(
+      (
+        f"{name}/{bits}",
+        lambda n=name: common.baseline_cell(
+          wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config
+        ),
+      )
+    )
   return cells
 
 
@@ -75,5 +96,3 @@ def fashion_data(spec: dict, seed: int) -> dict:
   batch = lambda ds: {"views": ds.views, "labels": ds.labels.astype(np.int32)}
   train_batch, query_batch = common.centre_and_scale(batch(train_views), batch(query_views))
   return {"train": train_batch, "query": query_batch, "names": tuple(train_views.view_names)}
-
-

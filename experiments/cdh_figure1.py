@@ -29,20 +29,32 @@ from experiments import cdh_common as common
 from experiments import harness
 from experiments import plots
 
-KEYS = ("trainer", "seed", "bits", "dataset", "gamma", "num_sweeps", "train_queries", "cdh",
-        "gamma_grid", "gamma_sweeps")
+KEYS = (
+  "trainer",
+  "seed",
+  "bits",
+  "dataset",
+  "gamma",
+  "num_sweeps",
+  "train_queries",
+  "cdh",
+  "gamma_grid",
+  "gamma_sweeps",
+)
 
 
 def train_and_evaluate(config, workdir) -> dict:
   common.validate(config, KEYS)
   started = time.time()
-  key = harness.cell_key(config.seed, config.bits)   # cdh_mfeat's key at this length
+  key = harness.cell_key(config.seed, config.bits)  # cdh_mfeat's key at this length
   data = common.mfeat_data(config.dataset, config.seed)
   print(common.describe(data), flush=True)
   method = common.cdh_method(config.bits, config.cdh, config.gamma)
   with harness.Workdir(workdir, config) as wd:
-    cells = [(f"sweep/{s}", lambda s=s: sweep_cell(wd, config, key, data, method, s))
-             for s in range(config.num_sweeps + 1)]
+    cells = [
+      (f"sweep/{s}", lambda s=s: sweep_cell(wd, config, key, data, method, s))
+      for s in range(config.num_sweeps + 1)
+    ]
     cells.append(("gamma", lambda: gamma_cell(config, key, data)))
     results = harness.run_cells(cells, wd)
     for s in range(config.num_sweeps + 1):
@@ -51,8 +63,13 @@ def train_and_evaluate(config, workdir) -> dict:
     table = tables(config, summary, data["names"])
     print(table)
     plot(config, summary, data["names"], wd.path / "figure1.png")
-    harness.write_results(wd, config, {"cells": results, "summary": summary}, started,
-                          extra={"table": table, "protocol": common.protocol(data)})
+    harness.write_results(
+      wd,
+      config,
+      {"cells": results, "summary": summary},
+      started,
+      extra={"table": table, "protocol": common.protocol(data)},
+    )
   return results
 
 
@@ -76,10 +93,10 @@ def sweep_cell(wd, config, key, data, method, sweep: int) -> dict:
     out = {name: np.asarray(value[0]).tolist() for name, value in history.items()}
   wd.save_state(f"trajectory/{sweep}", sweep, state, {})
   out["objective"] = float(jax.jit(method.extras.objective)(state, train))
-  out["train_map"] = train_map(state.codes, train["labels"], config.train_queries,
-                               config.seed)
-  out.update(common.cross_view_maps(method, state, data["query"], train, data["names"],
-                                    learned=state.codes))
+  out["train_map"] = train_map(state.codes, train["labels"], config.train_queries, config.seed)
+  out.update(
+    common.cross_view_maps(method, state, data["query"], train, data["names"], learned=state.codes)
+  )
   return out
 
 
@@ -92,18 +109,26 @@ def train_map(codes, labels, num_queries: int, seed: int) -> float:
 def gamma_cell(config, key, data) -> dict:
   """CDH at each gamma of ``config.gamma_grid`` (one key), scored on the queries."""
   names, train = data["names"], data["train"]
-  method = common.cdh_method(config.bits, config.cdh, 0.0)   # for encoding only
+  method = common.cdh_method(config.bits, config.cdh, 0.0)  # for encoding only
   maps = []
 
   def score(state):
-    maps.append(common.cross_view_maps(method, state, data["query"], train, names,
-                                       learned=state.codes))
+    maps.append(
+      common.cross_view_maps(method, state, data["query"], train, names, learned=state.codes)
+    )
     return maps[-1][f"{names[0]}->{names[1]}"]
+
   options = dict(common.plain(config.cdh), num_sweeps=config.gamma_sweeps)
-  sel = jhash.cdh_select_gamma(config.bits, key, train, list(config.gamma_grid),
-                               score=score, progress=True, **options)
-  return {"grid": sel.gammas.tolist(), "maps": maps, "objective": sel.objective.tolist(),
-          "semantic": sel.semantic.tolist(), "generative": sel.generative.tolist()}
+  sel = jhash.cdh_select_gamma(
+    config.bits, key, train, list(config.gamma_grid), score=score, progress=True, **options
+  )
+  return {
+    "grid": sel.gammas.tolist(),
+    "maps": maps,
+    "objective": sel.objective.tolist(),
+    "semantic": sel.semantic.tolist(),
+    "generative": sel.generative.tolist(),
+  }
 
 
 # ----------------------------------------------------------------------------- report
@@ -118,15 +143,15 @@ def summarise(config, results, data) -> dict:
   protos = common.protocols(data["names"])
   objective = [c["objective"] for c in sweeps]
   return {
-      "active_fraction": active.tolist(),
-      "flipped_fraction": flipped.tolist(),
-      "inner_steps": np.concatenate([c["inner_steps"] for c in sweeps[1:]]).tolist(),
-      "objective": objective,
-      "sweep_change": [abs(b - a) / abs(a) for a, b in zip(objective[:-1], objective[1:])],
-      "train_map": [c["train_map"] for c in sweeps],
-      "sweep_maps": {p: [c[p] for c in sweeps] for p in protos},
-      "gamma": results["gamma"]["grid"],
-      "gamma_maps": {p: [m[p] for m in results["gamma"]["maps"]] for p in protos},
+    "active_fraction": active.tolist(),
+    "flipped_fraction": flipped.tolist(),
+    "inner_steps": np.concatenate([c["inner_steps"] for c in sweeps[1:]]).tolist(),
+    "objective": objective,
+    "sweep_change": [abs(b - a) / abs(a) for a, b in zip(objective[:-1], objective[1:])],
+    "train_map": [c["train_map"] for c in sweeps],
+    "sweep_maps": {p: [c[p] for c in sweeps] for p in protos},
+    "gamma": results["gamma"]["grid"],
+    "gamma_maps": {p: [m[p] for m in results["gamma"]["maps"]] for p in protos},
   }
 
 
@@ -138,42 +163,75 @@ def tables(config, summary, names) -> str:
     block = slice((s - 1) * bits, s * bits)
     active = float(np.sum(summary["active_fraction"][block])) if s else "-"
     flipped = float(np.sum(summary["flipped_fraction"][block])) if s else "-"
-    rows.append([s, summary["objective"][s], active, flipped, summary["train_map"][s]]
-                + [summary["sweep_maps"][p][s] for p in protos])
-  first = harness.format_table(rows, ["sweep", "J", "sum |I| / n", "flipped / n",
-                                      "train mAP"] + protos)
-  rows = [[f"{g:g}"] + [summary["gamma_maps"][p][i] for p in protos]
-          for i, g in enumerate(summary["gamma"])]
+    rows.append(
+      [s, summary["objective"][s], active, flipped, summary["train_map"][s]]
+      + [summary["sweep_maps"][p][s] for p in protos]
+    )
+  first = harness.format_table(
+    rows, ["sweep", "J", "sum |I| / n", "flipped / n", "train mAP"] + protos
+  )
+  rows = [
+    [f"{g:g}"] + [summary["gamma_maps"][p][i] for p in protos]
+    for i, g in enumerate(summary["gamma"])
+  ]
   second = harness.format_table(rows, ["gamma"] + protos)
-  return (f"(a, b) {bits} bits, gamma = {config.gamma}, per sweep\n{first}\n\n"
-          f"(c) {bits} bits, {config.gamma_sweeps} sweeps, mAP against gamma\n{second}")
+  return (
+    f"(a, b) {bits} bits, gamma = {config.gamma}, per sweep\n{first}\n\n"
+    f"(c) {bits} bits, {config.gamma_sweeps} sweeps, mAP against gamma\n{second}"
+  )
 
 
 def plot(config, summary, names, path) -> None:
   bits, sweeps = config.bits, config.num_sweeps
   x = list(range(1, bits * sweeps + 1))
-  along = {"title": f"(a) active set and flips, {bits} bits", "xlabel":
-           "bit update (sweep-major)", "ylabel": "fraction of n",
-           "vlines": [bits * s + 0.5 for s in range(1, sweeps)], "series": [
-               {"label": "|I| / n (first inner update)", "x": x,
-                "y": summary["active_fraction"], "style": "-"},
-               {"label": "flipped / n", "x": x, "y": summary["flipped_fraction"],
-                "style": "-"}]}
+  along = {
+    "title": f"(a) active set and flips, {bits} bits",
+    "xlabel": "bit update (sweep-major)",
+    "ylabel": "fraction of n",
+    "vlines": [bits * s + 0.5 for s in range(1, sweeps)],
+    "series": [
+      {
+        "label": "|I| / n (first inner update)",
+        "x": x,
+        "y": summary["active_fraction"],
+        "style": "-",
+      },
+      {"label": "flipped / n", "x": x, "y": summary["flipped_fraction"], "style": "-"},
+    ],
+  }
   s = list(range(sweeps + 1))
   direct, reverse = f"{names[0]}->{names[1]}", f"{names[1]}->{names[0]}"
-  per_sweep = {"title": "(b) mAP after each sweep", "xlabel": "sweep (0: initial codes)",
-               "ylabel": "mAP", "xticks": s, "series": [
-                   {"label": "training (B against B)", "x": s, "y": summary["train_map"]},
-                   {"label": f"query {direct}", "x": s, "y": summary["sweep_maps"][direct]},
-                   {"label": f"query {reverse}", "x": s, "y": summary["sweep_maps"][reverse],
-                    "style": "o--"}]}
+  per_sweep = {
+    "title": "(b) mAP after each sweep",
+    "xlabel": "sweep (0: initial codes)",
+    "ylabel": "mAP",
+    "xticks": s,
+    "series": [
+      {"label": "training (B against B)", "x": s, "y": summary["train_map"]},
+      {"label": f"query {direct}", "x": s, "y": summary["sweep_maps"][direct]},
+      {"label": f"query {reverse}", "x": s, "y": summary["sweep_maps"][reverse], "style": "o--"},
+    ],
+  }
   g = list(range(len(summary["gamma"])))
-  against = {"title": f"(c) mAP against gamma, {bits} bits", "xlabel": "gamma",
-             "ylabel": "mAP", "xticks": g,
-             "xticklabels": [f"{v:g}" for v in summary["gamma"]], "xtick_rotation": 45,
-             "series": [
-                 {"label": p, "x": g, "y": summary["gamma_maps"][p],
-                  "style": "s--" if p.endswith("->B") else "o-"}
-                 for p in common.protocols(names)]}
-  plots.panels([along, per_sweep, against], path,
-                title=f"CDH on mfeat ({names[0]}, {names[1]}): the paper's Figure 1")
+  against = {
+    "title": f"(c) mAP against gamma, {bits} bits",
+    "xlabel": "gamma",
+    "ylabel": "mAP",
+    "xticks": g,
+    "xticklabels": [f"{v:g}" for v in summary["gamma"]],
+    "xtick_rotation": 45,
+    "series": [
+      {
+        "label": p,
+        "x": g,
+        "y": summary["gamma_maps"][p],
+        "style": "s--" if p.endswith("->B") else "o-",
+      }
+      for p in common.protocols(names)
+    ],
+  }
+  plots.panels(
+    [along, per_sweep, against],
+    path,
+    title=f"CDH on mfeat ({names[0]}, {names[1]}): the paper's Figure 1",
+  )

@@ -22,8 +22,19 @@ import time
 from experiments import cdh_common as common
 from experiments import harness
 
-KEYS = ("trainer", "seed", "bits", "dataset", "cdh", "gamma_grid", "select_bits", "baselines",
-        "baseline_options", "checkpoint_every", "baseline_checkpoint_every")
+KEYS = (
+  "trainer",
+  "seed",
+  "bits",
+  "dataset",
+  "cdh",
+  "gamma_grid",
+  "select_bits",
+  "baselines",
+  "baseline_options",
+  "checkpoint_every",
+  "baseline_checkpoint_every",
+)
 
 
 def train_and_evaluate(config, workdir) -> dict:
@@ -34,17 +45,22 @@ def train_and_evaluate(config, workdir) -> dict:
   with harness.Workdir(workdir, config) as wd:
     # CDH, CDH-0 and the gamma selection share a key per code length (same initial
     # weights); each baseline has its own.
-    cells = [(f"select/{b}",
-              lambda b=b: common.select_cell(config, harness.cell_key(config.seed, b), data, b))
-             for b in selection_bits(config)]
+    cells = [
+      (
+        f"select/{b}",
+        lambda b=b: common.select_cell(config, harness.cell_key(config.seed, b), data, b),
+      )
+      for b in selection_bits(config)
+    ]
     for bits in config.bits:
       cells += method_cells(config, wd, data, bits)
     results = harness.run_cells(cells, wd)
     table = common.summarise(config, results, data["names"])
     print(table)
     common.map_plot(config, results, data["names"], wd.path / "map_vs_bits.png", "mfeat")
-    harness.write_results(wd, config, results, started,
-                          extra={"table": table, "protocol": common.protocol(data)})
+    harness.write_results(
+      wd, config, results, started, extra={"table": table, "protocol": common.protocol(data)}
+    )
   return results
 
 
@@ -58,11 +74,17 @@ def method_cells(config, wd, data, bits: int) -> list:
   CDH-0 and the baselines."""
   key = harness.cell_key(config.seed, bits)
   chosen = lambda: wd.done(f"select/{config.select_bits or bits}")["gamma"]
-  cells = [(f"cdh/{bits}", lambda: common.cdh_cell(
-               wd, f"cdh/{bits}", config, key, data, bits, chosen())),
-           (f"cdh-0/{bits}", lambda: common.cdh_cell(
-               wd, f"cdh-0/{bits}", config, key, data, bits, 0.0))]
+  cells = [
+    (f"cdh/{bits}", lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data, bits, chosen())),
+    (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data, bits, 0.0)),
+  ]
   for name in config.baselines:
-    cells.append((f"{name}/{bits}", lambda n=name: common.baseline_cell(
-        wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config)))
+    cells.append(
+      (
+        f"{name}/{bits}",
+        lambda n=name: common.baseline_cell(
+          wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config
+        ),
+      )
+    )
   return cells

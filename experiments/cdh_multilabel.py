@@ -49,9 +49,16 @@ from experiments import plots
 
 KEYS = ("trainer", "seeds", "bits", "datasets", "cdh", "gamma_grid")
 DATASET_KEYS = {
-    "canvases": ("num_items", "num_train", "num_queries", "num_validation", "grid",
-                 "num_objects", "split"),
-    "yeast": ("num_train", "num_queries", "num_validation", "cut"),
+  "canvases": (
+    "num_items",
+    "num_train",
+    "num_queries",
+    "num_validation",
+    "grid",
+    "num_objects",
+    "split",
+  ),
+  "yeast": ("num_train", "num_queries", "num_validation", "cut"),
 }
 
 
@@ -60,7 +67,7 @@ def train_and_evaluate(config, workdir) -> dict:
   started = time.time()
   loaded, protocol = {}, {}
 
-  def data(name: str, seed: int) -> dict:   # the last data set drawn, kept for its cells
+  def data(name: str, seed: int) -> dict:  # the last data set drawn, kept for its cells
     if (name, seed) not in loaded:
       loaded.clear()
       loaded[(name, seed)] = load_data(name, config.datasets[name], seed)
@@ -69,20 +76,28 @@ def train_and_evaluate(config, workdir) -> dict:
     return loaded[(name, seed)]
 
   with harness.Workdir(workdir, config) as wd:
-    cells = [(cell_name(name, seed, bits),
-              lambda name=name, seed=seed, bits=bits: gamma_cell(
-                  config, harness.cell_key(seed, name, bits), data(name, seed), bits))
-             for name in config.datasets for seed in config.seeds for bits in config.bits]
+    cells = [
+      (
+        cell_name(name, seed, bits),
+        lambda name=name, seed=seed, bits=bits: gamma_cell(
+          config, harness.cell_key(seed, name, bits), data(name, seed), bits
+        ),
+      )
+      for name in config.datasets
+      for seed in config.seeds
+      for bits in config.bits
+    ]
     results = harness.run_cells(cells, wd)
     summary = summarise(config, results)
     table = summary_table(config, summary)
     print(table)
     map_plot(config, summary, wd.path / "map_vs_bits.png")
-    for name in config.datasets:   # sizes and widths; the same for every seed
+    for name in config.datasets:  # sizes and widths; the same for every seed
       if name not in protocol:
         protocol[name] = common.protocol(load_data(name, config.datasets[name], config.seeds[0]))
-    harness.write_results(wd, config, results, started,
-                          extra={"table": table, "summary": summary, "protocol": protocol})
+    harness.write_results(
+      wd, config, results, started, extra={"table": table, "summary": summary, "protocol": protocol}
+    )
   return results
 
 
@@ -95,8 +110,10 @@ def check_config(config) -> None:
   if "gamma" in config.cdh:
     raise harness.ConfigError("config.cdh: gamma is chosen from config.gamma_grid; remove it.")
   if not config.gamma_grid or min(config.gamma_grid) <= 0:
-    raise harness.ConfigError(f"config.gamma_grid must hold values > 0 (gamma = 0 is CDH-0, "
-                              f"fitted anyway); got {tuple(config.gamma_grid)!r}.")
+    raise harness.ConfigError(
+      f"config.gamma_grid must hold values > 0 (gamma = 0 is CDH-0, "
+      f"fitted anyway); got {tuple(config.gamma_grid)!r}."
+    )
   if not config.seeds or not config.bits or not config.datasets:
     raise harness.ConfigError("config.seeds, config.bits and config.datasets must not be empty.")
 
@@ -117,11 +134,18 @@ def load_data(name: str, spec, seed: int) -> dict:
 def canvas_data(spec, seed: int) -> dict:
   """The canvases protocol's training and held-out canvases, each cut into two views."""
   train, held_out, _ = jdata.load_protocol(
-      "canvases", seed, num_items=spec["num_items"], num_train=spec["num_train"],
-      num_queries=spec["num_queries"] + spec["num_validation"], grid=tuple(spec["grid"]),
-      num_objects=tuple(spec["num_objects"]), images=True)
-  cut = lambda batch: jdata.make_two_view(batch["views"][0], batch["labels"], spec["split"],
-                                          scale=1.0)   # the protocol's pixels are in [0, 1]
+    "canvases",
+    seed,
+    num_items=spec["num_items"],
+    num_train=spec["num_train"],
+    num_queries=spec["num_queries"] + spec["num_validation"],
+    grid=tuple(spec["grid"]),
+    num_objects=tuple(spec["num_objects"]),
+    images=True,
+  )
+  cut = lambda batch: jdata.make_two_view(
+    batch["views"][0], batch["labels"], spec["split"], scale=1.0
+  )  # the protocol's pixels are in [0, 1]
   train, held_out = cut(train), cut(held_out)
   names = tuple(train.view_names)
   train, held_out = common.centre_and_scale(train.batch(), held_out.batch())
@@ -131,25 +155,38 @@ def canvas_data(spec, seed: int) -> dict:
 def yeast_data(spec, seed: int) -> dict:
   """The yeast protocol's training and held-out genes, features cut at ``spec.cut``."""
   train, held_out, _ = jdata.load_protocol(
-      "yeast", seed, num_train=spec["num_train"],
-      num_queries=spec["num_queries"] + spec["num_validation"])
+    "yeast",
+    seed,
+    num_train=spec["num_train"],
+    num_queries=spec["num_queries"] + spec["num_validation"],
+  )
   cut, width = spec["cut"], train["views"][0].shape[1]
-  halves = lambda batch: {"views": (batch["views"][0][:, :cut], batch["views"][0][:, cut:]),
-                          "labels": batch["labels"]}
+  halves = lambda batch: {
+    "views": (batch["views"][0][:, :cut], batch["views"][0][:, cut:]),
+    "labels": batch["labels"],
+  }
   names = (f"att1-{cut}", f"att{cut + 1}-{width}")
   return with_validation(halves(train), halves(held_out), spec["num_validation"], seed, names)
 
 
-def with_validation(train: dict, held_out: dict, num_validation: int, seed: int,
-                    names: tuple) -> dict:
+def with_validation(
+  train: dict, held_out: dict, num_validation: int, seed: int, names: tuple
+) -> dict:
   """``held_out`` cut at random into ``num_validation`` validation queries and the test
   queries; the training items are also the database (``fit``: gamma is chosen on them)."""
   n = held_out["labels"].shape[0]
   split = jdata.split_random(n, num_validation, 0, seed=seed)
-  take = lambda index: {"views": tuple(x[index] for x in held_out["views"]),
-                        "labels": held_out["labels"][index]}
-  return {"train": train, "fit": train, "query": take(split["database"]),
-          "validation": take(split["query"]), "names": names}
+  take = lambda index: {
+    "views": tuple(x[index] for x in held_out["views"]),
+    "labels": held_out["labels"][index],
+  }
+  return {
+    "train": train,
+    "fit": train,
+    "query": take(split["database"]),
+    "validation": take(split["query"]),
+    "names": names,
+  }
 
 
 # ----------------------------------------------------------------------------- cells
@@ -165,7 +202,7 @@ def gamma_cell(config, key, data, bits: int) -> dict:
   """
   names, train = data["names"], data["train"]
   grid = [0.0] + [float(g) for g in config.gamma_grid]
-  method = common.cdh_method(bits, config.cdh, 0.0)   # for encoding only
+  method = common.cdh_method(bits, config.cdh, 0.0)  # for encoding only
   validation_maps = []
 
   def score(state):
@@ -176,18 +213,29 @@ def gamma_cell(config, key, data, bits: int) -> dict:
   started = time.time()
   sel = jhash.cdh_select_gamma(bits, key, train, grid, score=score, **common.plain(config.cdh))
   select_seconds = time.time() - started
-  chosen = 1 + int(np.argmax(sel.scores[1:]))   # gamma > 0 only; gamma = 0 is CDH-0
-  query_maps = [common.cross_view_maps(method, state, data["query"], train, names,
-                                       learned=state.codes) for state in sel.states]
+  chosen = 1 + int(np.argmax(sel.scores[1:]))  # gamma > 0 only; gamma = 0 is CDH-0
+  query_maps = [
+    common.cross_view_maps(method, state, data["query"], train, names, learned=state.codes)
+    for state in sel.states
+  ]
   cross = [f"{names[a]}->{names[b]}" for a, b in common.DIRECTIONS]
   cdh, zero = query_maps[chosen], query_maps[0]
-  return {"names": list(names), "gamma": grid[chosen], "cdh": cdh, "cdh-0": zero,
-          "difference": float(np.mean([cdh[p] - zero[p] for p in cross])),
-          "chance": common.chance_map(data["query"]["labels"], train["labels"], bits),
-          "grid": grid, "validation_map": sel.scores.tolist(),
-          "validation_maps": validation_maps, "query_maps": query_maps,
-          "objective": sel.objective.tolist(), "semantic": sel.semantic.tolist(),
-          "generative": sel.generative.tolist(), "select_seconds": select_seconds}
+  return {
+    "names": list(names),
+    "gamma": grid[chosen],
+    "cdh": cdh,
+    "cdh-0": zero,
+    "difference": float(np.mean([cdh[p] - zero[p] for p in cross])),
+    "chance": common.chance_map(data["query"]["labels"], train["labels"], bits),
+    "grid": grid,
+    "validation_map": sel.scores.tolist(),
+    "validation_maps": validation_maps,
+    "query_maps": query_maps,
+    "objective": sel.objective.tolist(),
+    "semantic": sel.semantic.tolist(),
+    "generative": sel.generative.tolist(),
+    "select_seconds": select_seconds,
+  }
 
 
 # ----------------------------------------------------------------------------- report
@@ -219,9 +267,12 @@ def summarise(config, results) -> dict:
       for b in config.bits:
         cdh = np.asarray([cells[(s, b)]["cdh"][proto] for s in config.seeds])
         zero = np.asarray([cells[(s, b)]["cdh-0"][proto] for s in config.seeds])
-        entry[proto][str(b)] = {"cdh": spread(cdh), "cdh-0": spread(zero),
-                                "difference": spread(cdh - zero),
-                                "wins": int(np.sum(cdh > zero))}
+        entry[proto][str(b)] = {
+          "cdh": spread(cdh),
+          "cdh-0": spread(zero),
+          "difference": spread(cdh - zero),
+          "wins": int(np.sum(cdh > zero)),
+        }
     out[name] = entry
   return out
 
@@ -237,13 +288,18 @@ def summary_table(config, summary) -> str:
       cells = [entry[proto][b] for b in bits]
       rows.append([name, "CDH", proto] + [pm(c["cdh"]) for c in cells])
       rows.append([name, "CDH-0", proto] + [pm(c["cdh-0"]) for c in cells])
-      rows.append([name, "CDH - CDH-0 (wins)", proto]
-                  + [f"{pm(c['difference'], '+')} ({c['wins']}/{seeds})" for c in cells])
+      rows.append(
+        [name, "CDH - CDH-0 (wins)", proto]
+        + [f"{pm(c['difference'], '+')} ({c['wins']}/{seeds})" for c in cells]
+      )
     rows.append([name, "chance", "any"] + [pm(entry["chance"][b]) for b in bits])
-    rows.append([name, "CDH gamma per seed", ""]
-                + [", ".join(f"{g:g}" for g in entry["gamma"][b]) for b in bits])
-  return harness.format_table(rows, ["data set", "method", "direction"]
-                              + [f"{b} bits" for b in bits])
+    rows.append(
+      [name, "CDH gamma per seed", ""]
+      + [", ".join(f"{g:g}" for g in entry["gamma"][b]) for b in bits]
+    )
+  return harness.format_table(
+    rows, ["data set", "method", "direction"] + [f"{b} bits" for b in bits]
+  )
 
 
 def map_plot(config, summary, path) -> None:
@@ -253,16 +309,29 @@ def map_plot(config, summary, path) -> None:
   panels = []
   for name, entry in summary.items():
     chance = [entry["chance"][str(b)]["mean"] for b in bits]
-    for proto in entry["directions"][:len(common.DIRECTIONS)]:
+    for proto in entry["directions"][: len(common.DIRECTIONS)]:
       series = []
       for method in ("cdh", "cdh-0"):
         stats = [entry[proto][str(b)][method] for b in bits]
         mean = np.asarray([s["mean"] for s in stats])
         std = np.asarray([s["std"] for s in stats])
-        series.append({"label": method.upper(), "x": bits, "y": mean.tolist(),
-                       "band": ((mean - std).tolist(), (mean + std).tolist())})
+        series.append(
+          {
+            "label": method.upper(),
+            "x": bits,
+            "y": mean.tolist(),
+            "band": ((mean - std).tolist(), (mean + std).tolist()),
+          }
+        )
       series.append({"label": "chance", "x": bits, "y": chance, "style": "k:"})
-      panels.append({"title": f"{name}: {proto}", "xlabel": "bits",
-                     "ylabel": "mAP (tie-aware)", "series": series, "logx": True,
-                     "xticks": bits})
+      panels.append(
+        {
+          "title": f"{name}: {proto}",
+          "xlabel": "bits",
+          "ylabel": "mAP (tie-aware)",
+          "series": series,
+          "logx": True,
+          "xticks": bits,
+        }
+      )
   plots.panels(panels, path, title=f"mean and std over {len(config.seeds)} seeds")

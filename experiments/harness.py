@@ -93,7 +93,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
 
 def jsonable(x: Any) -> Any:
   """``x`` with arrays as lists, NumPy scalars as Python numbers, inf/NaN as strings/None."""
-  if hasattr(x, "to_dict"):          # ml_collections.ConfigDict
+  if hasattr(x, "to_dict"):  # ml_collections.ConfigDict
     x = x.to_dict()
   if isinstance(x, Mapping):
     return {str(k): jsonable(v) for k, v in x.items()}
@@ -118,8 +118,19 @@ def read_json(path, default: Any = None) -> Any:
 
 
 def package_versions() -> dict[str, str]:
-  names = ("jhash", "jax", "jaxlib", "numpy", "optax", "flax", "chex", "scipy",
-           "ml_collections", "orbax-checkpoint", "tensorboardX")
+  names = (
+    "jhash",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "optax",
+    "flax",
+    "chex",
+    "scipy",
+    "ml_collections",
+    "orbax-checkpoint",
+    "tensorboardX",
+  )
   out = {}
   for name in names:
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -138,8 +149,9 @@ def _suggest(name: str, allowed: Iterable[str]) -> str:
   return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_keys(config, allowed: Iterable[str], where: str = "config",
-               required: Iterable[str] | None = None) -> None:
+def check_keys(
+  config, allowed: Iterable[str], where: str = "config", required: Iterable[str] | None = None
+) -> None:
   """Raise ``ConfigError`` for a key of ``config`` not in ``allowed`` or a missing one.
 
   ``required`` defaults to ``allowed`` (every key must be given).
@@ -147,9 +159,10 @@ def check_keys(config, allowed: Iterable[str], where: str = "config",
   allowed = list(allowed)
   for key in config:
     if key not in allowed:
-      raise ConfigError(f"{where}: unknown key {key!r}{_suggest(key, allowed)}; allowed keys: "
-                        f"{', '.join(allowed)}.")
-  for key in (allowed if required is None else required):
+      raise ConfigError(
+        f"{where}: unknown key {key!r}{_suggest(key, allowed)}; allowed keys: {', '.join(allowed)}."
+      )
+  for key in allowed if required is None else required:
     if key not in config:
       raise ConfigError(f"{where}: missing key {key!r}.")
 
@@ -159,8 +172,9 @@ def check_choice(value, allowed: Iterable, where: str) -> None:
   allowed = list(allowed)
   if value not in allowed:
     hint = _suggest(value, map(str, allowed)) if isinstance(value, str) else ""
-    raise ConfigError(f"{where}: {value!r} is not allowed{hint}; allowed values: "
-                      f"{', '.join(map(repr, allowed))}.")
+    raise ConfigError(
+      f"{where}: {value!r} is not allowed{hint}; allowed values: {', '.join(map(repr, allowed))}."
+    )
 
 
 def check_kwargs(factory: Callable, kwargs: Mapping, where: str, skip: int = 1) -> None:
@@ -174,8 +188,10 @@ def check_kwargs(factory: Callable, kwargs: Mapping, where: str, skip: int = 1) 
   names = [p.name for p in params if p.kind is not p.VAR_POSITIONAL]
   for key in kwargs:
     if key not in names:
-      raise ConfigError(f"{where}: {getattr(factory, '__name__', factory)} takes no argument "
-                        f"{key!r}{_suggest(key, names)}; it takes: {', '.join(names)}.")
+      raise ConfigError(
+        f"{where}: {getattr(factory, '__name__', factory)} takes no argument "
+        f"{key!r}{_suggest(key, names)}; it takes: {', '.join(names)}."
+      )
 
 
 def config_fingerprint(config) -> str:
@@ -193,8 +209,11 @@ def _flat(tree, prefix=""):
 def config_differences(old, new) -> list[str]:
   """``key: old -> new`` for each (dotted) key whose value differs."""
   a, b = _flat(jsonable(old)), _flat(jsonable(new))
-  return [f"{k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}"
-          for k in sorted(set(a) | set(b)) if a.get(k, "(absent)") != b.get(k, "(absent)")]
+  return [
+    f"{k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}"
+    for k in sorted(set(a) | set(b))
+    if a.get(k, "(absent)") != b.get(k, "(absent)")
+  ]
 
 
 # ----------------------------------------------------------------------------- keys
@@ -232,8 +251,10 @@ def _lock(path: pathlib.Path) -> int:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
     os.close(fd)
-    raise WorkdirError(f"{path.parent} is in use by another run (it holds the lock "
-                       f"{path.name}); wait for it to finish or use another workdir.") from None
+    raise WorkdirError(
+      f"{path.parent} is in use by another run (it holds the lock "
+      f"{path.name}); wait for it to finish or use another workdir."
+    ) from None
   return fd
 
 
@@ -265,16 +286,21 @@ class Workdir:
     saved = read_json(path)
     if saved is not None and saved["fingerprint"] != fingerprint and self._holds_work():
       diff = "; ".join(config_differences(saved["config"], config)[:8])
-      raise WorkdirError(f"{self.path} holds a run of a different config (fingerprint "
-                         f"{saved['fingerprint']}, this config {fingerprint}; {diff}). Use a "
-                         f"fresh workdir, or delete this one to start over.")
+      raise WorkdirError(
+        f"{self.path} holds a run of a different config (fingerprint "
+        f"{saved['fingerprint']}, this config {fingerprint}; {diff}). Use a "
+        f"fresh workdir, or delete this one to start over."
+      )
     if saved is None or saved["fingerprint"] != fingerprint:
       atomic_write_json(path, {"fingerprint": fingerprint, "config": config})
 
   def _holds_work(self) -> bool:
     checkpoints = self.path / "checkpoints"
-    return ((self.path / "progress.json").exists() or (self.path / "results.json").exists()
-            or (checkpoints.is_dir() and any(checkpoints.iterdir())))
+    return (
+      (self.path / "progress.json").exists()
+      or (self.path / "results.json").exists()
+      or (checkpoints.is_dir() and any(checkpoints.iterdir()))
+    )
 
   def __enter__(self):
     return self
@@ -286,7 +312,7 @@ class Workdir:
     for manager in getattr(self, "_managers", {}).values():
       manager.close()
     if self._lock_fd is not None:
-      os.close(self._lock_fd)   # releases the flock
+      os.close(self._lock_fd)  # releases the flock
       self._lock_fd = None
 
   # --- finished cells -------------------------------------------------------
@@ -304,19 +330,27 @@ class Workdir:
   # --- states inside a cell (orbax) -------------------------------------------
   def _manager(self, cell: str):
     import orbax.checkpoint as ocp  # local: imported only by runs that checkpoint
+
     if cell not in self._managers:
-      options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
-                                             enable_async_checkpointing=False)
+      options = ocp.CheckpointManagerOptions(
+        max_to_keep=1, create=True, enable_async_checkpointing=False
+      )
       self._managers[cell] = ocp.CheckpointManager(
-          (self.path / "checkpoints" / _safe(cell)).absolute(), options=options)
+        (self.path / "checkpoints" / _safe(cell)).absolute(), options=options
+      )
     return self._managers[cell]
 
   def save_state(self, cell: str, step: int, state: Any, history: Mapping) -> None:
     """Save a method state (a pytree of arrays) and its metric history at ``step``."""
     import orbax.checkpoint as ocp
+
     history = {**{k: np.asarray(v) for k, v in history.items()}, "_step": np.asarray(step)}
-    self._manager(cell).save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)))
+    self._manager(cell).save(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
+      ),
+    )
     self._after_save()
 
   def load_state(self, cell: str, template: Any):
@@ -326,6 +360,7 @@ class Workdir:
     comes back in it, arrays and all.
     """
     import orbax.checkpoint as ocp
+
     if not (self.path / "checkpoints" / _safe(cell)).exists():
       return None
     manager = self._manager(cell)
@@ -333,15 +368,20 @@ class Workdir:
     if step is None:
       return None
     try:
-      restored = manager.restore(step, args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()))
-    except ValueError as e:     # orbax: the saved tree is not the template's
+      restored = manager.restore(
+        step,
+        args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()
+        ),
+      )
+    except ValueError as e:  # orbax: the saved tree is not the template's
       folder = self.path / "checkpoints" / _safe(cell)
       raise WorkdirError(
-          f"the checkpoint of cell {cell!r} (step {step}, in {folder}) does not match the "
-          f"state this version of jhash makes ({e}); it was written by another version. "
-          f"Delete that folder to run the cell again from its start (finished cells are "
-          f"kept).") from None
+        f"the checkpoint of cell {cell!r} (step {step}, in {folder}) does not match the "
+        f"state this version of jhash makes ({e}); it was written by another version. "
+        f"Delete that folder to run the cell again from its start (finished cells are "
+        f"kept)."
+      ) from None
     history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
     return step, restored.state, history
 
@@ -363,12 +403,23 @@ class Workdir:
     """A tensorboardX ``SummaryWriter`` for ``cell``; steps after ``start_step`` that an
     earlier, killed run wrote are purged (hidden) by TensorBoard."""
     writer = summary_writer_class()
-    return writer(str(self.path / "tensorboard" / _safe(cell)),
-                  purge_step=start_step + 1 if start_step else None)
+    return writer(
+      str(self.path / "tensorboard" / _safe(cell)),
+      purge_step=start_step + 1 if start_step else None,
+    )
 
   # --- training -----------------------------------------------------------------
-  def fit(self, cell: str, method, key, batch, *, checkpoint_every: int,
-          num_steps: int | None = None, progress: bool = True):
+  def fit(
+    self,
+    cell: str,
+    method,
+    key,
+    batch,
+    *,
+    checkpoint_every: int,
+    num_steps: int | None = None,
+    progress: bool = True,
+  ):
     """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps (at the first host
     round trip after them: minibatch phases come back once per epoch), resumes from the
     last checkpoint, and writes the scalar metrics of every step as a training curve.
@@ -376,6 +427,7 @@ class Workdir:
     Returns ``(state, history)``: the history covers every step, resumed ones included.
     """
     import jhash  # local: keeps this module importable without initialising jhash
+
     total = jhash.schedule(method, jhash.num_items(batch), num_steps=num_steps)
     template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
     start, state, history = self.load_state(cell, template) or (0, None, {})
@@ -394,8 +446,9 @@ class Workdir:
         last_save = step
 
     try:
-      state, _ = jhash.fit(method, key, batch, total, state=state, start_step=start,
-                           progress=progress, on_step=on_step)
+      state, _ = jhash.fit(
+        method, key, batch, total, state=state, start_step=start, progress=progress, on_step=on_step
+      )
     finally:
       writer.close()
     return state, {k: np.concatenate(v) for k, v in collected.items()}
@@ -424,7 +477,7 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
   for name, values in metrics.items():
     values = np.asarray(values)
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.number):
-      continue   # per-bit vectors and flags stay in the history only
+      continue  # per-bit vectors and flags stay in the history only
     first = step - values.shape[0] + 1
     for i, v in enumerate(values):
       if np.isfinite(v):
@@ -434,20 +487,23 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def run_cells(cells: list[tuple[str, Callable[[], dict]]], workdir: Workdir,
-              progress: bool = True) -> dict:
+def run_cells(
+  cells: list[tuple[str, Callable[[], dict]]], workdir: Workdir, progress: bool = True
+) -> dict:
   """Run named cells in order, skipping finished ones; returns cell -> result.
 
   Prints one line per finished cell (its float metrics and wall time); a tqdm bar over
   the cells shows on a terminal only (``disable=None``).
   """
   from tqdm.auto import tqdm
+
   todo = [name for name, _ in cells if workdir.done(name) is None]
   if todo and len(todo) < len(cells):
-    print(f"{len(cells) - len(todo)} of {len(cells)} cells already done; running "
-          f"{len(todo)}.", flush=True)
-  bar = tqdm(total=len(todo), desc="cells", disable=None if progress else True,
-             dynamic_ncols=True)
+    print(
+      f"{len(cells) - len(todo)} of {len(cells)} cells already done; running {len(todo)}.",
+      flush=True,
+    )
+  bar = tqdm(total=len(todo), desc="cells", disable=None if progress else True, dynamic_ncols=True)
   out = {}
   for name, fn in cells:
     result = workdir.done(name)
@@ -469,17 +525,18 @@ def summary_line(result: Mapping) -> str:
   return ", ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float))
 
 
-def write_results(workdir: Workdir, config, metrics: dict, started: float,
-                  extra: dict | None = None) -> dict:
+def write_results(
+  workdir: Workdir, config, metrics: dict, started: float, extra: dict | None = None
+) -> dict:
   """Write ``results.json``: metrics, config, seed, package versions, wall times."""
   results = {
-      "metrics": metrics,
-      "config": jsonable(config),
-      "seed": config.get("seed"),
-      "versions": package_versions(),
-      "wall_time_s": time.time() - started,
-      "cell_seconds": workdir.progress["seconds"],
-      "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "metrics": metrics,
+    "config": jsonable(config),
+    "seed": config.get("seed"),
+    "versions": package_versions(),
+    "wall_time_s": time.time() - started,
+    "cell_seconds": workdir.progress["seconds"],
+    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
   }
   results.update(extra or {})
   atomic_write_json(workdir.path / "results.json", results)
@@ -488,8 +545,9 @@ def write_results(workdir: Workdir, config, metrics: dict, started: float,
 
 def format_table(rows: list[list[Any]], header: list[str]) -> str:
   """A GitHub-markdown table; floats with four decimals."""
-  cells = [[str(h) for h in header]] + [[f"{v:.4f}" if isinstance(v, float) else str(v)
-                                         for v in row] for row in rows]
+  cells = [[str(h) for h in header]] + [
+    [f"{v:.4f}" if isinstance(v, float) else str(v) for v in row] for row in rows
+  ]
   widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
   line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
   sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"

@@ -20,12 +20,15 @@ from experiments import harness
 # ----------------------------------------------------------------------------- ranking
 
 
-def retrieval_scores(query_codes, db_codes, query_labels, db_labels, weights,
-                     ndcg_k: int | None = None) -> dict:
+def retrieval_scores(
+  query_codes, db_codes, query_labels, db_labels, weights, ndcg_k: int | None = None
+) -> dict:
   """mAP (and NDCG@k for multi-hot labels) with unweighted and weighted ranking."""
   args = (query_codes, db_codes, query_labels, db_labels)
-  out = {"map": jhash.metrics.mean_average_precision(*args),
-         "map_weighted": jhash.metrics.weighted_mean_average_precision(*args, weights)}
+  out = {
+    "map": jhash.metrics.mean_average_precision(*args),
+    "map_weighted": jhash.metrics.weighted_mean_average_precision(*args, weights),
+  }
   if ndcg_k:
     args = (query_codes, db_codes, query_labels, db_labels, ndcg_k)
     out["ndcg"] = jhash.metrics.ndcg_at_k(*args)
@@ -36,8 +39,15 @@ def retrieval_scores(query_codes, db_codes, query_labels, db_labels, weights,
 # ----------------------------------------------------------------------------- HBMP cells
 
 
-def hbmp_cell(workdir: harness.Workdir, cell: str, method, key, batches,
-              checkpoint_every: int, ndcg_k: int | None = None) -> dict:
+def hbmp_cell(
+  workdir: harness.Workdir,
+  cell: str,
+  method,
+  key,
+  batches,
+  checkpoint_every: int,
+  ndcg_k: int | None = None,
+) -> dict:
   """Fit HBMP (pursuit then hash functions, resumable), encode, and score a cell.
 
   Returns mAP (weighted and unweighted; NDCG too for ``ndcg_k``), the bit errors of the
@@ -58,20 +68,23 @@ def hbmp_cell(workdir: harness.Workdir, cell: str, method, key, batches,
   encode_seconds = time.time() - started
   weights = np.asarray(method.extras.weights(state))
   query_targets = np.asarray(method.extras.encode_targets(state, query))
-  result = retrieval_scores(q_codes, db_codes, query["labels"], database["labels"], weights,
-                            ndcg_k)
-  result.update({
-      "train_bit_error": float(np.mean(np.asarray(train_codes) != np.asarray(
-          method.extras.target_codes(state)))),
+  result = retrieval_scores(q_codes, db_codes, query["labels"], database["labels"], weights, ndcg_k)
+  result.update(
+    {
+      "train_bit_error": float(
+        np.mean(np.asarray(train_codes) != np.asarray(method.extras.target_codes(state)))
+      ),
       "query_bit_error": float(np.mean(np.asarray(q_codes) != query_targets)),
       "alphas": weights.tolist(),
-      "residual_norms": (np.asarray(state.pursuit.residual_norms)
-                         / float(state.pursuit.initial_norm)).tolist(),
+      "residual_norms": (
+        np.asarray(state.pursuit.residual_norms) / float(state.pursuit.initial_norm)
+      ).tolist(),
       "bit_error_curve": history["bit_error"].tolist(),
       "hinge_loss_curve": history["hinge_loss"].tolist(),
       "fit_seconds": fit_seconds,
       "encode_seconds": encode_seconds,
-  })
+    }
+  )
   return result
 
 
@@ -87,5 +100,3 @@ def hbmp_method(bits: int, hash_function: str, config, **pursuit) -> jhash.metho
 def class_affinity(num_classes: int, num_bits: int) -> np.ndarray:
   """The class-level affinity ``R = b (2I - 1)``: float32 [m, m] (the paper's Figure 1(a))."""
   return (num_bits * (2.0 * np.eye(num_classes) - 1.0)).astype(np.float32)
-
-

@@ -24,8 +24,18 @@ from experiments import harness
 from experiments import plots
 
 LEVELS = ("class", "instance")
-KEYS = ("trainer", "seed", "repeats", "num_classes", "instances_per_class", "num_queries",
-        "max_bits", "map_bits", "step_size", "solvers")
+KEYS = (
+  "trainer",
+  "seed",
+  "repeats",
+  "num_classes",
+  "instances_per_class",
+  "num_queries",
+  "max_bits",
+  "map_bits",
+  "step_size",
+  "solvers",
+)
 
 
 def validate(config) -> None:
@@ -40,8 +50,9 @@ def validate(config) -> None:
     raise harness.ConfigError(f"config.solvers / step_size: {e}") from None
   for b in config.map_bits:
     if not 1 <= b <= config.max_bits:
-      raise harness.ConfigError(f"config.map_bits: {b} is not in [1, max_bits = "
-                                f"{config.max_bits}].")
+      raise harness.ConfigError(
+        f"config.map_bits: {b} is not in [1, max_bits = {config.max_bits}]."
+      )
 
 
 def build_methods(config) -> dict:
@@ -51,11 +62,16 @@ def build_methods(config) -> dict:
   for solver, options in config.solvers.items():
     options = options.to_dict()
     methods[solver, "class"] = jhash.methods.hbmp(
-        config.max_bits, level="class", num_items=config.num_classes,
-        step_size=config.step_size, hash_function=None, **options)
+      config.max_bits,
+      level="class",
+      num_items=config.num_classes,
+      step_size=config.step_size,
+      hash_function=None,
+      **options,
+    )
     methods[solver, "instance"] = jhash.methods.hbmp(
-        config.max_bits, level="instance", step_size=config.step_size, hash_function=None,
-        **options)
+      config.max_bits, level="instance", step_size=config.step_size, hash_function=None, **options
+    )
   return methods
 
 
@@ -64,13 +80,17 @@ def sample_instances(config, seed: int):
   ``num_classes`` classes (Fashion-MNIST's CIFAR-10 protocol, as pixel features), and
   the query and database positions within it."""
   # No queries; the database (every image) is not needed: a one-item stand-in.
-  train, _, _ = jdata.load_protocol("fashion-mnist", seed, query_per_class=0,
-                                    train_per_class=config.instances_per_class,
-                                    database_limit=1)
+  train, _, _ = jdata.load_protocol(
+    "fashion-mnist",
+    seed,
+    query_per_class=0,
+    train_per_class=config.instances_per_class,
+    database_limit=1,
+  )
   keep = np.flatnonzero(train["labels"] < config.num_classes)
   batch = {"views": (train["views"][0][keep],), "labels": train["labels"][keep]}
   order = np.random.default_rng(seed).permutation(keep.size)
-  return batch, (np.sort(order[:config.num_queries]), np.sort(order[config.num_queries:]))
+  return batch, (np.sort(order[: config.num_queries]), np.sort(order[config.num_queries :]))
 
 
 def pursuit_seconds(method, affinity, key) -> float:
@@ -108,14 +128,19 @@ def run_level(config, method, key, batch, positions) -> dict:
   maps = {}
   for b in config.map_bits:
     q, db = codes[query, :b], codes[database, :b]
-    maps[str(b)] = {"map": jhash.metrics.mean_average_precision(q, db, labels[query],
-                                                                labels[database]),
-               "map_weighted": jhash.metrics.mean_average_precision(
-                   q, db, labels[query], labels[database], weights=alphas_at[b])}
-  return {"residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),
-          "step_seconds": times, "maps": maps,
-          "pursuit_seconds": pursuit_seconds(method, state.affinity, key),
-          "degenerate": np.asarray(history["degenerate"]).astype(int).tolist()}
+    maps[str(b)] = {
+      "map": jhash.metrics.mean_average_precision(q, db, labels[query], labels[database]),
+      "map_weighted": jhash.metrics.mean_average_precision(
+        q, db, labels[query], labels[database], weights=alphas_at[b]
+      ),
+    }
+  return {
+    "residual": (history["residual_norm"] / float(state.pursuit.initial_norm)).tolist(),
+    "step_seconds": times,
+    "maps": maps,
+    "pursuit_seconds": pursuit_seconds(method, state.affinity, key),
+    "degenerate": np.asarray(history["degenerate"]).astype(int).tolist(),
+  }
 
 
 def train_and_evaluate(config, workdir) -> dict:
@@ -129,16 +154,22 @@ def train_and_evaluate(config, workdir) -> dict:
       for solver in config.solvers:
         for level in LEVELS:
           key = harness.cell_key(config.seed, "fashion-mnist", "hbmp", r, solver, level)
-          cells.append((f"{solver}/{level}/{r}",
-                        lambda m=methods[solver, level], b=batch, p=positions, k=key:
-                        run_level(config, m, k, b, p)))
+          cells.append(
+            (
+              f"{solver}/{level}/{r}",
+              lambda m=methods[solver, level], b=batch, p=positions, k=key: run_level(
+                config, m, k, b, p
+              ),
+            )
+          )
     results = harness.run_cells(cells, wd)
     summary = summarise(config, results)
     table = format_table(config, summary)
     print(table)
     make_plots(config, summary, wd.path)
-    harness.write_results(wd, config, {"cells": results, "summary": summary}, started,
-                          extra={"table": table})
+    harness.write_results(
+      wd, config, {"cells": results, "summary": summary}, started, extra={"table": table}
+    )
   return summary
 
 
@@ -150,13 +181,22 @@ def summarise(config, results) -> dict:
       runs = [results[f"{solver}/{level}/{r}"] for r in range(config.repeats)]
       residual = np.array([run["residual"] for run in runs])
       seconds = np.array([run["step_seconds"] for run in runs])
-      maps = {str(b): {k: float(np.mean([run["maps"][str(b)][k] for run in runs]))
-                       for k in ("map", "map_weighted")} for b in config.map_bits}
+      maps = {
+        str(b): {
+          k: float(np.mean([run["maps"][str(b)][k] for run in runs]))
+          for k in ("map", "map_weighted")
+        }
+        for b in config.map_bits
+      }
       out[f"{solver}/{level}"] = {
-          "residual_mean": residual.mean(0).tolist(), "residual_min": residual.min(0).tolist(),
-          "residual_max": residual.max(0).tolist(), "seconds_mean": seconds.mean(0).tolist(),
-          "maps": maps, "seconds_per_bit": float(seconds[:, -1].mean() / config.max_bits),
-          "pursuit_seconds": float(np.mean([run["pursuit_seconds"] for run in runs]))}
+        "residual_mean": residual.mean(0).tolist(),
+        "residual_min": residual.min(0).tolist(),
+        "residual_max": residual.max(0).tolist(),
+        "seconds_mean": seconds.mean(0).tolist(),
+        "maps": maps,
+        "seconds_per_bit": float(seconds[:, -1].mean() / config.max_bits),
+        "pursuit_seconds": float(np.mean([run["pursuit_seconds"] for run in runs])),
+      }
   for solver in config.solvers:
     c, i = out[f"{solver}/class"], out[f"{solver}/instance"]
     c["instance_over_class_time"] = i["pursuit_seconds"] / c["pursuit_seconds"]
@@ -168,41 +208,85 @@ def format_table(config, summary) -> str:
   for name, s in summary.items():
     for b in config.map_bits:
       m = s["maps"][str(b)]
-      rows.append([name, b, m["map_weighted"], m["map"], s["residual_mean"][b - 1],
-                   s["seconds_mean"][b - 1]])
-  header = ["solver/items", "bits", "mAP (weighted)", "mAP (Hamming)", "residual / initial",
-            "time (s)"]
+      rows.append(
+        [name, b, m["map_weighted"], m["map"], s["residual_mean"][b - 1], s["seconds_mean"][b - 1]]
+      )
+  header = [
+    "solver/items",
+    "bits",
+    "mAP (weighted)",
+    "mAP (Hamming)",
+    "residual / initial",
+    "time (s)",
+  ]
   timing = [[name, s["pursuit_seconds"] * 1e3] for name, s in summary.items()]
   ratio = lambda solver: summary[f"{solver}/class"]["instance_over_class_time"]
-  ratios = "; ".join(f"{solver}: instance / class = {ratio(solver):.0f}x"
-                     for solver in config.solvers)
-  return (harness.format_table(rows, header) + "\n\n"
-          + harness.format_table(timing, ["solver/items",
-                                          f"whole pursuit, {config.max_bits} bits (ms)"])
-          + "\n" + ratios)
+  ratios = "; ".join(
+    f"{solver}: instance / class = {ratio(solver):.0f}x" for solver in config.solvers
+  )
+  return (
+    harness.format_table(rows, header)
+    + "\n\n"
+    + harness.format_table(timing, ["solver/items", f"whole pursuit, {config.max_bits} bits (ms)"])
+    + "\n"
+    + ratios
+  )
 
 
 def make_plots(config, summary, workdir) -> None:
   bits = list(range(1, config.max_bits + 1))
   label = lambda name: name.replace("/class", ": 10 classes").replace(
-      "/instance", f": {config.num_classes * config.instances_per_class} instances")
+    "/instance", f": {config.num_classes * config.instances_per_class} instances"
+  )
   series = lambda key, band=None: [
-      {"label": label(name), "x": bits, "y": s[key],
-       "band": None if band is None else (s[band[0]], s[band[1]])}
-      for name, s in summary.items()]
-  plots.panels([{"title": "Figure 1(c): residual", "xlabel": "bits",
-                       "ylabel": "||Q_t||_F / ||Q_0||_F",
-                       "series": series("residual_mean", ("residual_min", "residual_max"))}],
-                     workdir / "residual.png")
+    {
+      "label": label(name),
+      "x": bits,
+      "y": s[key],
+      "band": None if band is None else (s[band[0]], s[band[1]]),
+    }
+    for name, s in summary.items()
+  ]
+  plots.panels(
+    [
+      {
+        "title": "Figure 1(c): residual",
+        "xlabel": "bits",
+        "ylabel": "||Q_t||_F / ||Q_0||_F",
+        "series": series("residual_mean", ("residual_min", "residual_max")),
+      }
+    ],
+    workdir / "residual.png",
+  )
   map_bits = list(config.map_bits)
-  plots.panels([{"title": "Figure 1(d): mAP of the target codes", "xlabel": "bits",
-                       "ylabel": "mAP (tie-aware)", "series": [
-                           {"label": f"{label(name)}, {kind}", "x": map_bits,
-                            "y": [s["maps"][str(b)][key] for b in map_bits],
-                            "style": "o-" if key == "map_weighted" else "s--"}
-                           for name, s in summary.items()
-                           for key, kind in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
-                     workdir / "map.png")
-  plots.panels([{"title": "Figure 1(e): inference time", "xlabel": "bits",
-                       "ylabel": "seconds (cumulative)", "series": series("seconds_mean")}],
-                     workdir / "time.png")
+  plots.panels(
+    [
+      {
+        "title": "Figure 1(d): mAP of the target codes",
+        "xlabel": "bits",
+        "ylabel": "mAP (tie-aware)",
+        "series": [
+          {
+            "label": f"{label(name)}, {kind}",
+            "x": map_bits,
+            "y": [s["maps"][str(b)][key] for b in map_bits],
+            "style": "o-" if key == "map_weighted" else "s--",
+          }
+          for name, s in summary.items()
+          for key, kind in (("map_weighted", "weighted"), ("map", "Hamming"))
+        ],
+      }
+    ],
+    workdir / "map.png",
+  )
+  plots.panels(
+    [
+      {
+        "title": "Figure 1(e): inference time",
+        "xlabel": "bits",
+        "ylabel": "seconds (cumulative)",
+        "series": series("seconds_mean"),
+      }
+    ],
+    workdir / "time.png",
+  )

@@ -23,8 +23,18 @@ from experiments import hbmp_common
 from experiments import plots
 
 NUM_CLASSES = 10
-KEYS = ("trainer", "seed", "step_sizes", "max_bits", "repeats", "bits", "hash_function",
-        "hash_options", "dataset", "checkpoint_every")
+KEYS = (
+  "trainer",
+  "seed",
+  "step_sizes",
+  "max_bits",
+  "repeats",
+  "bits",
+  "hash_function",
+  "hash_options",
+  "dataset",
+  "checkpoint_every",
+)
 
 
 def validate(config) -> None:
@@ -34,8 +44,9 @@ def validate(config) -> None:
     jdata.check_protocol("fashion-mnist", config.dataset)
     for rule in config.step_sizes:
       for bits in config.bits:
-        hbmp_common.hbmp_method(bits, config.hash_function, config, num_items=NUM_CLASSES,
-                                step_size=rule)
+        hbmp_common.hbmp_method(
+          bits, config.hash_function, config, num_items=NUM_CLASSES, step_size=rule
+        )
   except (KeyError, TypeError, ValueError) as e:
     raise harness.ConfigError(f"config: {e}") from None
 
@@ -43,9 +54,12 @@ def validate(config) -> None:
 def residual_curves(config) -> dict:
   """Relative residual norm per bit, per rule: mean, min and max over seeds."""
   affinity = hbmp_common.class_affinity(NUM_CLASSES, config.max_bits)
-  methods = {rule: jhash.methods.hbmp(config.max_bits, num_items=NUM_CLASSES, step_size=rule,
-                                      hash_function=None)
-             for rule in config.step_sizes}
+  methods = {
+    rule: jhash.methods.hbmp(
+      config.max_bits, num_items=NUM_CLASSES, step_size=rule, hash_function=None
+    )
+    for rule in config.step_sizes
+  }
   out = {}
   for rule, method in methods.items():
     runs = []
@@ -53,16 +67,20 @@ def residual_curves(config) -> dict:
       state = method.extras.pursuit.run(affinity, harness.cell_key(config.seed, "residual", r))
       runs.append(np.asarray(state.residual_norms) / float(state.initial_norm))
     runs = np.array(runs)
-    out[rule] = {"mean": runs.mean(0).tolist(), "min": runs.min(0).tolist(),
-                 "max": runs.max(0).tolist()}
+    out[rule] = {
+      "mean": runs.mean(0).tolist(),
+      "min": runs.min(0).tolist(),
+      "max": runs.max(0).tolist(),
+    }
   return out
 
 
 def train_and_evaluate(config, workdir) -> dict:
   validate(config)
   started = time.time()
-  batches = jdata.load_protocol("fashion-mnist", config.seed, images=True,
-                                **config.dataset.to_dict())
+  batches = jdata.load_protocol(
+    "fashion-mnist", config.seed, images=True, **config.dataset.to_dict()
+  )
   with harness.Workdir(workdir, config) as wd:
     cells = [("residual", lambda: residual_curves(config))]
     for bits in config.bits:
@@ -70,10 +88,21 @@ def train_and_evaluate(config, workdir) -> dict:
       key = harness.cell_key(config.seed, "fashion-mnist", "hbmp", bits)
       for rule in config.step_sizes:
         cell = f"{rule}/{bits}"
-        cells.append((cell, lambda c=cell, b=bits, r=rule, k=key: hbmp_common.hbmp_cell(
-            wd, c, hbmp_common.hbmp_method(b, config.hash_function, config,
-                                           num_items=NUM_CLASSES, step_size=r),
-            k, batches, config.checkpoint_every)))
+        cells.append(
+          (
+            cell,
+            lambda c=cell, b=bits, r=rule, k=key: hbmp_common.hbmp_cell(
+              wd,
+              c,
+              hbmp_common.hbmp_method(
+                b, config.hash_function, config, num_items=NUM_CLASSES, step_size=r
+              ),
+              k,
+              batches,
+              config.checkpoint_every,
+            ),
+          )
+        )
     results = harness.run_cells(cells, wd)
     table = summarise(config, results)
     print(table)
@@ -84,8 +113,9 @@ def train_and_evaluate(config, workdir) -> dict:
 
 def summarise(config, results) -> str:
   marks = [b for b in (8, 16, 24, 32, 40, 48, 64) if b <= config.max_bits]
-  rows = [[rule] + [results["residual"][rule]["mean"][b - 1] for b in marks]
-          for rule in config.step_sizes]
+  rows = [
+    [rule] + [results["residual"][rule]["mean"][b - 1] for b in marks] for rule in config.step_sizes
+  ]
   residual = harness.format_table(rows, ["rule"] + [f"residual@{b}" for b in marks])
   rows = []
   for rule in config.step_sizes:
@@ -99,18 +129,44 @@ def summarise(config, results) -> str:
 def make_plots(config, results, workdir) -> None:
   bits = list(range(1, config.max_bits + 1))
   curves = results["residual"]
-  plots.panels([{"title": "10-class affinity", "xlabel": "bits",
-                 "ylabel": "||Q_t||_F / ||Q_0||_F", "series": [
-                     {"label": rule, "x": bits, "y": curves[rule]["mean"],
-                      "band": (curves[rule]["min"], curves[rule]["max"]), "style": "-"}
-                     for rule in config.step_sizes]}],
-               workdir / "residual.png")
+  plots.panels(
+    [
+      {
+        "title": "10-class affinity",
+        "xlabel": "bits",
+        "ylabel": "||Q_t||_F / ||Q_0||_F",
+        "series": [
+          {
+            "label": rule,
+            "x": bits,
+            "y": curves[rule]["mean"],
+            "band": (curves[rule]["min"], curves[rule]["max"]),
+            "style": "-",
+          }
+          for rule in config.step_sizes
+        ],
+      }
+    ],
+    workdir / "residual.png",
+  )
   code_bits = list(config.bits)
-  plots.panels([{"title": f"Fashion-MNIST, {config.hash_function} hash functions",
-                 "xlabel": "bits", "ylabel": "mAP (tie-aware)", "series": [
-                     {"label": f"{rule}, {name}", "x": code_bits,
-                      "y": [results[f"{rule}/{b}"][key] for b in code_bits],
-                      "style": "o-" if key == "map_weighted" else "s--"}
-                     for rule in config.step_sizes
-                     for key, name in (("map_weighted", "weighted"), ("map", "Hamming"))]}],
-               workdir / "map_vs_bits.png")
+  plots.panels(
+    [
+      {
+        "title": f"Fashion-MNIST, {config.hash_function} hash functions",
+        "xlabel": "bits",
+        "ylabel": "mAP (tie-aware)",
+        "series": [
+          {
+            "label": f"{rule}, {name}",
+            "x": code_bits,
+            "y": [results[f"{rule}/{b}"][key] for b in code_bits],
+            "style": "o-" if key == "map_weighted" else "s--",
+          }
+          for rule in config.step_sizes
+          for key, name in (("map_weighted", "weighted"), ("map", "Hamming"))
+        ],
+      }
+    ],
+    workdir / "map_vs_bits.png",
+  )

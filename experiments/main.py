@@ -20,8 +20,8 @@ from absl import logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Config file, optionally FILE:ARG (e.g. quickstart.py:quick).",
-    lock_config=True)
+  "config", None, "Config file, optionally FILE:ARG (e.g. quickstart.py:quick).", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (resumed if it exists).")
 flags.mark_flags_as_required(["config", "workdir"])
 
@@ -29,10 +29,11 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.set_verbosity(logging.WARNING)   # orbax logs every save at INFO
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   trainer = importlib.import_module(config.trainer)
-  from experiments import harness   # after flag parsing: --help stays fast
+  from experiments import harness  # after flag parsing: --help stays fast
+
   try:
     trainer.train_and_evaluate(config, _WORKDIR.value)
   except (harness.ConfigError, harness.WorkdirError) as e:

@@ -41,7 +41,7 @@ def crop_codes(base, state, batch, sigma, chunk=500):
   x = coder.read(batch)
   out = []
   for i in range(0, x.shape[0], chunk):
-    crops = mch_parts.five_crops(x[i:i + chunk], sigma)
+    crops = mch_parts.five_crops(x[i : i + chunk], sigma)
     n = crops.shape[0]
     logits = coder.outputs(state.coder, crops.reshape((n * 5,) + crops.shape[2:])).logits
     out.append(np.asarray(jhash.codes.sign(logits)).reshape(n, 5, -1))
@@ -52,11 +52,19 @@ def main(argv) -> None:
   del argv
   augment = tuple(float(v) for v in _AUGMENT.value.split(",")) if _AUGMENT.value else None
   train, query, database = jdata.load_protocol(
-      "canvases", 0, num_items=10000, num_queries=1000, num_train=_TRAIN.value, grid=(2, 2),
-      num_objects=(1, 3), images=True)
+    "canvases",
+    0,
+    num_items=10000,
+    num_queries=1000,
+    num_train=_TRAIN.value,
+    grid=(2, 2),
+    num_objects=(1, 3),
+    images=True,
+  )
   options = {"crop_augment": augment} if augment else {}
-  base = jhash.methods.REGISTRY[_BASE.value](_BITS.value, batch_size=64,
-                                             num_epochs=_EPOCHS.value, **options)
+  base = jhash.methods.REGISTRY[_BASE.value](
+    _BITS.value, batch_size=64, num_epochs=_EPOCHS.value, **options
+  )
   state, _ = jhash.fit(base, jax.random.key(0), train, progress=False)
   labels = jnp.asarray(train["labels"])
   codes = jnp.asarray(jhash.encode(base, state, train), jnp.float32)
@@ -64,22 +72,30 @@ def main(argv) -> None:
   similarity = losses.label_similarity(labels, labels)
   weights = losses.balanced_pair_weights(similarity, losses.off_diagonal(labels.shape[0]))
   table = base.extras.code_loss(state)
-  rewards = np.stack([np.asarray(losses.keep_rewards(codes, crops[:, j], codes, similarity,
-                                                     weights, table)) for j in range(5)], 1)
-  print(f"{_BASE.value}, {_BITS.value} bits, crop_augment={augment}: positive keep rewards "
-        f"{np.mean(rewards > 0):.4f} of the crops, mean reward {rewards.mean():.5f}")
+  rewards = np.stack(
+    [
+      np.asarray(losses.keep_rewards(codes, crops[:, j], codes, similarity, weights, table))
+      for j in range(5)
+    ],
+    1,
+  )
+  print(
+    f"{_BASE.value}, {_BITS.value} bits, crop_augment={augment}: positive keep rewards "
+    f"{np.mean(rewards > 0):.4f} of the crops, mean reward {rewards.mean():.5f}"
+  )
   q = jhash.encode(base, state, query)
   single = np.asarray(jhash.encode(base, state, database))
   multi = np.concatenate([single[:, None], crop_codes(base, state, database, _SIGMA.value)], 1)
   mask = np.asarray(mch_parts.dedupe_mask(jnp.asarray(multi), jnp.ones(multi.shape[:2], bool)))
   ql, dl = query["labels"], database["labels"]
-  for name, db, kw in (("base alone", single, {}),
-                       ("every crop kept", multi, {"db_mask": mask})):
+  for name, db, kw in (("base alone", single, {}), ("every crop kept", multi, {"db_mask": mask})):
     pr = jhash.metrics.pr_curve_by_radius(q, db, ql, dl, **kw)
     m = float(jhash.metrics.mean_average_precision(q, db, ql, dl, **kw))
-    print(f"{name}: R@r0 {pr['recall'][0]:.4f} P@r0 {pr['precision'][0]:.4f} "
-          f"R@r2 {pr['recall'][2]:.4f} P@r2 {pr['precision'][2]:.4f} mAP {m:.4f} "
-          f"codes per item {mask.sum(1).mean() if kw else 1.0:.3f}")
+    print(
+      f"{name}: R@r0 {pr['recall'][0]:.4f} P@r0 {pr['precision'][0]:.4f} "
+      f"R@r2 {pr['recall'][2]:.4f} P@r2 {pr['precision'][2]:.4f} mAP {m:.4f} "
+      f"codes per item {mask.sum(1).mean() if kw else 1.0:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,22 +8,33 @@ import pathlib
 
 def _figure():
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   return plt
 
 
 def save(fig, path) -> None:
   """Save a figure as PNG atomically."""
   from experiments.harness import atomic_write_bytes
+
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
   atomic_write_bytes(pathlib.Path(path), buf.getvalue())
   _figure().close(fig)
 
 
-def lines(panels: dict, path, *, xlabel: str, ylabel: str, title: str = "",
-          logx: bool = False, marker: str = "o") -> None:
+def lines(
+  panels: dict,
+  path,
+  *,
+  xlabel: str,
+  ylabel: str,
+  title: str = "",
+  logx: bool = False,
+  marker: str = "o",
+) -> None:
   """One panel per key of ``panels``; each panel maps a label to (x, y) sequences."""
   plt = _figure()
   fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
@@ -54,10 +65,9 @@ def panels(specs: list[dict], path, title: str = "") -> None:
   fig, axes = plt.subplots(1, len(specs), figsize=(4.5 * len(specs), 3.6), squeeze=False)
   for ax, panel in zip(axes[0], specs):
     for s in panel["series"]:
-      line, = ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
+      (line,) = ax.plot(s["x"], s["y"], s.get("style", "o-"), markersize=3, label=s["label"])
       if s.get("band") is not None:
-        ax.fill_between(s["x"], s["band"][0], s["band"][1], alpha=0.2,
-                        color=line.get_color())
+        ax.fill_between(s["x"], s["band"][0], s["band"][1], alpha=0.2, color=line.get_color())
     for x in panel.get("vlines", ()):
       ax.axvline(x, color="grey", linestyle=":", linewidth=0.8)
     if panel.get("logx"):
@@ -66,8 +76,10 @@ def panels(specs: list[dict], path, title: str = "") -> None:
       ax.set_yscale("log")
     if panel.get("xticks") is not None:
       ax.set_xticks(panel["xticks"])
-      ax.set_xticklabels(panel.get("xticklabels") or [str(t) for t in panel["xticks"]],
-                         rotation=panel.get("xtick_rotation", 0))
+      ax.set_xticklabels(
+        panel.get("xticklabels") or [str(t) for t in panel["xticks"]],
+        rotation=panel.get("xtick_rotation", 0),
+      )
       ax.minorticks_off()
     ax.set_title(panel.get("title", ""), fontsize=10)
     ax.set_xlabel(panel.get("xlabel", ""))

@@ -60,8 +60,18 @@ from jhash import data as jdata
 from experiments import harness
 from experiments import plots
 
-KEYS = ("trainer", "seed", "num_seeds", "bits", "datasets", "methods", "evaluation",
-        "tables", "plots", "checkpoint_every")
+KEYS = (
+  "trainer",
+  "seed",
+  "num_seeds",
+  "bits",
+  "datasets",
+  "methods",
+  "evaluation",
+  "tables",
+  "plots",
+  "checkpoint_every",
+)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
 EVALUATION_OPTIONAL = ("f1_buckets", "sweep")
 PLOT_KEYS = ("pr_curve_bits", "curves")
@@ -110,8 +120,12 @@ def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[
     out += ["map_weighted"] + [f"{n}_weighted" for n in names if n.startswith("ndcg")]
   if multi:
     out += [f"{n}_multi" for n in names] + ["codes_per_item_multi"]
-    out += [f"{m}_multi@{p}={v}" for p, values in sweep(evaluation).items() for v in values
-            for m in SWEEP_METRICS]
+    out += [
+      f"{m}_multi@{p}={v}"
+      for p, values in sweep(evaluation).items()
+      for v in values
+      for m in SWEEP_METRICS
+    ]
   return out
 
 
@@ -120,10 +134,13 @@ def validate(config) -> None:
   config names that does not exist: keys, protocols and their options, methods and
   their hyperparameters, metric conventions, tables and plot settings."""
   harness.check_keys(config, KEYS)
-  harness.check_keys(config.evaluation, EVALUATION_KEYS + EVALUATION_OPTIONAL,
-                     "config.evaluation", required=EVALUATION_KEYS)
-  harness.check_keys(config.plots, PLOT_KEYS + PLOT_OPTIONAL, "config.plots",
-                     required=PLOT_KEYS)
+  harness.check_keys(
+    config.evaluation,
+    EVALUATION_KEYS + EVALUATION_OPTIONAL,
+    "config.evaluation",
+    required=EVALUATION_KEYS,
+  )
+  harness.check_keys(config.plots, PLOT_KEYS + PLOT_OPTIONAL, "config.plots", required=PLOT_KEYS)
   _check_ints(config.bits, "config.bits", minimum=1)
   _check_ints([config.seed], "config.seed", minimum=0)
   _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
@@ -137,28 +154,32 @@ def validate(config) -> None:
 
 
 def _check_ints(values, where: str, minimum: int) -> None:
-  if not len(values) or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum
-                            for v in values):
+  if not len(values) or any(
+    isinstance(v, bool) or not isinstance(v, int) or v < minimum for v in values
+  ):
     raise harness.ConfigError(f"{where}: must be ints >= {minimum}; got {list(values)!r}.")
 
 
 def _check_dataset(label: str, spec) -> None:
   where = f"config.datasets.{label}"
   if "protocol" not in spec:
-    raise harness.ConfigError(f"{where}: missing key 'protocol' (one of "
-                              f"{', '.join(jdata.PROTOCOLS)}).")
+    raise harness.ConfigError(
+      f"{where}: missing key 'protocol' (one of {', '.join(jdata.PROTOCOLS)})."
+    )
   harness.check_choice(spec.protocol, jdata.PROTOCOLS, f"{where}.protocol")
   options = jdata.protocol_options(spec.protocol)
-  harness.check_keys({k: v for k, v in spec.items() if k != "protocol"}, options, where,
-                     required=())
+  harness.check_keys(
+    {k: v for k, v in spec.items() if k != "protocol"}, options, where, required=()
+  )
 
 
 def _check_method(config, label: str) -> None:
   where = f"config.methods.{label}"
   spec = config.methods[label]
   if "method" not in spec:
-    raise harness.ConfigError(f"{where}: missing key 'method' (one of "
-                              f"{', '.join(jhash.methods.REGISTRY)}).")
+    raise harness.ConfigError(
+      f"{where}: missing key 'method' (one of {', '.join(jhash.methods.REGISTRY)})."
+    )
   harness.check_choice(spec.method, jhash.methods.REGISTRY, f"{where}.method")
   factory = jhash.methods.REGISTRY[spec.method]
   kwargs = method_kwargs(config, label)
@@ -177,12 +198,18 @@ def _check_evaluation(config) -> None:
   _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
   rs = ev.radius
   if rs is not None and (
-      not isinstance(rs, (int, tuple, list)) or isinstance(rs, bool)
-      or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= min(config.bits)
-             for r in ([rs] if isinstance(rs, int) else rs))):
-    raise harness.ConfigError(f"config.evaluation.radius: must be None, or an int or a tuple "
-                              f"of ints in [0, {min(config.bits)}] (the shortest code); got "
-                              f"{rs!r}.")
+    not isinstance(rs, (int, tuple, list))
+    or isinstance(rs, bool)
+    or any(
+      isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= min(config.bits)
+      for r in ([rs] if isinstance(rs, int) else rs)
+    )
+  ):
+    raise harness.ConfigError(
+      f"config.evaluation.radius: must be None, or an int or a tuple "
+      f"of ints in [0, {min(config.bits)}] (the shortest code); got "
+      f"{rs!r}."
+    )
   for param, values in sweep(ev).items():
     for label in config.methods:
       if param not in _parameters(config, label):
@@ -191,8 +218,9 @@ def _check_evaluation(config) -> None:
         try:
           build_method(config, label, min(config.bits), **{param: v})
         except (TypeError, ValueError) as e:
-          raise harness.ConfigError(f"config.evaluation.sweep.{param}: {v!r} for "
-                                    f"config.methods.{label}: {e}") from None
+          raise harness.ConfigError(
+            f"config.evaluation.sweep.{param}: {v!r} for config.methods.{label}: {e}"
+          ) from None
   if ev.ndcg_at is not None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
   for metric in config.tables:
@@ -215,8 +243,9 @@ def _check_plots(config) -> None:
   if f1_bits is not None:
     harness.check_choice(f1_bits, list(config.bits), "config.plots.f1_bucket_bits (one of bits)")
     if not config.evaluation.get("f1_buckets"):
-      raise harness.ConfigError("config.plots.f1_bucket_bits needs config.evaluation."
-                                "f1_buckets = True.")
+      raise harness.ConfigError(
+        "config.plots.f1_bucket_bits needs config.evaluation.f1_buckets = True."
+      )
   for name, spec in config.plots.curves.items():
     harness.check_keys(spec, ("metric", "methods"), f"config.plots.curves.{name}")
     for label in spec.methods:
@@ -230,26 +259,32 @@ def check_trainable(config, batches_of) -> None:
   cell trains."""
   bits = min(config.bits)
   reported = {}
-  for dataset in reversed(list(config.datasets)):   # the first cells' data set stays cached
+  for dataset in reversed(list(config.datasets)):  # the first cells' data set stays cached
     train, _, database = batches_of(dataset, seeds(config)[0])
     _check_cutoffs(config.evaluation, jhash.num_items(database), dataset)
     for label, spec in config.methods.items():
       try:
         reported[label] = reported_metrics(build_method(config, label, bits), train)
       except (TypeError, ValueError) as e:
-        raise harness.ConfigError(f"config.methods.{label} ({spec.method}) cannot train on "
-                                  f"config.datasets.{dataset}: {e}") from None
+        raise harness.ConfigError(
+          f"config.methods.{label} ({spec.method}) cannot train on config.datasets.{dataset}: {e}"
+        ) from None
   for name, spec in config.plots.curves.items():
     for label in spec.methods:
-      harness.check_choice(spec.metric, sorted(reported[label]),
-                           f"config.plots.curves.{name}.metric (reported by {label})")
+      harness.check_choice(
+        spec.metric,
+        sorted(reported[label]),
+        f"config.plots.curves.{name}.metric (reported by {label})",
+      )
 
 
 def _check_cutoffs(evaluation, num_items: int, dataset: str) -> None:
   for k in list(evaluation.precision_at) + [evaluation.ndcg_at or 1]:
     if k > num_items:
-      raise harness.ConfigError(f"config.evaluation: the cut-off {k} exceeds the {num_items} "
-                                f"database items of config.datasets.{dataset}.")
+      raise harness.ConfigError(
+        f"config.evaluation: the cut-off {k} exceeds the {num_items} "
+        f"database items of config.datasets.{dataset}."
+      )
 
 
 def reported_metrics(method, train) -> set[str]:
@@ -287,15 +322,18 @@ def method_weights(method, state):
   return None if fn is None else np.asarray(fn(state))
 
 
-def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool,
-                    db_mask=None) -> dict:
+def hamming_metrics(
+  q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool, db_mask=None
+) -> dict:
   """mAP (each tie convention), P@k, precision/recall within the radii, NDCG@k and, for
   ``curve``, the PR curve over every radius (and the F1-bucket curve with
   ``evaluation.f1_buckets``); ``db_mask`` for multi-code databases."""
   args = (q_codes, db_codes, q_labels, db_labels)
   kw = {} if db_mask is None else {"db_mask": db_mask}
-  out = {MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
-         for t in evaluation.map_ties}
+  out = {
+    MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
+    for t in evaluation.map_ties
+  }
   if evaluation.precision_at:
     ks = tuple(evaluation.precision_at)
     values = np.asarray(jhash.metrics.precision_at_k(*args, ks, **kw))
@@ -311,8 +349,7 @@ def hamming_metrics(q_codes, db_codes, q_labels, db_labels, evaluation, curve: b
     f1 = jhash.metrics.f1_bucket_curve(*args, **kw)
     out["f1_buckets"] = {k: np.asarray(v).tolist() for k, v in f1.items()}
   if evaluation.ndcg_at:
-    out[f"ndcg_at_{evaluation.ndcg_at}"] = jhash.metrics.ndcg_at_k(*args, evaluation.ndcg_at,
-                                                                   **kw)
+    out[f"ndcg_at_{evaluation.ndcg_at}"] = jhash.metrics.ndcg_at_k(*args, evaluation.ndcg_at, **kw)
   return out
 
 
@@ -322,7 +359,8 @@ def weighted_metrics(q_codes, db_codes, q_labels, db_labels, weights, evaluation
   out = {"map_weighted": jhash.metrics.weighted_mean_average_precision(*args, weights)}
   if evaluation.ndcg_at:
     out[f"ndcg_at_{evaluation.ndcg_at}_weighted"] = jhash.metrics.ndcg_at_k(
-        *args, evaluation.ndcg_at, weights=weights)
+      *args, evaluation.ndcg_at, weights=weights
+    )
   return out
 
 
@@ -357,28 +395,36 @@ def sweep_metrics(rebuild, state, query, database, evaluation) -> dict:
       codes, mask = jhash.encode_multi(method, state, database)
       args = (single, codes, query["labels"], database["labels"])
       pr = jhash.metrics.pr_curve_by_radius(*args, db_mask=mask)
-      got = {"map": jhash.metrics.mean_average_precision(*args, db_mask=mask),
-             "precision_radius_0": float(pr["precision"][0]),
-             "recall_radius_0": float(pr["recall"][0]),
-             "codes_per_item": float(np.mean(np.sum(np.asarray(mask), axis=1)))}
+      got = {
+        "map": jhash.metrics.mean_average_precision(*args, db_mask=mask),
+        "precision_radius_0": float(pr["precision"][0]),
+        "recall_radius_0": float(pr["recall"][0]),
+        "codes_per_item": float(np.mean(np.sum(np.asarray(mask), axis=1))),
+      }
       out.update({f"{m}_multi@{param}={v}": float(got[m]) for m in SWEEP_METRICS})
   return out
 
 
-def run_cell(config, workdir, batches, dataset: str, label: str, bits: int,
-             seed: int) -> dict:
+def run_cell(config, workdir, batches, dataset: str, label: str, bits: int, seed: int) -> dict:
   """Train (resumably) and evaluate one cell."""
   train, query, database = batches
   method = build_method(config, label, bits)
-  key = harness.cell_key(seed, config.datasets[dataset].protocol,
-                         config.methods[label].method, bits)
-  state, history = workdir.fit(cell_name(dataset, label, bits, seed), method, key, train,
-                               checkpoint_every=config.checkpoint_every)
+  key = harness.cell_key(
+    seed, config.datasets[dataset].protocol, config.methods[label].method, bits
+  )
+  state, history = workdir.fit(
+    cell_name(dataset, label, bits, seed),
+    method,
+    key,
+    train,
+    checkpoint_every=config.checkpoint_every,
+  )
   curve = bits in (config.plots.pr_curve_bits, config.plots.get("f1_bucket_bits"))
   result = evaluate(method, state, query, database, config.evaluation, curve=curve)
   if method.encode_multi is not None and sweep(config.evaluation):
-    rebuild = lambda **o: build_method(config, label, bits, **{
-        k: v for k, v in o.items() if k in _parameters(config, label)})
+    rebuild = lambda **o: build_method(
+      config, label, bits, **{k: v for k, v in o.items() if k in _parameters(config, label)}
+    )
     result.update(sweep_metrics(rebuild, state, query, database, config.evaluation))
   result["history"] = {k: v.tolist() for k, v in history.items()}
   return result
@@ -389,28 +435,36 @@ def train_and_evaluate(config, workdir) -> dict:
   validate(config)
   started = time.time()
 
-  @functools.lru_cache(maxsize=1)   # one data set in memory at a time
+  @functools.lru_cache(maxsize=1)  # one data set in memory at a time
   def batches_of(dataset: str, seed: int):
     spec = config.datasets[dataset].to_dict()
     out = jdata.load_protocol(spec.pop("protocol"), seed, **spec)
-    sizes = ", ".join(f"{b['labels'].shape[0]} {n}" for b, n in
-                      zip(out, ("train", "queries", "database items")))
+    sizes = ", ".join(
+      f"{b['labels'].shape[0]} {n}" for b, n in zip(out, ("train", "queries", "database items"))
+    )
     print(f"{dataset} (seed {seed}): {sizes}", flush=True)
     return out
 
   with harness.Workdir(workdir, config) as wd:
     check_trainable(config, batches_of)
-    cells = [(cell_name(d, m, b, s),
-              lambda d=d, m=m, b=b, s=s: run_cell(config, wd, batches_of(d, s), d, m, b, s))
-             for s in seeds(config) for d in config.datasets for m in config.methods
-             for b in config.bits]
+    cells = [
+      (
+        cell_name(d, m, b, s),
+        lambda d=d, m=m, b=b, s=s: run_cell(config, wd, batches_of(d, s), d, m, b, s),
+      )
+      for s in seeds(config)
+      for d in config.datasets
+      for m in config.methods
+      for b in config.bits
+    ]
     results = harness.run_cells(cells, wd)
     metrics = aggregate(config, results)
     table = tables(config, metrics)
     print(table, flush=True)
     make_plots(config, metrics, wd.path)
-    harness.write_results(wd, config, metrics, started,
-                          extra={"table": table, "seeds": seeds(config)})
+    harness.write_results(
+      wd, config, metrics, started, extra={"table": table, "seeds": seeds(config)}
+    )
   return metrics
 
 
@@ -418,8 +472,7 @@ def train_and_evaluate(config, workdir) -> dict:
 
 
 def _numbers(result: dict) -> list[str]:
-  return [k for k, v in result.items()
-          if isinstance(v, (int, float)) and not isinstance(v, bool)]
+  return [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def aggregate(config, results: dict) -> dict:
@@ -475,8 +528,14 @@ def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
         for i, metric in enumerate(members):
           cells = [metrics[cell_name(d, m, b)] for b in bits]
           if all(metric in c for c in cells):
-            series.append({"label": m if i == 0 else f"{m} ({metric})", "x": bits,
-                           "y": [c[metric] for c in cells], "style": "o-" if i == 0 else "s--"})
+            series.append(
+              {
+                "label": m if i == 0 else f"{m} ({metric})",
+                "x": bits,
+                "y": [c[metric] for c in cells],
+                "style": "o-" if i == 0 else "s--",
+              }
+            )
       panels.append({"title": d, "xlabel": "bits", "ylabel": family, "series": series})
     plots.panels(panels, workdir / f"{family}_vs_bits.png")
   if config.plots.pr_curve_bits is not None:
@@ -512,10 +571,17 @@ def f1_plot(config, metrics: dict, path) -> None:
       result = metrics[cell_name(d, m, bits)]["per_seed"][str(config.seed)]
       for key, style, suffix in (("f1_buckets", "o-", ""), ("f1_buckets_multi", "s--", " (multi)")):
         if key in result:
-          series.append({"label": m + suffix, "x": result[key]["buckets"],
-                         "y": result[key]["f1"], "style": style})
-    panels.append({"title": d, "xlabel": "buckets visited", "ylabel": "F1", "logx": True,
-                   "series": series})
+          series.append(
+            {
+              "label": m + suffix,
+              "x": result[key]["buckets"],
+              "y": result[key]["f1"],
+              "style": style,
+            }
+          )
+    panels.append(
+      {"title": d, "xlabel": "buckets visited", "ylabel": "F1", "logx": True, "series": series}
+    )
   plots.panels(panels, path, title=f"F1 against buckets visited, {bits} bits")
 
 
@@ -527,9 +593,9 @@ def curve_plot(config, metrics: dict, spec, path) -> None:
       series = []
       for b in config.bits:
         y = metrics[cell_name(d, m, b)]["per_seed"][str(config.seed)]["history"][spec.metric]
-        y = [np.nan if v is None else v for v in y]    # NaN (saved as null): no value
-        series.append({"label": f"{b} bits", "x": list(range(1, len(y) + 1)), "y": y,
-                       "style": "-"})
-      panels.append({"title": f"{d}: {m}", "xlabel": "step", "ylabel": spec.metric,
-                     "series": series})
+        y = [np.nan if v is None else v for v in y]  # NaN (saved as null): no value
+        series.append({"label": f"{b} bits", "x": list(range(1, len(y) + 1)), "y": y, "style": "-"})
+      panels.append(
+        {"title": f"{d}: {m}", "xlabel": "step", "ylabel": spec.metric, "series": series}
+      )
   plots.panels(panels, path)

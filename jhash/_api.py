@@ -68,6 +68,7 @@ class Phase(NamedTuple):
   runs ``num_epochs`` epochs (or ``num_steps`` when given); on a training set smaller
   than its ``batch_size`` each of its steps reads the whole set (in a new order).
   """
+
   name: str
   update: Callable[[State, Batch, jax.Array], tuple[State, dict]]
   batch_size: int | None = None
@@ -81,16 +82,17 @@ class HashingMethod(NamedTuple):
   The schedule is stated once, as ``phases``: a method of one stage has one phase.
   ``update``, ``batch_size``, ``num_steps`` and ``num_epochs`` read it.
   """
+
   init: Callable[[jax.Array, Batch], State]
   encode: Callable[[State, Batch], jax.Array]
   num_bits: int
   name: str
-  phases: tuple[Phase, ...]           # the schedule, run in order on one state
+  phases: tuple[Phase, ...]  # the schedule, run in order on one state
   check_batch: Callable[[Batch], int] | None = None
   extras: Any = None
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
   bind: Callable[[Batch], "HashingMethod | None"] | None = None  # static sizes from data
-  check_encode: Callable[[State, Batch], None] | None = None    # outside jit: views fit
+  check_encode: Callable[[State, Batch], None] | None = None  # outside jit: views fit
 
   @property
   def update(self) -> Callable[[State, Batch, jax.Array], tuple[State, dict]]:
@@ -113,17 +115,35 @@ class HashingMethod(NamedTuple):
     return self.phases[0].num_epochs
 
 
-def one_phase(name: str, update: Callable, *, batch_size: int | None = None,
-              num_steps: int | None = None, num_epochs: int | None = None) -> tuple[Phase]:
+def one_phase(
+  name: str,
+  update: Callable,
+  *,
+  batch_size: int | None = None,
+  num_steps: int | None = None,
+  num_epochs: int | None = None,
+) -> tuple[Phase]:
   """The schedule of a method of one phase: ``num_steps`` steps (full-batch), or
   ``num_epochs`` epochs of minibatches of ``batch_size``."""
-  return (Phase(name, update, batch_size, None if num_epochs is not None else num_steps,
-                num_epochs),)
+  return (
+    Phase(name, update, batch_size, None if num_epochs is not None else num_steps, num_epochs),
+  )
 
 
 # What a state records of its training (``Trained.dtypes`` indexes this; floats are one).
-DTYPES = ("none", "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
-          "int64", "float")
+DTYPES = (
+  "none",
+  "bool",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "float",
+)
 NAME_BYTES = 32
 
 
@@ -133,9 +153,10 @@ class Trained(NamedTuple):
   ``jhash.init`` and ``jhash.fit`` set it in every state that has a ``trained`` field;
   ``jhash.encode`` refuses a state whose record does not match the method and batch.
   """
-  name: jax.Array      # uint8 [NAME_BYTES]: the method's name, UTF-8, zero-padded
+
+  name: jax.Array  # uint8 [NAME_BYTES]: the method's name, UTF-8, zero-padded
   num_bits: jax.Array  # int32 []
-  dtypes: jax.Array    # int32 [V]: each training view's dtype, an index in DTYPES
+  dtypes: jax.Array  # int32 [V]: each training view's dtype, an index in DTYPES
 
 
 def dtype_code(x) -> int:
@@ -153,9 +174,12 @@ def trained_record(name: str, num_bits: int, batch: Batch) -> Trained:
   ``batch``."""
   raw = name.encode()[:NAME_BYTES]
   name = np.zeros(NAME_BYTES, np.uint8)
-  name[:len(raw)] = np.frombuffer(raw, np.uint8)
-  return Trained(jnp.asarray(name), jnp.asarray(num_bits, jnp.int32),
-                 jnp.asarray([dtype_code(v) for v in batch["views"]], jnp.int32))
+  name[: len(raw)] = np.frombuffer(raw, np.uint8)
+  return Trained(
+    jnp.asarray(name),
+    jnp.asarray(num_bits, jnp.int32),
+    jnp.asarray([dtype_code(v) for v in batch["views"]], jnp.int32),
+  )
 
 
 def record_training(name: str, num_bits: int, state: State, batch: Batch) -> State:
@@ -175,18 +199,22 @@ def check_trained(method: "HashingMethod", state: State, batch: Batch) -> None:
   bits = int(record.num_bits)
   want = method.name.encode()[:NAME_BYTES].decode(errors="replace")
   if raw != want or bits != method.num_bits:
-    raise ValueError(f"state was trained by {raw} ({bits} bits); the method given is "
-                     f"{method.name} ({method.num_bits} bits). Encode with the method that "
-                     "trained the state.")
+    raise ValueError(
+      f"state was trained by {raw} ({bits} bits); the method given is "
+      f"{method.name} ({method.num_bits} bits). Encode with the method that "
+      "trained the state."
+    )
   codes = [int(c) for c in np.asarray(record.dtypes)]
   for i, v in enumerate(batch["views"]):
     if v is None or i >= len(codes) or codes[i] == 0:
       continue
     if dtype_code(v) != codes[i]:
-      raise ValueError(f"views[{i}] must have the dtype {method.name} was trained on "
-                       f"({DTYPES[codes[i]]}); got {np.dtype(v.dtype).name}. Inputs are "
-                       "standardised with the training statistics: convert the batch as "
-                       "the training views were (e.g. uint8 pixels, not pixels / 255).")
+      raise ValueError(
+        f"views[{i}] must have the dtype {method.name} was trained on "
+        f"({DTYPES[codes[i]]}); got {np.dtype(v.dtype).name}. Inputs are "
+        "standardised with the training statistics: convert the batch as "
+        "the training views were (e.g. uint8 pixels, not pixels / 255)."
+      )
 
 
 def bound(method: HashingMethod, batch: Batch) -> HashingMethod:
@@ -202,8 +230,10 @@ def phase_length(phase: Phase, num_items: int | None) -> int:
   if phase.num_steps is not None or phase.batch_size is None:
     return int(phase.num_steps if phase.num_steps is not None else phase.num_epochs or 0)
   if num_items is None:
-    raise ValueError(f"the length of phase {phase.name!r} is in epochs: give num_items "
-                     "(the training set's size) or num_steps.")
+    raise ValueError(
+      f"the length of phase {phase.name!r} is in epochs: give num_items "
+      "(the training set's size) or num_steps."
+    )
   return int(phase.num_epochs) * (num_items // min(phase.batch_size, num_items))
 
 
@@ -217,9 +247,11 @@ def view_features(batch: Batch, view: int | None) -> jax.Array:
     chosen = [v for v in views if v is not None]
   else:
     if not -len(views) <= view < len(views) or views[view] is None:
-      raise ValueError(f"view {view} must be an observed view of the batch; the batch has "
-                       f"{len(views)} views, observed: "
-                       f"{[i for i, v in enumerate(views) if v is not None]}.")
+      raise ValueError(
+        f"view {view} must be an observed view of the batch; the batch has "
+        f"{len(views)} views, observed: "
+        f"{[i for i, v in enumerate(views) if v is not None]}."
+      )
     chosen = [views[view]]
   flat = [jnp.asarray(v, jnp.float32).reshape(v.shape[0], -1) for v in chosen]
   return flat[0] if len(flat) == 1 else jnp.concatenate(flat, axis=1)
@@ -264,9 +296,11 @@ def take(batch: Batch, index) -> Batch:
 
 def single_code(encode: Callable[[State, Batch], jax.Array]):
   """``encode_multi`` of a single-code method: codes [n, 1, K] and an all-True mask."""
+
   def encode_multi(state, batch):
     codes = encode(state, batch)
     return codes[:, None, :], jnp.ones(codes.shape[:1] + (1,), bool)
+
   return encode_multi
 
 
@@ -281,11 +315,13 @@ def map_in_chunks(fn: Callable[[Batch], Any], batch: Batch, chunk_size: int):
   chunk = min(chunk_size, n)
   pad = (-n) % chunk
   per_item = lambda x: x is not None and np.ndim(x) >= 1 and np.shape(x)[0] == n
+
   def padded(x):
     x = jnp.asarray(x)
     if pad:
       x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad,) + x.shape[1:])])
     return x.reshape((-1, chunk) + x.shape[1:])
+
   items = {k: v for k, v in batch.items() if k == "views" or per_item(v)}
   rest = {k: v for k, v in batch.items() if k not in items}
   items["views"] = tuple(v for v in items["views"])
@@ -303,8 +339,12 @@ def network_inputs(batch: Batch, view: int | None) -> jax.Array:
   views = batch["views"]
   observed = [i for i, v in enumerate(views) if v is not None]
   chosen = view if view is not None else (observed[0] if len(observed) == 1 else None)
-  if chosen is not None and -len(views) <= chosen < len(views) and views[chosen] is not None \
-      and np.ndim(views[chosen]) >= 3:
+  if (
+    chosen is not None
+    and -len(views) <= chosen < len(views)
+    and views[chosen] is not None
+    and np.ndim(views[chosen]) >= 3
+  ):
     x = jnp.asarray(views[chosen], jnp.float32)
     return x[..., None] if x.ndim == 3 else x
   return view_features(batch, view)
@@ -317,16 +357,21 @@ def image_view(batch: Batch, view: int | None, name: str) -> jax.Array:
   if view is None:
     found = [i for i, v in enumerate(views) if v is not None and np.ndim(v) >= 3]
     if len(found) != 1:
-      raise ValueError(f"{name} reads one image view [n, H, W(, C)]; the batch has "
-                       f"{len(found)} observed image views (views of ranks "
-                       f"{[None if v is None else np.ndim(v) for v in views]}): pass view=.")
+      raise ValueError(
+        f"{name} reads one image view [n, H, W(, C)]; the batch has "
+        f"{len(found)} observed image views (views of ranks "
+        f"{[None if v is None else np.ndim(v) for v in views]}): pass view=."
+      )
     view = found[0]
   if not -len(views) <= view < len(views) or views[view] is None:
-    raise ValueError(f"view {view} must be an observed view of the batch; the batch has "
-                     f"{len(views)} views.")
+    raise ValueError(
+      f"view {view} must be an observed view of the batch; the batch has {len(views)} views."
+    )
   if np.ndim(views[view]) not in (3, 4):
-    raise ValueError(f"views[{view}] must hold images [n, H, W] or [n, H, W, C] for {name}; "
-                     f"got {_checks.describe(views[view])}.")
+    raise ValueError(
+      f"views[{view}] must hold images [n, H, W] or [n, H, W, C] for {name}; "
+      f"got {_checks.describe(views[view])}."
+    )
   x = jnp.asarray(views[view], jnp.float32)
   return x[..., None] if x.ndim == 3 else x
 
@@ -337,8 +382,10 @@ def view_widths(batch: Batch) -> jax.Array:
   Methods keep this in their state (it is a constant of the batch's shapes) so that
   ``check_views`` can refuse an encoding batch whose views do not match training.
   """
-  return jnp.asarray([-1 if v is None else int(np.prod(np.shape(v)[1:], dtype=np.int64))
-                      for v in batch["views"]], jnp.int32)
+  return jnp.asarray(
+    [-1 if v is None else int(np.prod(np.shape(v)[1:], dtype=np.int64)) for v in batch["views"]],
+    jnp.int32,
+  )
 
 
 def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
@@ -364,7 +411,9 @@ def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
     if i >= len(got) or got[i] != trained[i]:
       problem = True
   if problem:
-    raise ValueError(f"views must match what {name} was trained on: widths per item "
-                     f"({describe(trained)}) for views {list(wanted)}; got "
-                     f"({describe(got)}). A view missing, added, swapped or resized "
-                     "would give wrong codes.")
+    raise ValueError(
+      f"views must match what {name} was trained on: widths per item "
+      f"({describe(trained)}) for views {list(wanted)}; got "
+      f"({describe(got)}). A view missing, added, swapped or resized "
+      "would give wrong codes."
+    )

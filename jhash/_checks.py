@@ -65,8 +65,9 @@ def finite(x: Any, name: str) -> None:
     if bad.any():
       where = tuple(int(i) for i in np.argwhere(bad)[0])
       raise ValueError(
-          f"{name} must hold finite values; found {int(bad.sum())} NaN or infinite "
-          f"entries (first at index {where}) in {describe(a)}.")
+        f"{name} must hold finite values; found {int(bad.sum())} NaN or infinite "
+        f"entries (first at index {where}) in {describe(a)}."
+      )
 
 
 def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
@@ -79,8 +80,9 @@ def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
     bad = (a != 1) & (a != -1)
     if bad.any():
       vals = np.unique(a[bad])[:5]
-      raise ValueError(f"{name} must hold only -1 and +1; found values {vals.tolist()} "
-                       f"in {describe(a)}.")
+      raise ValueError(
+        f"{name} must hold only -1 and +1; found values {vals.tolist()} in {describe(a)}."
+      )
 
 
 def same_length(arrays: Sequence[Any], names: Sequence[str]) -> int:
@@ -138,8 +140,9 @@ def batch(value: Any, name: str = "batch") -> int:
   from collections.abc import Mapping
 
   if not isinstance(value, Mapping) or "views" not in value:
-    raise ValueError(f"{name} must be a dict with keys 'views' and optionally 'labels'; "
-                     f"got {describe(value)}.")
+    raise ValueError(
+      f"{name} must be a dict with keys 'views' and optionally 'labels'; got {describe(value)}."
+    )
   views = value["views"]
   if not isinstance(views, (tuple, list)) or len(views) == 0:
     raise ValueError(f"views must be a non-empty tuple of arrays; got {describe(views)}.")
@@ -149,13 +152,15 @@ def batch(value: Any, name: str = "batch") -> int:
   for i in present:
     v = views[i]
     if not (hasattr(v, "shape") and hasattr(v, "dtype")):
-      raise ValueError(f"views[{i}] must be an array (NumPy or JAX; np.asarray a list first); "
-                       f"got {describe(v)}.")
+      raise ValueError(
+        f"views[{i}] must be an array (NumPy or JAX; np.asarray a list first); got {describe(v)}."
+      )
     rank(v, (2, 3, 4), f"views[{i}]", "(features [n, d] or images [n, H, W] / [n, H, W, C])")
     dtype = np.dtype(v.dtype)
     if not (dtype.kind in "iuf" or _is_ml_float(dtype)):
-      raise ValueError(f"views[{i}] must hold real numbers (integer or floating); "
-                       f"got {describe(v)}.")
+      raise ValueError(
+        f"views[{i}] must hold real numbers (integer or floating); got {describe(v)}."
+      )
     finite(v, f"views[{i}]")
   lengths = {i: np.shape(views[i])[0] for i in present}
   if len(set(lengths.values())) > 1:
@@ -179,6 +184,8 @@ def labelled_rows(labels: Any, name: str = "labels") -> None:
   empty = ~np.asarray(labels).any(axis=1)
   if empty.any():
     first = np.flatnonzero(empty)[:5].tolist()
-    raise ValueError(f"{name} must give every item at least one label; {int(empty.sum())} of "
-                     f"{empty.size} multi-hot rows are all False (items {first}...). Drop "
-                     "those items, or give them a label of their own.")
+    raise ValueError(
+      f"{name} must give every item at least one label; {int(empty.sum())} of "
+      f"{empty.size} multi-hot rows are all False (items {first}...). Drop "
+      "those items, or give them a label of their own."
+    )

@@ -42,8 +42,9 @@ epoch_permutation = _order.epoch_permutation
 steps_per_epoch = _order.steps_per_epoch
 
 
-def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
-                start_step: int = 0, phase: int = 0):
+def minibatches(
+  batch: dict, batch_size: int, key: jax.Array, num_steps: int, start_step: int = 0, phase: int = 0
+):
   """Yield the minibatches ``jhash.fit`` draws on the device, in order, on the host.
 
   The same sequence as an in-memory ``fit`` of a method with this ``batch_size``:
@@ -62,9 +63,11 @@ def minibatches(batch: dict, batch_size: int, key: jax.Array, num_steps: int,
 
 def _check_key(key) -> None:
   if not isinstance(key, jax.Array) or not (
-      jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
-    raise ValueError(f"key must be a JAX PRNG key (jax.random.key(seed)); got "
-                     f"{getattr(key, 'shape', type(key))}.")
+    jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)
+  ):
+    raise ValueError(
+      f"key must be a JAX PRNG key (jax.random.key(seed)); got {getattr(key, 'shape', type(key))}."
+    )
 
 
 def _check_training_batch(method: _api.HashingMethod, batch: Mapping) -> int:
@@ -80,24 +83,31 @@ def _check_mesh(mesh, batch_size: int | None) -> None:
   if mesh is None:
     return
   if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.axis_names:
-    raise ValueError(f"mesh must be a jax.sharding.Mesh with a '{DATA_AXIS}' axis; got "
-                     f"{mesh!r}.")
+    raise ValueError(f"mesh must be a jax.sharding.Mesh with a '{DATA_AXIS}' axis; got {mesh!r}.")
   size = mesh.shape[DATA_AXIS]
   if batch_size is not None and batch_size % size:
-    raise ValueError(f"batch_size ({batch_size}) must be a multiple of the mesh's "
-                     f"'{DATA_AXIS}' axis ({size} devices) to split minibatches evenly.")
+    raise ValueError(
+      f"batch_size ({batch_size}) must be a multiple of the mesh's "
+      f"'{DATA_AXIS}' axis ({size} devices) to split minibatches evenly."
+    )
 
 
 class _Span(NamedTuple):
   """A phase's place in the run: global steps ``start .. stop - 1``."""
+
   index: int
   phase: _api.Phase
   start: int
   stop: int
 
 
-def schedule(method: _api.HashingMethod, num_items: int | None = None, *,
-             num_steps: int | None = None, num_epochs: int | None = None) -> int:
+def schedule(
+  method: _api.HashingMethod,
+  num_items: int | None = None,
+  *,
+  num_steps: int | None = None,
+  num_epochs: int | None = None,
+) -> int:
   """The number of steps ``jhash.fit`` runs by default (or with these overrides)."""
   return _spans(method, num_items, num_steps, num_epochs)[-1].stop
 
@@ -111,8 +121,10 @@ def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
   if num_epochs is not None:
     num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
     if len(phases) > 1:
-      raise ValueError(f"{method.name} trains in {len(phases)} phases "
-                       f"({', '.join(p.name for p in phases)}): give num_steps, the total.")
+      raise ValueError(
+        f"{method.name} trains in {len(phases)} phases "
+        f"({', '.join(p.name for p in phases)}): give num_steps, the total."
+      )
     phases = (phases[0]._replace(num_epochs=num_epochs, num_steps=None),)
   if num_steps is not None and len(phases) == 1:
     return [_Span(0, phases[0], 0, _checks.nonneg_int(num_steps, "num_steps"))]
@@ -120,7 +132,7 @@ def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
   if num_steps is not None:
     total = _checks.nonneg_int(num_steps, "num_steps")
     lengths[-1] += total - sum(lengths)
-    for i in range(len(lengths) - 1, 0, -1):   # cut from the end
+    for i in range(len(lengths) - 1, 0, -1):  # cut from the end
       if lengths[i] < 0:
         lengths[i - 1] += lengths[i]
         lengths[i] = 0
@@ -146,17 +158,20 @@ def _jit_init_of(init: Callable, name: str, num_bits: int, num_items: int | None
     if num_items is not None:
       batch = {**batch, "num_items": num_items}
     return _api.record_training(name, num_bits, init(key, batch), batch)
+
   return jax.jit(init_fn)
 
 
 @functools.lru_cache(maxsize=64)
 def _jit_step(update: Callable, donate: bool, num_items: int | None):
-  if num_items is None:   # jit the method's own function: its compile cache is shared
+  if num_items is None:  # jit the method's own function: its compile cache is shared
     return jax.jit(update, donate_argnums=(0,) if donate else ())
+
   def step(state, batch, key):
     if num_items is not None:
       batch = {**batch, "num_items": num_items}
     return update(state, batch, key)
+
   return jax.jit(step, donate_argnums=(0,) if donate else ())
 
 
@@ -194,8 +209,11 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
   def loop(state, data, key, start, count, offset, phase):
     n = _api.batch_size_of(data)
     per_epoch = 1 if batch_size is None else n // batch_size
-    perm = (jnp.zeros((0,), jnp.int32) if batch_size is None
-            else epoch_permutation(key, start // per_epoch, n, phase))
+    perm = (
+      jnp.zeros((0,), jnp.int32)
+      if batch_size is None
+      else epoch_permutation(key, start // per_epoch, n, phase)
+    )
     probe = minibatch(data, perm, start, per_epoch)
     shapes = jax.eval_shape(update, state, probe, key)[1]
     buffers = jax.tree.map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), shapes)
@@ -205,11 +223,12 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
       step = start + i
       if batch_size is not None:
         new_epoch = (step % per_epoch == 0) & (i > 0)
-        perm = lax.cond(new_epoch,
-                        lambda: epoch_permutation(key, step // per_epoch, n, phase),
-                        lambda: perm)
-      state, metrics = update(state, minibatch(data, perm, step, per_epoch),
-                              _order.step_key(key, offset + step))
+        perm = lax.cond(
+          new_epoch, lambda: epoch_permutation(key, step // per_epoch, n, phase), lambda: perm
+        )
+      state, metrics = update(
+        state, minibatch(data, perm, step, per_epoch), _order.step_key(key, offset + step)
+      )
       buffers = jax.tree.map(lambda b, v: b.at[i].set(v), buffers, metrics)
       return state, perm, buffers
 
@@ -225,8 +244,7 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
 # ----------------------------------------------------------------------------- public
 
 
-def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *,
-         num_items: int | None = None):
+def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *, num_items: int | None = None):
   """``method.init`` with the batch checked and the key of step 0.
 
   ``num_items``: the training set's size when ``batch`` is only a sample of it (the
@@ -250,15 +268,32 @@ def _progress_bar(method, start: int, total: int, progress: bool):
     return None
   from tqdm.auto import tqdm  # imported here: `import jhash` stays light
   import sys
-  return tqdm(total=total, initial=start, desc=f"{method.name} ({method.num_bits} bits)",
-              leave=False, disable=None if sys.stderr.isatty() else True)
+
+  return tqdm(
+    total=total,
+    initial=start,
+    desc=f"{method.name} ({method.num_bits} bits)",
+    leave=False,
+    disable=None if sys.stderr.isatty() else True,
+  )
 
 
-def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None = None, *,
-        num_epochs: int | None = None, state=None, start_step: int = 0,
-        progress: bool = True, donate: bool = True, log_every: int | None = None,
-        on_step: Callable | None = None, num_items: int | None = None,
-        mesh: Mesh | None = None):
+def fit(
+  method: _api.HashingMethod,
+  key: jax.Array,
+  data,
+  num_steps: int | None = None,
+  *,
+  num_epochs: int | None = None,
+  state=None,
+  start_step: int = 0,
+  progress: bool = True,
+  donate: bool = True,
+  log_every: int | None = None,
+  on_step: Callable | None = None,
+  num_items: int | None = None,
+  mesh: Mesh | None = None,
+):
   """Run a method's schedule (all its phases, in order).
 
   Args:
@@ -305,29 +340,46 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
   _check_mesh(mesh, None)
   if isinstance(data, Mapping):
     if num_items is not None:
-      raise ValueError("num_items is only for an iterable of minibatches; an in-memory "
-                       "batch gives its own size.")
+      raise ValueError(
+        "num_items is only for an iterable of minibatches; an in-memory batch gives its own size."
+      )
     n = _check_training_batch(method, data)
     method = _api.bound(method, data)
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_in_memory
   else:
     if not isinstance(data, Iterable):
-      raise ValueError(f"data must be a batch dict or an iterable of minibatch dicts; got "
-                       f"{_checks.describe(data)}.")
+      raise ValueError(
+        f"data must be a batch dict or an iterable of minibatch dicts; got "
+        f"{_checks.describe(data)}."
+      )
     if any(p.batch_size is None for p in method.phases):
-      raise ValueError(f"{method.name} trains on the whole set at every step of a phase: "
-                       "pass the training batch, not an iterable of minibatches.")
+      raise ValueError(
+        f"{method.name} trains on the whole set at every step of a phase: "
+        "pass the training batch, not an iterable of minibatches."
+      )
     n = None if num_items is None else _checks.positive_int(num_items, "num_items")
     if method.bind is not None:
-      raise ValueError(f"{method.name} reads sizes from its whole training batch; pass it "
-                       "in memory, not as an iterable.")
+      raise ValueError(
+        f"{method.name} reads sizes from its whole training batch; pass it "
+        "in memory, not as an iterable."
+      )
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_stream
   if log_every is not None:
     log_every = _checks.positive_int(log_every, "log_every")
-  run = _Run(method, key, spans, log_every, on_step, donate, mesh, n,
-             _progress_bar(method, start, spans[-1].stop, progress), {})
+  run = _Run(
+    method,
+    key,
+    spans,
+    log_every,
+    on_step,
+    donate,
+    mesh,
+    n,
+    _progress_bar(method, start, spans[-1].stop, progress),
+    {},
+  )
   try:
     state = runner(run, data, start, state)
   finally:
@@ -338,16 +390,17 @@ def fit(method: _api.HashingMethod, key: jax.Array, data, num_steps: int | None 
 
 class _Run(NamedTuple):
   """What one ``fit`` call carries from phase to phase (``history`` fills as it runs)."""
+
   method: _api.HashingMethod
   key: jax.Array
-  spans: tuple                      # _Span per phase: its global steps
+  spans: tuple  # _Span per phase: its global steps
   log_every: int | None
   on_step: Callable | None
   donate: bool
   mesh: Mesh | None
-  n: int | None                     # the training set's size (None: a stream of unknown size)
-  bar: object                       # a progress bar, or None
-  history: dict                     # metric name -> list of arrays, one per round trip
+  n: int | None  # the training set's size (None: a stream of unknown size)
+  bar: object  # a progress bar, or None
+  history: dict  # metric name -> list of arrays, one per round trip
 
 
 def _every(run: _Run, phase: _api.Phase) -> int:
@@ -386,12 +439,16 @@ def _check_finite(history, phase: _api.Phase, metrics, step: int, count: int) ->
     earlier = [np.asarray(v).reshape(len(v), -1) for v in history.get(name, [])]
     seen = np.concatenate(earlier + [rows[:at]])
     good = seen[np.isfinite(seen).all(axis=1)]
-    last = (f"its last finite value was {np.array2string(good[-1].squeeze(), precision=6)}"
-            if len(good) else "it was never finite")
+    last = (
+      f"its last finite value was {np.array2string(good[-1].squeeze(), precision=6)}"
+      if len(good)
+      else "it was never finite"
+    )
     raise FloatingPointError(
-        f"training diverged: {name} is {np.array2string(rows[at].squeeze(), precision=6)} "
-        f"at step {step - count + at} (phase {phase.name!r}); {last}. Lower the learning "
-        "rate, or check the inputs' scale.")
+      f"training diverged: {name} is {np.array2string(rows[at].squeeze(), precision=6)} "
+      f"at step {step - count + at} (phase {phase.name!r}); {last}. Lower the learning "
+      "rate, or check the inputs' scale."
+    )
 
 
 def _start_state(run, state, make):
@@ -408,8 +465,9 @@ def _fit_in_memory(run, batch, start, state):
   batch = dict(batch)
   if run.mesh is not None:
     batch = jax.device_put(batch, _replicated(run.mesh))
-  state = _start_state(run, state, lambda: _jit_init(run.method, None)(
-      _order.init_key(run.key), batch))
+  state = _start_state(
+    run, state, lambda: _jit_init(run.method, None)(_order.init_key(run.key), batch)
+  )
   n = _api.batch_size_of(batch)
   for span in run.spans:
     step = max(start, span.start)
@@ -427,8 +485,15 @@ def _fit_in_memory(run, batch, start, state):
         state, metrics = fn(state, batch, _order.step_key(run.key, step))
         metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
       else:
-        state, buffers = fn(state, batch, run.key, jnp.int32(step - span.start),
-                            jnp.int32(count), jnp.int32(span.start), jnp.int32(span.index))
+        state, buffers = fn(
+          state,
+          batch,
+          run.key,
+          jnp.int32(step - span.start),
+          jnp.int32(count),
+          jnp.int32(span.start),
+          jnp.int32(span.index),
+        )
         metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
       step += count
       _record(run, span.phase, metrics, step, state, count)
@@ -462,14 +527,18 @@ def _fit_stream(run, stream, start, state):
     while step < span.stop:
       minibatch = next(it, None)
       if minibatch is None:
-        raise ValueError(f"data: the iterable of minibatches ended after {step - start} "
-                         f"minibatches; the schedule needs {run.spans[-1].stop - start}.")
+        raise ValueError(
+          f"data: the iterable of minibatches ended after {step - start} "
+          f"minibatches; the schedule needs {run.spans[-1].stop - start}."
+        )
       _checks.batch(minibatch, "minibatch")
       _check_index(minibatch)
       _check_same_views(first, minibatch, step)
       if np.shape(minibatch["index"])[0] != span.phase.batch_size:
-        raise ValueError(f"minibatch must hold batch_size = {span.phase.batch_size} items "
-                         f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}.")
+        raise ValueError(
+          f"minibatch must hold batch_size = {span.phase.batch_size} items "
+          f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}."
+        )
       minibatch = dict(minibatch)
       if run.mesh is not None:
         minibatch = jax.device_put(minibatch, _split(run.mesh))
@@ -484,27 +553,33 @@ def _fit_stream(run, stream, start, state):
 
 
 def _item_shapes(batch) -> list:
-  return [None if v is None else (tuple(np.shape(v)[1:]), np.dtype(v.dtype).name)
-          for v in batch["views"]]
+  return [
+    None if v is None else (tuple(np.shape(v)[1:]), np.dtype(v.dtype).name) for v in batch["views"]
+  ]
 
 
 def _check_same_views(first, minibatch, step: int) -> None:
   """Every minibatch of a stream has the first one's views: item shapes and dtypes."""
   want, got = _item_shapes(first), _item_shapes(minibatch)
   if want != got:
-    raise ValueError(f"minibatch of step {step}: its views (item shape, dtype) {got} differ "
-                     f"from the first minibatch's {want}; every minibatch of a stream must "
-                     "have the same views.")
+    raise ValueError(
+      f"minibatch of step {step}: its views (item shape, dtype) {got} differ "
+      f"from the first minibatch's {want}; every minibatch of a stream must "
+      "have the same views."
+    )
 
 
 def _check_index(minibatch) -> None:
   index = minibatch.get("index")
-  if index is None or np.ndim(index) != 1 or not np.issubdtype(np.asarray(index).dtype,
-                                                                np.integer):
-    raise ValueError("minibatch must carry 'index': int [b], the positions of its items in "
-                     f"the training set; got {_checks.describe(index)}.")
-  _checks.same_length([index, next(v for v in minibatch["views"] if v is not None)],
-                      ["minibatch['index']", "minibatch['views']"])
+  if index is None or np.ndim(index) != 1 or not np.issubdtype(np.asarray(index).dtype, np.integer):
+    raise ValueError(
+      "minibatch must carry 'index': int [b], the positions of its items in "
+      f"the training set; got {_checks.describe(index)}."
+    )
+  _checks.same_length(
+    [index, next(v for v in minibatch["views"] if v is not None)],
+    ["minibatch['index']", "minibatch['views']"],
+  )
 
 
 def _stack(history):
@@ -522,8 +597,9 @@ def _encoder(fn, chunk_size):
   return _jit_chunked(fn, _checks.positive_int(chunk_size, "chunk_size"))
 
 
-def encode(method: _api.HashingMethod, state, batch: dict, *,
-           chunk_size: int | None = None) -> jax.Array:
+def encode(
+  method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None
+) -> jax.Array:
   """``method.encode`` with the batch checked, jitted: int8 [n, num_bits] in {-1,+1}.
 
   ``chunk_size``: encode ``chunk_size`` items at a time (``lax.map``), bounding the
@@ -546,8 +622,7 @@ def encode(method: _api.HashingMethod, state, batch: dict, *,
   return _encoder(method.encode, chunk_size)(state, batch)
 
 
-def encode_multi(method: _api.HashingMethod, state, batch: dict, *,
-                 chunk_size: int | None = None):
+def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None):
   """Every code a method gives each item: (codes int8 [n, m, K], mask bool [n, m]).
 
   ``m = 1`` (and an all-True mask) for single-code methods; multi-code methods (MCH)
@@ -561,9 +636,20 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *,
     method.check_encode(state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)
   if n == 0:
-    shapes = jax.eval_shape(fn, state, jax.tree.map(
-        lambda v: jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype)
-        if v is not None else None, dict(batch)))
-    return (jnp.zeros((0,) + shapes[0].shape[1:], jnp.int8),
-            jnp.zeros((0,) + shapes[1].shape[1:], bool))
+    shapes = jax.eval_shape(
+      fn,
+      state,
+      jax.tree.map(
+        lambda v: (
+          jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype)
+          if v is not None
+          else None
+        ),
+        dict(batch),
+      ),
+    )
+    return (
+      jnp.zeros((0,) + shapes[0].shape[1:], jnp.int8),
+      jnp.zeros((0,) + shapes[1].shape[1:], bool),
+    )
   return _encoder(fn, chunk_size)(state, batch)

@@ -33,15 +33,24 @@ PAPER_GAMMA_OVER_N = (0.0, 1e-2, 1e-1, 1.0, 5.0, 10.0, 20.0, 50.0)
 
 class GridSearch(NamedTuple):
   """The outcome of ``grid_search`` (NumPy arrays over the grid, in its order)."""
-  value: float               # the chosen value
-  values: np.ndarray         # float64 [g], the grid
-  scores: np.ndarray         # float64 [g], the ranking score of each fitted state
-  states: tuple              # the fitted state of each grid point
+
+  value: float  # the chosen value
+  values: np.ndarray  # float64 [g], the grid
+  scores: np.ndarray  # float64 [g], the ranking score of each fitted state
+  states: tuple  # the fitted state of each grid point
 
 
-def grid_search(method: _api.HashingMethod, key: jax.Array, batch: dict, field: str,
-                values: Sequence[float], *, score: Callable | None = None,
-                num_steps: int | None = None, progress: bool = False) -> GridSearch:
+def grid_search(
+  method: _api.HashingMethod,
+  key: jax.Array,
+  batch: dict,
+  field: str,
+  values: Sequence[float],
+  *,
+  score: Callable | None = None,
+  num_steps: int | None = None,
+  progress: bool = False,
+) -> GridSearch:
   """Fit ``method`` at each value of the state field ``field`` and keep the best.
 
   Args:
@@ -62,9 +71,11 @@ def grid_search(method: _api.HashingMethod, key: jax.Array, batch: dict, field: 
     raise ValueError(f"values must be a non-empty list of finite numbers; got {values!r}.")
   start = _fit.init(method, key, batch)
   if field not in getattr(start, "_fields", ()):
-    raise ValueError(f"field must name a field of the method's state "
-                     f"{type(start).__name__}{tuple(getattr(start, '_fields', ()))}; got "
-                     f"{field!r}.")
+    raise ValueError(
+      f"field must name a field of the method's state "
+      f"{type(start).__name__}{tuple(getattr(start, '_fields', ()))}; got "
+      f"{field!r}."
+    )
   if score is None:
     if getattr(method.extras, "objective", None) is None:
       raise ValueError(f"{method.name} has no extras.objective: pass score=.")
@@ -73,8 +84,7 @@ def grid_search(method: _api.HashingMethod, key: jax.Array, batch: dict, field: 
   scores, states = [], []
   for value in grid:
     first = start._replace(**{field: jnp.asarray(value, jnp.float32)})
-    state, _ = _fit.fit(method, key, batch, num_steps, state=first, progress=progress,
-                        donate=False)
+    state, _ = _fit.fit(method, key, batch, num_steps, state=first, progress=progress, donate=False)
     scores.append(float(score(state)))
     states.append(state)
   scores = np.asarray(scores, np.float64)
@@ -84,18 +94,27 @@ def grid_search(method: _api.HashingMethod, key: jax.Array, batch: dict, field: 
 
 class GammaSelection(NamedTuple):
   """The outcome of ``cdh_select_gamma`` (NumPy arrays over the grid, in its order)."""
-  gamma: float               # the chosen gamma
-  gammas: np.ndarray         # float64 [g], the grid
-  scores: np.ndarray         # float64 [g], the ranking score (J, or the given score)
-  objective: np.ndarray      # float64 [g], J after the schedule
-  semantic: np.ndarray       # float64 [g], its first term
-  generative: np.ndarray     # float64 [g], its second term
-  states: tuple              # the fitted CDHState of each grid point
+
+  gamma: float  # the chosen gamma
+  gammas: np.ndarray  # float64 [g], the grid
+  scores: np.ndarray  # float64 [g], the ranking score (J, or the given score)
+  objective: np.ndarray  # float64 [g], J after the schedule
+  semantic: np.ndarray  # float64 [g], its first term
+  generative: np.ndarray  # float64 [g], its second term
+  states: tuple  # the fitted CDHState of each grid point
 
 
-def cdh_select_gamma(num_bits: int, key: jax.Array, batch: dict, gammas: Sequence[float], *,
-                     score: Callable | None = None, num_steps: int | None = None,
-                     progress: bool = False, **options) -> GammaSelection:
+def cdh_select_gamma(
+  num_bits: int,
+  key: jax.Array,
+  batch: dict,
+  gammas: Sequence[float],
+  *,
+  score: Callable | None = None,
+  num_steps: int | None = None,
+  progress: bool = False,
+  **options,
+) -> GammaSelection:
   """Fit CDH at each ``gamma`` of a grid and keep the best (``grid_search`` on "gamma").
 
   Args:
@@ -116,12 +135,14 @@ def cdh_select_gamma(num_bits: int, key: jax.Array, batch: dict, gammas: Sequenc
   if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
     raise ValueError(f"gammas must be a non-empty list of finite values >= 0; got {gammas!r}.")
   method = _cdh_method(num_bits, float(grid[0]), options)
-  found = grid_search(method, key, batch, "gamma", grid, score=score, num_steps=num_steps,
-                      progress=progress)
+  found = grid_search(
+    method, key, batch, "gamma", grid, score=score, num_steps=num_steps, progress=progress
+  )
   terms = jax.jit(method.extras.terms)
   parts = np.asarray([[float(t) for t in terms(s, batch)] for s in found.states], np.float64)
-  return GammaSelection(found.value, found.values, found.scores, parts.sum(1), parts[:, 0],
-                        parts[:, 1], found.states)
+  return GammaSelection(
+    found.value, found.values, found.scores, parts.sum(1), parts[:, 0], parts[:, 1], found.states
+  )
 
 
 def _cdh_method(num_bits, gamma: float, options: dict) -> _api.HashingMethod:

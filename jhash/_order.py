@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-_SAMPLE_FOLD = 0xFFFFFFFF   # sample_key(key) = fold_in(key, _SAMPLE_FOLD): apart from steps
+_SAMPLE_FOLD = 0xFFFFFFFF  # sample_key(key) = fold_in(key, _SAMPLE_FOLD): apart from steps
 
 
 def sample_key(key: jax.Array) -> jax.Array:
@@ -48,8 +48,14 @@ def steps_per_epoch(num_items: int, batch_size: int) -> int:
   return num_items // min(batch_size, num_items)
 
 
-def minibatch_order(key: jax.Array, num_items: int, batch_size: int, num_steps: int,
-                    start_step: int = 0, phase: int = 0) -> Iterator[np.ndarray]:
+def minibatch_order(
+  key: jax.Array,
+  num_items: int,
+  batch_size: int,
+  num_steps: int,
+  start_step: int = 0,
+  phase: int = 0,
+) -> Iterator[np.ndarray]:
   """Yield, on the host, int32 [b] per step ``start_step .. start_step + num_steps - 1``:
   the items of each minibatch, ``b = min(batch_size, num_items)``."""
   batch_size = min(batch_size, num_items)
@@ -60,4 +66,4 @@ def minibatch_order(key: jax.Array, num_items: int, batch_size: int, num_steps: 
       epoch = step // per_epoch
       perm = np.asarray(epoch_permutation(key, epoch, num_items, phase))
     at = (step % per_epoch) * batch_size
-    yield perm[at:at + batch_size]
+    yield perm[at : at + batch_size]

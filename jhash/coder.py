@@ -44,37 +44,42 @@ from jhash import codes as codes_lib
 from jhash import models
 from jhash import training
 
-HEAD = "projection"                  # the hash head's layer (``jhash.models``'s hash_head)
+HEAD = "projection"  # the hash head's layer (``jhash.models``'s hash_head)
 TRAINABLE = ("all", "head")
 LossFn = Callable[[models.HashOutputs, Any], tuple[jax.Array, dict]]
 
 
 class CoderState(NamedTuple):
   """A network's train state and the standardisation of its inputs."""
-  train: training.TrainState   # parameters, batch statistics, optimiser state, step
-  mean: jax.Array              # float32 [d] (features) or [] (images): subtracted
-  scale: jax.Array             # float32, as ``mean``: multiplies the centred inputs
+
+  train: training.TrainState  # parameters, batch statistics, optimiser state, step
+  mean: jax.Array  # float32 [d] (features) or [] (images): subtracted
+  scale: jax.Array  # float32, as ``mean``: multiplies the centred inputs
 
 
 class Coder(NamedTuple):
   """Pure functions of one hashing network (module docstring)."""
+
   init: Callable[[jax.Array, dict], CoderState]
-  step: Callable[[CoderState, jax.Array, LossFn, Any],
-                 tuple[CoderState, jax.Array, dict, models.HashOutputs]]
+  step: Callable[
+    [CoderState, jax.Array, LossFn, Any], tuple[CoderState, jax.Array, dict, models.HashOutputs]
+  ]
   outputs: Callable[[CoderState, jax.Array], models.HashOutputs]
-  scores: Callable[[CoderState, dict], jax.Array]    # float32 [n, K]
-  encode: Callable[[CoderState, dict], jax.Array]    # int8 [n, K] in {-1, +1}
-  read: Callable[[dict], jax.Array]                  # batch -> the network's inputs
-  check_batch: Callable[[dict], int]                 # outside jit: the batch fits
-  network: Callable[[Any], models.Model]             # the Model for inputs like x
+  scores: Callable[[CoderState, dict], jax.Array]  # float32 [n, K]
+  encode: Callable[[CoderState, dict], jax.Array]  # int8 [n, K] in {-1, +1}
+  read: Callable[[dict], jax.Array]  # batch -> the network's inputs
+  check_batch: Callable[[dict], int]  # outside jit: the batch fits
+  network: Callable[[Any], models.Model]  # the Model for inputs like x
   num_bits: int
   view: int | None
 
 
 def head_only(optimizer: optax.GradientTransformation) -> optax.GradientTransformation:
   """``optimizer`` on the hash head's parameters, no update for every other parameter."""
+
   def labels(params):
     return {name: "train" if name == HEAD else "frozen" for name in params}
+
   return optax.multi_transform({"train": optimizer, "frozen": optax.set_to_zero()}, labels)
 
 
@@ -94,11 +99,19 @@ def default_network(item_shape: tuple[int, ...], num_bits: int) -> models.Model:
   return models.backbone(item_shape, num_bits)
 
 
-def coder(num_bits: int, *, network: models.Model | Callable | None = None,
-          view: int | None = None, images: bool | None = None,
-          optimizer: optax.GradientTransformation | None = None,
-          learning_rate: float = 1e-3, init_variables: Any = None, trainable: str = "all",
-          encode_chunk: int = 1024, name: str = "network") -> Coder:
+def coder(
+  num_bits: int,
+  *,
+  network: models.Model | Callable | None = None,
+  view: int | None = None,
+  images: bool | None = None,
+  optimizer: optax.GradientTransformation | None = None,
+  learning_rate: float = 1e-3,
+  init_variables: Any = None,
+  trainable: str = "all",
+  encode_chunk: int = 1024,
+  name: str = "network",
+) -> Coder:
   """A network coder (module docstring).
 
   Args:
@@ -127,15 +140,18 @@ def coder(num_bits: int, *, network: models.Model | Callable | None = None,
   num_bits = _api.check_num_bits(num_bits)
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
   if trainable not in TRAINABLE:
-    raise ValueError(f"trainable must be one of {', '.join(map(repr, TRAINABLE))}; got "
-                     f"{trainable!r}.")
+    raise ValueError(
+      f"trainable must be one of {', '.join(map(repr, TRAINABLE))}; got {trainable!r}."
+    )
   if network is not None and not (isinstance(network, models.Model) or callable(network)):
-    raise ValueError(f"network (backbone) must be a jhash.models.Model or a function "
-                     f"item_shape -> Model; got {_checks.describe(network)}.")
+    raise ValueError(
+      f"network (backbone) must be a jhash.models.Model or a function "
+      f"item_shape -> Model; got {_checks.describe(network)}."
+    )
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   if trainable == "head":
     optimizer = head_only(optimizer)
-  train_mode = trainable == "all"     # a frozen backbone's BatchNorm keeps its statistics
+  train_mode = trainable == "all"  # a frozen backbone's BatchNorm keeps its statistics
 
   def read(batch):
     if images is None:
@@ -162,13 +178,15 @@ def coder(num_bits: int, *, network: models.Model | Callable | None = None,
 
   def step(state, x, loss_fn, context):
     train_step = training.make_step(model_for(x), optimizer, loss_fn, train=train_mode)
-    new, value, aux, out = train_step(state.train, training.standardize(x, state.mean,
-                                                                       state.scale), context)
+    new, value, aux, out = train_step(
+      state.train, training.standardize(x, state.mean, state.scale), context
+    )
     return state._replace(train=new), value, aux, out
 
   def outputs(state, x):
-    return training.predict(model_for(x), state.train,
-                            training.standardize(x, state.mean, state.scale))
+    return training.predict(
+      model_for(x), state.train, training.standardize(x, state.mean, state.scale)
+    )
 
   def scores(state, batch):
     logits = _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
@@ -182,15 +200,18 @@ def coder(num_bits: int, *, network: models.Model | Callable | None = None,
     x = jax.eval_shape(read, batch)
     model = model_for(x)
     models.check_input(model, x, "views")
-    width = jax.eval_shape(lambda v: model.apply(model.init(jax.random.key(0), v), v)[0],
-                           jax.ShapeDtypeStruct((1,) + x.shape[1:], jnp.float32)).logits.shape
+    width = jax.eval_shape(
+      lambda v: model.apply(model.init(jax.random.key(0), v), v)[0],
+      jax.ShapeDtypeStruct((1,) + x.shape[1:], jnp.float32),
+    ).logits.shape
     if width[-1] != num_bits:
-      raise ValueError(f"{name}'s network must have a hash head of num_bits = {num_bits} "
-                       f"outputs; its head has {width[-1]}.")
+      raise ValueError(
+        f"{name}'s network must have a hash head of num_bits = {num_bits} "
+        f"outputs; its head has {width[-1]}."
+      )
     return n
 
-  return Coder(init, step, outputs, scores, encode, read, check_batch, model_for, num_bits,
-               view)
+  return Coder(init, step, outputs, scores, encode, read, check_batch, model_for, num_bits, view)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -200,9 +221,11 @@ def _network_variables(state) -> tuple[dict, tuple | None]:
   """The variables and input statistics of a jhash state that holds a network."""
   coder_state = state if isinstance(state, CoderState) else getattr(state, "coder", None)
   if not isinstance(coder_state, CoderState):
-    raise ValueError(f"init_variables: a state given as weights must hold a network "
-                     f"(a CoderState, or a state with a 'coder' field); got "
-                     f"{type(state).__name__}.")
+    raise ValueError(
+      f"init_variables: a state given as weights must hold a network "
+      f"(a CoderState, or a state with a 'coder' field); got "
+      f"{type(state).__name__}."
+    )
   return training.variables(coder_state.train), (coder_state.mean, coder_state.scale)
 
 
@@ -211,11 +234,15 @@ def _torchvision_arch(model: models.Model) -> str:
   for arch, make in models.RESNET_ARCHS.items():
     probe = make(1)
     if isinstance(module, models.ResNet) and (probe.stage_sizes, probe.block_cls) == (
-        module.stage_sizes, module.block_cls):
+      module.stage_sizes,
+      module.block_cls,
+    ):
       return arch
-  raise ValueError(f"init_variables: a torchvision weights file fits a ResNet "
-                   f"({', '.join(models.RESNET_ARCHS)}); this network is "
-                   f"{type(module).__name__}.")
+  raise ValueError(
+    f"init_variables: a torchvision weights file fits a ResNet "
+    f"({', '.join(models.RESNET_ARCHS)}); this network is "
+    f"{type(module).__name__}."
+  )
 
 
 def initial_variables(given: Any, fresh: dict, model: models.Model):
@@ -235,9 +262,11 @@ def initial_variables(given: Any, fresh: dict, model: models.Model):
   elif callable(given):
     given = given(fresh)
   if not isinstance(given, Mapping):
-    raise ValueError(f"init_variables must be a Flax variables dict, a jhash state, a "
-                     f"torchvision weights file or a function of the variables; got "
-                     f"{_checks.describe(given)}.")
+    raise ValueError(
+      f"init_variables must be a Flax variables dict, a jhash state, a "
+      f"torchvision weights file or a function of the variables; got "
+      f"{_checks.describe(given)}."
+    )
   return check_variables(given, fresh), stats
 
 
@@ -256,15 +285,20 @@ def check_variables(given: Mapping, fresh: dict) -> dict:
       if HEAD in key:
         out[key] = target
         continue
-      raise ValueError(f"init_variables has no {path!r}, which the network has "
-                       f"(shape {tuple(target.shape)}).")
+      raise ValueError(
+        f"init_variables has no {path!r}, which the network has (shape {tuple(target.shape)})."
+      )
     value = got[key]
     if tuple(np.shape(value)) != tuple(target.shape):
-      raise ValueError(f"init_variables: {path!r} has shape {tuple(np.shape(value))}; the "
-                       f"network's is {tuple(target.shape)} (the first layer that differs).")
+      raise ValueError(
+        f"init_variables: {path!r} has shape {tuple(np.shape(value))}; the "
+        f"network's is {tuple(target.shape)} (the first layer that differs)."
+      )
     out[key] = jnp.asarray(value, target.dtype)
   extra = [k for k in got if k not in want]
   if extra:
-    raise ValueError(f"init_variables has {'/'.join(extra[0])!r}, which the network does "
-                     f"not have ({len(extra)} such entries).")
+    raise ValueError(
+      f"init_variables has {'/'.join(extra[0])!r}, which the network does "
+      f"not have ({len(extra)} such entries)."
+    )
   return traverse_util.unflatten_dict(out)

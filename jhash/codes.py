@@ -62,9 +62,11 @@ def check_signs(codes, name: str = "codes") -> None:
   bad = (a != 1) & (a != -1)
   if bad.any():
     where = tuple(int(i) for i in np.argwhere(bad)[0])
-    raise ValueError(f"{name} must hold only -1 and +1; found {int(bad.sum())} other entries "
-                     f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
-                     f"{_checks.describe(a)}.")
+    raise ValueError(
+      f"{name} must hold only -1 and +1; found {int(bad.sum())} other entries "
+      f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
+      f"{_checks.describe(a)}."
+    )
 
 
 def pack_bits(codes: jax.Array) -> jax.Array:
@@ -111,8 +113,9 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
   packed = jnp.asarray(packed)
   if packed.shape[-1] != num_words(num_bits):
     raise ValueError(
-        f"packed must have {num_words(num_bits)} words for num_bits={num_bits}; "
-        f"got shape {packed.shape}.")
+      f"packed must have {num_words(num_bits)} words for num_bits={num_bits}; "
+      f"got shape {packed.shape}."
+    )
   shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32).reshape((1,) * packed.ndim + (WORD_BITS,))
   bits = (packed.astype(jnp.uint32)[..., None] >> shifts) & jnp.uint32(1)
   bits = bits.reshape(*packed.shape[:-1], -1)[..., :num_bits].astype(jnp.uint8)
@@ -126,11 +129,13 @@ def check_packed(packed, name: str, num_words_expected: int | None = None) -> No
   _checks.rank(packed, 2, name, "with shape [n, words] (packed codes)")
   dtype = np.dtype(packed.dtype)
   if dtype != np.uint32:
-    raise ValueError(f"{name} must be packed codes of dtype uint32 (see jhash.codes.pack_bits); "
-                     f"got dtype {dtype}.")
+    raise ValueError(
+      f"{name} must be packed codes of dtype uint32 (see jhash.codes.pack_bits); got dtype {dtype}."
+    )
   if num_words_expected is not None and packed.shape[1] != num_words_expected:
-    raise ValueError(f"{name} must have {num_words_expected} words per code; "
-                     f"got shape {tuple(packed.shape)}.")
+    raise ValueError(
+      f"{name} must have {num_words_expected} words per code; got shape {tuple(packed.shape)}."
+    )
 
 
 def padding_mask(num_bits: int) -> np.ndarray:
@@ -155,9 +160,11 @@ def check_padding(packed, num_bits: int, name: str) -> None:
   bad = (a & padding_mask(num_bits)[None, :]) != 0
   if bad.any():
     row = int(np.argwhere(bad.any(axis=1))[0, 0])
-    raise ValueError(f"{name} sets bits past num_bits={num_bits} in {int(bad.any(axis=1).sum())} "
-                     f"codes (first: code {row}, words {a[row].tolist()}); packed codes must have "
-                     "zero padding bits, as jhash.codes.pack_bits makes them.")
+    raise ValueError(
+      f"{name} sets bits past num_bits={num_bits} in {int(bad.any(axis=1).sum())} "
+      f"codes (first: code {row}, words {a[row].tolist()}); packed codes must have "
+      "zero padding bits, as jhash.codes.pack_bits makes them."
+    )
 
 
 def to_bytes(packed) -> np.ndarray:

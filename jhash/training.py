@@ -34,10 +34,11 @@ from jhash import models as models_lib
 
 class TrainState(NamedTuple):
   """A network's variables and its optimiser's state."""
-  params: Any          # pytree of float32 arrays: the network's parameters
-  batch_stats: Any     # pytree of float32 arrays: BatchNorm's running moments ({} if none)
-  opt_state: Any       # pytree of arrays: the optax state (e.g. Adam's moments)
-  step: jax.Array      # int32 []: optimiser steps taken
+
+  params: Any  # pytree of float32 arrays: the network's parameters
+  batch_stats: Any  # pytree of float32 arrays: BatchNorm's running moments ({} if none)
+  opt_state: Any  # pytree of arrays: the optax state (e.g. Adam's moments)
+  step: jax.Array  # int32 []: optimiser steps taken
 
 
 def variables(state: TrainState) -> dict:
@@ -48,8 +49,9 @@ def variables(state: TrainState) -> dict:
   return out
 
 
-def create(model: models_lib.Model, optimizer: optax.GradientTransformation,
-           key: jax.Array, x: jax.Array) -> TrainState:
+def create(
+  model: models_lib.Model, optimizer: optax.GradientTransformation, key: jax.Array, x: jax.Array
+) -> TrainState:
   """Initialise a network's variables on the sample ``x`` [n, ...] and its optimiser."""
   return from_variables(model.init(key, x), optimizer)
 
@@ -57,12 +59,18 @@ def create(model: models_lib.Model, optimizer: optax.GradientTransformation,
 def from_variables(variables: dict, optimizer: optax.GradientTransformation) -> TrainState:
   """A ``TrainState`` at step 0 that starts from given Flax ``variables``."""
   params = variables["params"]
-  return TrainState(params, variables.get("batch_stats", {}), optimizer.init(params),
-                    jnp.zeros((), jnp.int32))
+  return TrainState(
+    params, variables.get("batch_stats", {}), optimizer.init(params), jnp.zeros((), jnp.int32)
+  )
 
 
-def make_step(model: models_lib.Model, optimizer: optax.GradientTransformation,
-              loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]], *, train: bool = True):
+def make_step(
+  model: models_lib.Model,
+  optimizer: optax.GradientTransformation,
+  loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]],
+  *,
+  train: bool = True,
+):
   """The train step of a network under a loss.
 
   Args:
@@ -76,17 +84,20 @@ def make_step(model: models_lib.Model, optimizer: optax.GradientTransformation,
     ``step(state, x, context) -> (state, loss, aux, outputs)``: pure, un-jitted (the
     caller's jitted update contains it).
   """
+
   def objective(params, batch_stats, x, context):
     outputs, new_vars = model.apply(
-        variables(TrainState(params, batch_stats, None, None)), x, train=train)
+      variables(TrainState(params, batch_stats, None, None)), x, train=train
+    )
     loss, aux = loss_fn(outputs, context)
     return loss, (aux, outputs, new_vars.get("batch_stats", {}))
 
   grad_fn = jax.value_and_grad(objective, has_aux=True)
 
   def step(state: TrainState, x: jax.Array, context: Any):
-    (loss, (aux, outputs, batch_stats)), grads = grad_fn(state.params, state.batch_stats,
-                                                          x, context)
+    (loss, (aux, outputs, batch_stats)), grads = grad_fn(
+      state.params, state.batch_stats, x, context
+    )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params, batch_stats, opt_state, state.step + 1), loss, aux, outputs
@@ -117,7 +128,8 @@ def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
   """``(x - mean) * scale`` with ``mean`` and ``scale`` broadcast over leading axes."""
   lead = (1,) * (x.ndim - mean.ndim)
   return (x.astype(jnp.float32) - mean.reshape(lead + mean.shape)) * scale.reshape(
-      lead + scale.shape)
+    lead + scale.shape
+  )
 
 
 def predict(model: models_lib.Model, state: TrainState, x: jax.Array):

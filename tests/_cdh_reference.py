@@ -57,8 +57,9 @@ def objective(codes, y, weights, views, gamma, kind) -> float:
 
 def generative_linear_terms(weights, views) -> np.ndarray:
   """Z_ik = sum_v (sigmoid(w_kv^T [x_i^v, 1]) - 1/2), [n, K]."""
-  return sum(sigmoid(with_bias(x) @ np.asarray(w, np.float64).T) - 0.5
-             for w, x in zip(weights, views))
+  return sum(
+    sigmoid(with_bias(x) @ np.asarray(w, np.float64).T) - 0.5 for w, x in zip(weights, views)
+  )
 
 
 def bit_matrix(codes, y, k, kind) -> np.ndarray:
@@ -100,20 +101,20 @@ def algorithm2(a, b, active, start) -> np.ndarray:
   a = np.asarray(a, np.float32)
   b = np.asarray(b, np.float32)
   s = np.asarray(active, np.float32)
-  m = a * np.outer(b, b) * np.outer(s, s)           # line 4
-  reduced = {int(start)}                             # line 5
-  gain = m[start, :].copy()                          # line 6
-  while True:                                        # line 7
+  m = a * np.outer(b, b) * np.outer(s, s)  # line 4
+  reduced = {int(start)}  # line 5
+  gain = m[start, :].copy()  # line 6
+  while True:  # line 7
     candidates = [i for i in np.flatnonzero(active) if i not in reduced]
     if not candidates:
       break
     values = gain[candidates]
-    i = candidates[int(np.argmax(values))]           # line 8
+    i = candidates[int(np.argmax(values))]  # line 8
     q = gain[i]
-    if q < 0:                                        # line 9
+    if q < 0:  # line 9
       break
-    reduced.add(i)                                   # line 10
-    gain = gain + m[i, :]                            # line 11
+    reduced.add(i)  # line 10
+    gain = gain + m[i, :]  # line 11
   out = np.zeros(b.shape[0], bool)
   out[sorted(reduced)] = True
   return out
@@ -172,8 +173,9 @@ def logistic_regression(x, b, l2, iters=100) -> np.ndarray:
     hess = -(x1.T * (s * (1 - s))) @ x1 / n - 2 * l2 * np.diag(penalised)
     step = -np.linalg.solve(hess, grad)
     base = wstep_objective(w, x, b, "log_likelihood", l2)
-    while wstep_objective(w + step, x, b, "log_likelihood", l2) < base and \
-        np.max(np.abs(step)) > 1e-12:
+    while (
+      wstep_objective(w + step, x, b, "log_likelihood", l2) < base and np.max(np.abs(step)) > 1e-12
+    ):
       step = step / 2
     w = w + step
   return w
@@ -187,8 +189,9 @@ def encode(weights, views, log_prior_odds) -> np.ndarray:
   n = next(x for x in views if x is not None).shape[0]
   k = np.asarray(weights[0]).shape[0]
   prior_plus = 1.0 / (1.0 + np.exp(-np.asarray(log_prior_odds, np.float64)))
-  score = {s: np.log(prior_plus if s > 0 else 1.0 - prior_plus)[None, :] * np.ones((n, k))
-           for s in (1, -1)}
+  score = {
+    s: np.log(prior_plus if s > 0 else 1.0 - prior_plus)[None, :] * np.ones((n, k)) for s in (1, -1)
+  }
   for w, x in zip(weights, views):
     if x is None:
       continue

@@ -8,8 +8,9 @@ import struct
 
 import numpy as np
 
-MAT73_HEADER_TEXT = (b"MATLAB 7.3 MAT-file, Platform: GLNXA64, "
-                     b"Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 .")
+MAT73_HEADER_TEXT = (
+  b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 ."
+)
 
 
 def write_mat_classic(path: pathlib.Path, arrays: dict) -> pathlib.Path:
@@ -51,17 +52,24 @@ def write_mat_v73(path: pathlib.Path, arrays: dict) -> pathlib.Path:
   return path
 
 
-def write_idx(folder: pathlib.Path, stem: str, images: np.ndarray | None = None,
-              labels: np.ndarray | None = None, magic: int | None = None,
-              count: int | None = None, compress: bool = True) -> pathlib.Path:
+def write_idx(
+  folder: pathlib.Path,
+  stem: str,
+  images: np.ndarray | None = None,
+  labels: np.ndarray | None = None,
+  magic: int | None = None,
+  count: int | None = None,
+  compress: bool = True,
+) -> pathlib.Path:
   """An IDX file (images uint8 [n, h, w] or labels uint8 [n]), gzip-compressed by default."""
   if images is not None:
     n, h, w = images.shape
     head = struct.pack(">4I", 2051 if magic is None else magic, n if count is None else count, h, w)
     body = images.astype(np.uint8).tobytes()
   else:
-    head = struct.pack(">2I", 2049 if magic is None else magic,
-                       labels.shape[0] if count is None else count)
+    head = struct.pack(
+      ">2I", 2049 if magic is None else magic, labels.shape[0] if count is None else count
+    )
     body = labels.astype(np.uint8).tobytes()
   path = folder / (stem + (".gz" if compress else ""))
   path.write_bytes(gzip.compress(head + body) if compress else head + body)

@@ -62,8 +62,9 @@ def adsh(u, v, s, w, gamma, own):
 def adsh_objective(codes, outputs, s_tilde, index, gamma):
   k = codes.shape[1]
   pair = np.sum((outputs @ codes.T - k * s_tilde) ** 2)
-  return pair + gamma * sum(np.sum((codes[index[i]] - outputs[i]) ** 2)
-                            for i in range(outputs.shape[0]))
+  return pair + gamma * sum(
+    np.sum((codes[index[i]] - outputs[i]) ** 2) for i in range(outputs.shape[0])
+  )
 
 
 def dch(u, v, s, w, gamma, lam):
@@ -105,7 +106,7 @@ def rbf_features(x, anchors, sigma, mu):
   out = np.empty((x.shape[0], anchors.shape[0]))
   for i in range(x.shape[0]):
     for j in range(anchors.shape[0]):
-      out[i, j] = np.exp(-np.sum((x[i] - anchors[j]) ** 2) / (2 * sigma ** 2)) - mu[j]
+      out[i, j] = np.exp(-np.sum((x[i] - anchors[j]) ** 2) / (2 * sigma**2)) - mu[j]
   return out
 
 

@@ -78,15 +78,17 @@ def read_scalars(logdir) -> dict:
   protos are tensorboardX's own, so no TensorFlow or TensorBoard is needed.
   """
   from experiments import harness
-  harness.summary_writer_class()   # imports tensorboardX without PyTorch
+
+  harness.summary_writer_class()  # imports tensorboardX without PyTorch
   from tensorboardX.proto import event_pb2
+
   out = {}
   for path in sorted(pathlib.Path(logdir).glob("events.out.tfevents.*")):
     data = path.read_bytes()
     at = 0
     while at < len(data):
-      (length,) = struct.unpack("<Q", data[at:at + 8])
-      event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+      (length,) = struct.unpack("<Q", data[at : at + 8])
+      event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
       at += 12 + length + 4
       for value in event.summary.value:
         out.setdefault(value.tag, {})[event.step] = value.simple_value

@@ -108,7 +108,7 @@ def _local_search(q, v, max_flips):
     i = int(np.argmax(gains))
     if gains[i] <= 1e-5 * np.max(np.abs(qv)):
       break
-    qv -= 2.0 * v[i] * q[i]            # Q is symmetric: row i is column i
+    qv -= 2.0 * v[i] * q[i]  # Q is symmetric: row i is column i
     v[i] = -v[i]
   return v
 
@@ -117,8 +117,18 @@ def _is_new(v, codes):
   return not np.any(np.abs(v @ codes) == v.shape[0]) if codes.shape[1] else True
 
 
-def pursuit(r, num_bits, rng, *, step_size="regress", num_restarts=4, num_iters=20,
-            tol=1e-4, local_search=True, stop_after=None):
+def pursuit(
+  r,
+  num_bits,
+  rng,
+  *,
+  step_size="regress",
+  num_restarts=4,
+  num_iters=20,
+  tol=1e-4,
+  local_search=True,
+  stop_after=None,
+):
   """The paper's inference in NumPy (see module docstring).
 
   Args:
@@ -138,7 +148,7 @@ def pursuit(r, num_bits, rng, *, step_size="regress", num_restarts=4, num_iters=
   r0 = np.where(mask, r, 0.0)
   codes = np.zeros((n, 0))
   alphas = np.zeros(0)
-  columns = np.zeros((mask.sum(), 0))   # vec(v_k v_k^T) on the masked entries
+  columns = np.zeros((mask.sum(), 0))  # vec(v_k v_k^T) on the masked entries
   out = {k: [] for k in ("residual_norms", "time_residual", "time_direction", "time_refit")}
   for _ in range(num_bits if stop_after is None else stop_after):
     t0 = time.perf_counter()

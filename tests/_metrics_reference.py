@@ -292,9 +292,19 @@ def mean_over_queries(values, defined, rule: str) -> float:
   raise ValueError(f"unknown rule {rule!r}")
 
 
-def mean_average_precision(query_codes, db_codes, query_labels, db_labels, top_k=None,
-                           ties="aware", relevance_kind="auto", normalizer="relevant",
-                           no_relevant="zero", weights=None, db_mask=None) -> float:
+def mean_average_precision(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  top_k=None,
+  ties="aware",
+  relevance_kind="auto",
+  normalizer="relevant",
+  no_relevant="zero",
+  weights=None,
+  db_mask=None,
+) -> float:
   d = distances(query_codes, db_codes, weights, db_mask)
   rel = relevance(query_labels, db_labels, relevance_kind)
   ap, defined = average_precision(d, rel, top_k, ties, normalizer)
@@ -318,23 +328,35 @@ def hits_at_k_by_enumeration(d, rel, k: int) -> float:
   return float(np.mean([rel[r][:k].sum() for r in every_ranking(d)]))
 
 
-def precision_at_k(query_codes, db_codes, query_labels, db_labels, ks, ties="aware",
-                   relevance_kind="auto") -> np.ndarray:
+def precision_at_k(
+  query_codes, db_codes, query_labels, db_labels, ks, ties="aware", relevance_kind="auto"
+) -> np.ndarray:
   d = distances(query_codes, db_codes)
   rel = relevance(query_labels, db_labels, relevance_kind)
-  return np.array([np.mean([hits_at_k(d[i], rel[i], k, ties) / k for i in range(len(d))])
-                   for k in ks])
+  return np.array(
+    [np.mean([hits_at_k(d[i], rel[i], k, ties) / k for i in range(len(d))]) for k in ks]
+  )
 
 
-def recall_at_k(query_codes, db_codes, query_labels, db_labels, ks, ties="aware",
-                relevance_kind="auto", no_relevant="zero") -> np.ndarray:
+def recall_at_k(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  ks,
+  ties="aware",
+  relevance_kind="auto",
+  no_relevant="zero",
+) -> np.ndarray:
   d = distances(query_codes, db_codes)
   rel = relevance(query_labels, db_labels, relevance_kind)
   num_relevant = rel.sum(axis=1)
   out = []
   for k in ks:
-    values = [hits_at_k(d[i], rel[i], k, ties) / num_relevant[i] if num_relevant[i] else 0.0
-              for i in range(len(d))]
+    values = [
+      hits_at_k(d[i], rel[i], k, ties) / num_relevant[i] if num_relevant[i] else 0.0
+      for i in range(len(d))
+    ]
     out.append(mean_over_queries(values, num_relevant > 0, no_relevant))
   return np.array(out)
 
@@ -349,9 +371,17 @@ def _ratio_or(num, den, rule):
   return 0.0 if rule == "zero" else float("nan")
 
 
-def precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, radius,
-                               relevance_kind="auto", average="query", empty="zero",
-                               no_relevant="zero"):
+def precision_recall_at_radius(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  radius,
+  relevance_kind="auto",
+  average="query",
+  empty="zero",
+  no_relevant="zero",
+):
   """(precision, recall) of the ball d <= radius.
 
   ``average="query"``: means of per-query ratios (an empty ball is undefined for
@@ -369,25 +399,45 @@ def precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, r
     num_relevant.append(int(rel[i].sum()))
   found, size, num_relevant = map(np.array, (found, size, num_relevant))
   if average == "query":
-    precision = mean_over_queries(np.where(size > 0, found / np.maximum(size, 1), 0.0),
-                                  size > 0, empty)
-    recall = mean_over_queries(np.where(num_relevant > 0, found / np.maximum(num_relevant, 1), 0.0),
-                               num_relevant > 0, no_relevant)
+    precision = mean_over_queries(
+      np.where(size > 0, found / np.maximum(size, 1), 0.0), size > 0, empty
+    )
+    recall = mean_over_queries(
+      np.where(num_relevant > 0, found / np.maximum(num_relevant, 1), 0.0),
+      num_relevant > 0,
+      no_relevant,
+    )
     return precision, recall
   if average == "pooled":
-    return (_ratio_or(found.sum(), size.sum(), empty),
-            _ratio_or(found.sum(), num_relevant.sum(), no_relevant))
+    return (
+      _ratio_or(found.sum(), size.sum(), empty),
+      _ratio_or(found.sum(), num_relevant.sum(), no_relevant),
+    )
   raise ValueError(f"unknown average {average!r}")
 
 
-def pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels, relevance_kind="auto",
-                       average="query", empty="zero", no_relevant="zero") -> dict:
+def pr_curve_by_radius(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  relevance_kind="auto",
+  average="query",
+  empty="zero",
+  no_relevant="zero",
+) -> dict:
   num_bits = np.shape(query_codes)[1]
-  pr = [precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, r,
-                                   relevance_kind, average, empty, no_relevant)
-        for r in range(num_bits + 1)]
-  return {"radius": np.arange(num_bits + 1), "precision": np.array([p for p, _ in pr]),
-          "recall": np.array([r for _, r in pr])}
+  pr = [
+    precision_recall_at_radius(
+      query_codes, db_codes, query_labels, db_labels, r, relevance_kind, average, empty, no_relevant
+    )
+    for r in range(num_bits + 1)
+  ]
+  return {
+    "radius": np.arange(num_bits + 1),
+    "precision": np.array([p for p, _ in pr]),
+    "recall": np.array([r for _, r in pr]),
+  }
 
 
 def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, relevance_kind="auto") -> dict:
@@ -396,14 +446,19 @@ def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, relevance_ki
   num_bits = np.shape(query_codes)[1]
   buckets, f1, precision, recall = [], [], [], []
   for r in range(num_bits + 1):
-    p, rc = precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, r,
-                                       relevance_kind, "pooled", "zero", "zero")
+    p, rc = precision_recall_at_radius(
+      query_codes, db_codes, query_labels, db_labels, r, relevance_kind, "pooled", "zero", "zero"
+    )
     buckets.append(sum(math.comb(num_bits, i) for i in range(r + 1)))
     f1.append(2 * p * rc / (p + rc) if p + rc > 0 else 0.0)
     precision.append(p)
     recall.append(rc)
-  return {"buckets": np.array(buckets), "f1": np.array(f1), "precision": np.array(precision),
-          "recall": np.array(recall)}
+  return {
+    "buckets": np.array(buckets),
+    "f1": np.array(f1),
+    "precision": np.array(precision),
+    "recall": np.array(recall),
+  }
 
 
 # ------------------------------------------------------------------------------------------
@@ -413,7 +468,7 @@ def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, relevance_ki
 def gains(grades, gain: str) -> np.ndarray:
   g = np.asarray(grades, np.float64)
   if gain == "exp":
-    return 2.0 ** g - 1.0
+    return 2.0**g - 1.0
   if gain == "linear":
     return g
   raise ValueError(f"unknown gain {gain!r}")
@@ -449,8 +504,16 @@ def ndcg(dists, grades, k: int, ties="aware", gain="exp"):
   return np.array([v for v, _ in out]), np.array([ok for _, ok in out], bool)
 
 
-def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k: int, ties="aware", gain="exp",
-              no_relevant="zero") -> float:
+def ndcg_at_k(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  k: int,
+  ties="aware",
+  gain="exp",
+  no_relevant="zero",
+) -> float:
   d = distances(query_codes, db_codes)
   grades = relevance(query_labels, db_labels, "graded")
   values, defined = ndcg(d, grades, k, ties, gain)
@@ -461,8 +524,9 @@ def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k: int, ties="awar
 # DeepHash-pytorch's CalcTopMap, transcribed
 
 
-def deephash_calc_top_map(query_codes, db_codes, query_labels, db_labels, topk,
-                          argsort_kind=None) -> float:
+def deephash_calc_top_map(
+  query_codes, db_codes, query_labels, db_labels, topk, argsort_kind=None
+) -> float:
   """DeepHash-pytorch's ``CalcTopMap`` (utils/tools.py), line for line.
 
   ``argsort_kind=None`` is its plain ``np.argsort(hamm)`` (NumPy's default, an

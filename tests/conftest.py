@@ -41,13 +41,15 @@ _FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
 
 def _xla_knows(flag: str) -> bool:
   env = dict(os.environ, XLA_FLAGS=flag, JAX_PLATFORMS="cpu")
-  probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env,
-                         capture_output=True, timeout=300)
+  probe = subprocess.run(
+    [sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True, timeout=300
+  )
   return probe.returncode == 0
 
 
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "") and _xla_knows(
-    _FAST_COMPILE_FLAG):
+  _FAST_COMPILE_FLAG
+):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE_FLAG}".strip()
 
 import jax
@@ -58,8 +60,9 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 def pytest_addoption(parser):
-  parser.addoption("--runslow", action="store_true", default=False,
-                   help="also run tests marked slow")
+  parser.addoption(
+    "--runslow", action="store_true", default=False, help="also run tests marked slow"
+  )
 
 
 # Test files by their measured time, longest first (2 workers, about 1,065 worker-seconds
@@ -67,16 +70,31 @@ def pytest_addoption(parser):
 # in collection order: long files first, so no long file is left to start near the end
 # while the other worker idles. Files not listed run after these, in their usual order.
 LONGEST_FIRST = (
-    "test_cdh_experiments.py", "test_hbmp_experiments.py", "test_cdh_scale.py",
-    "test_index.py", "test_metrics.py", "test_native.py", "test_docstrings.py", "test_mch.py",
-    "test_cdh.py", "test_experiments.py", "test_mch_experiment.py", "test_search.py",
-    "test_methods.py", "test_hbmp_hashfn.py", "test_training.py", "test_hbmp.py", "test_models.py",
-    "test_deep_methods.py", "test_cdh_multilabel_experiment.py")
+  "test_cdh_experiments.py",
+  "test_hbmp_experiments.py",
+  "test_cdh_scale.py",
+  "test_index.py",
+  "test_metrics.py",
+  "test_native.py",
+  "test_docstrings.py",
+  "test_mch.py",
+  "test_cdh.py",
+  "test_experiments.py",
+  "test_mch_experiment.py",
+  "test_search.py",
+  "test_methods.py",
+  "test_hbmp_hashfn.py",
+  "test_training.py",
+  "test_hbmp.py",
+  "test_models.py",
+  "test_deep_methods.py",
+  "test_cdh_multilabel_experiment.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
   if config.getoption("--runslow"):
     return
   skip = pytest.mark.skip(reason="slow: run with --runslow (a faster test covers the same code)")

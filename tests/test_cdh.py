@@ -25,7 +25,7 @@ from jhash.methods._cdh import _objective
 from jhash.methods._cdh import _supervision as sv
 from jhash.methods._cdh import _wstep
 
-N, K, MAX_INNER = 150, 8, 64      # the random instances' size (one compile per merit)
+N, K, MAX_INNER = 150, 8, 64  # the random instances' size (one compile per merit)
 DIMS = (5, 7)
 
 
@@ -38,8 +38,9 @@ _a_times_b = jax.jit(lambda carry, b, sup: _bstep.a_times_b(carry, b, sup, K, "e
 
 @functools.lru_cache(maxsize=None)
 def _update_bit(merit):
-  return jax.jit(lambda carry, k, z, sup, gamma, u: _bstep.update_bit(
-      carry, k, z, sup, gamma, u, merit=merit))
+  return jax.jit(
+    lambda carry, k, z, sup, gamma, u: _bstep.update_bit(carry, k, z, sup, gamma, u, merit=merit)
+  )
 
 
 def _random_instance(seed, unknown=0.3):
@@ -62,7 +63,7 @@ def _mfeat_instance(seed):
   views = [v[index].astype(np.float64) for v in ds.views]
   weights = [rng.normal(size=(K, v.shape[1] + 1)) / np.sqrt(v.shape[1]) for v in views]
   z = ref.generative_linear_terms(weights, views)
-  codes = np.where(z >= 0, 1, -1).astype(np.int8)   # the paper's initialisation
+  codes = np.where(z >= 0, 1, -1).astype(np.int8)  # the paper's initialisation
   return codes, ds.labels[index], views, weights
 
 
@@ -77,13 +78,15 @@ def _run_bits(codes, sup, y, views, weights, gamma, merit, sweeps, seed, check):
       carry = _bstep.start_sweep(carry.codes, merit)
     before = np.asarray(carry.codes)
     u = jax.random.uniform(jax.random.fold_in(key, t), (MAX_INNER,))
-    carry, stats = _update_bit(merit)(carry, k, jnp.asarray(z[:, k], jnp.float32), sup,
-                                      jnp.float32(gamma), u)
+    carry, stats = _update_bit(merit)(
+      carry, k, jnp.asarray(z[:, k], jnp.float32), sup, jnp.float32(gamma), u
+    )
     check(k, before, np.asarray(carry.codes), stats, z)
   return carry
 
 
 # ----------------------------------------------------------------------------- Theorem 1
+
 
 @pytest.mark.parametrize("merit", ["exponential", "linear"])
 @pytest.mark.parametrize("gamma", [0.0, 0.05])
@@ -104,8 +107,9 @@ def test_every_bit_update_never_lowers_the_objective(merit, gamma):
     np.testing.assert_array_equal(np.delete(before, k, 1), np.delete(after, k, 1))
     np.testing.assert_allclose(j1 - j0, jk1 - jk0, atol=1e-9)
     # The bit objective the B-step records is J_k up to a constant-free float32 error.
-    np.testing.assert_allclose([stats.objective_before, stats.objective], [jk0, jk1],
-                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+      [stats.objective_before, stats.objective], [jk0, jk1], rtol=1e-4, atol=1e-6
+    )
     flips.append(int(stats.flipped))
 
   _run_bits(codes, sup, y, views, weights, gamma, merit, sweeps=2, seed=3, check=check)
@@ -131,13 +135,13 @@ def test_bit_updates_on_mfeat_never_lower_the_objective():
     assert j1 >= j0 - 1e-7
     seen.append((int(stats.active), int(stats.flipped), j1))
 
-  _run_bits(codes, sup, y, views, weights, gamma, "exponential", sweeps=2, seed=0,
-            check=check)
+  _run_bits(codes, sup, y, views, weights, gamma, "exponential", sweeps=2, seed=0, check=check)
   assert sum(s[1] for s in seen) > 0
   assert seen[-1][2] > ref.objective(codes, y, weights, views, gamma, "exponential")
 
 
 # ----------------------------------------------------------------------------- identity
+
 
 @pytest.mark.parametrize("merit", ["exponential", "linear"])
 def test_changing_one_column_changes_j_by_the_change_of_j_k(merit, rng):
@@ -152,8 +156,9 @@ def test_changing_one_column_changes_j_by_the_change_of_j_k(merit, rng):
       changed = codes.copy()
       changed[:, k] = x
       lhs = ref.objective(changed, y, weights, views, gamma, merit) - base
-      rhs = (ref.bit_objective(a, z[:, k], x, gamma)
-             - ref.bit_objective(a, z[:, k], codes[:, k], gamma))
+      rhs = ref.bit_objective(a, z[:, k], x, gamma) - ref.bit_objective(
+        a, z[:, k], codes[:, k], gamma
+      )
       np.testing.assert_allclose(lhs, rhs, rtol=0, atol=1e-12)
 
 
@@ -165,11 +170,11 @@ def test_objective_matches_the_reference(merit):
   semantic = _objective.semantic_term(jnp.asarray(codes), sup, merit, block_rows=64)
   generative = _objective.generative_term(jnp.asarray(codes), z, jnp.float32(0.3), len(views))
   np.testing.assert_allclose(semantic, ref.semantic_term(codes, y, merit), rtol=1e-5)
-  np.testing.assert_allclose(generative, ref.generative_term(codes, weights, views, 0.3),
-                             rtol=1e-5)
+  np.testing.assert_allclose(generative, ref.generative_term(codes, weights, views, 0.3), rtol=1e-5)
 
 
 # ----------------------------------------------------------------------------- Theorem 2
+
 
 @pytest.mark.parametrize("merit", ["exponential", "linear"])
 def test_an_empty_active_set_is_a_fixed_point_of_single_flips(merit):
@@ -206,7 +211,7 @@ def test_items_with_a_zero_gradient_never_enter_the_active_set(merit):
   seen = []
 
   def check(k, before, after, stats, z):
-    np.testing.assert_array_equal(after[lonely, k], before[lonely, k])   # never flipped
+    np.testing.assert_array_equal(after[lonely, k], before[lonely, k])  # never flipped
     others = np.setdiff1d(np.arange(N), lonely)
     # |I| at the first inner update counts only items with a strictly improving sign.
     a = ref.bit_matrix(before, y, k, merit)
@@ -215,17 +220,19 @@ def test_items_with_a_zero_gradient_never_enter_the_active_set(merit):
     seen.append(bool(stats.converged))
 
   _run_bits(codes, sup, y, views, weights, 0.0, merit, sweeps=1, seed=3, check=check)
-  assert all(seen), seen      # every bit ends at a fixed point
+  assert all(seen), seen  # every bit ends at a fixed point
 
 
 # ----------------------------------------------------------------------------- incremental A
+
 
 def test_incremental_gram_and_a_equal_rebuilt_from_scratch():
   codes, y, views, weights = _random_instance(seed=8)
   sup = sv.from_matrix(y.astype(np.int8))
   changed = []
-  carry = _run_bits(codes, sup, y, views, weights, 0.05, "exponential", sweeps=1, seed=9,
-                    check=lambda *a: None)
+  carry = _run_bits(
+    codes, sup, y, views, weights, 0.05, "exponential", sweeps=1, seed=9, check=lambda *a: None
+  )
   # One sweep more, checking after every bit (several rank-one updates deep).
   carry = _bstep.start_sweep(carry.codes, "exponential")
   z = ref.generative_linear_terms(weights, views)
@@ -234,26 +241,35 @@ def test_incremental_gram_and_a_equal_rebuilt_from_scratch():
     np.testing.assert_array_equal(_current_gram(carry), b_now @ b_now.T)
     for j in (k, (k + 3) % K):
       a_inc = np.asarray(_dense_bit_matrix(carry, j, sup, merit="exponential"))
-      np.testing.assert_allclose(a_inc, ref.bit_matrix(b_now, y, j, "exponential"),
-                                 rtol=1e-5, atol=1e-7)
+      np.testing.assert_allclose(
+        a_inc, ref.bit_matrix(b_now, y, j, "exponential"), rtol=1e-5, atol=1e-7
+      )
     # The pass over the Gram forms A b for the bit.
     _, ab = _a_times_b(carry, jnp.asarray(b_now[:, k], jnp.float32), sup)
-    np.testing.assert_allclose(ab, ref.bit_matrix(b_now, y, k, "exponential") @ b_now[:, k],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      ab, ref.bit_matrix(b_now, y, k, "exponential") @ b_now[:, k], rtol=1e-5, atol=1e-6
+    )
     before = np.asarray(carry.codes)
     carry, _ = _update_bit("exponential")(
-        carry, k, jnp.asarray(z[:, k], jnp.float32), sup, jnp.float32(0.0),
-        jax.random.uniform(jax.random.key(k), (MAX_INNER,)))
+      carry,
+      k,
+      jnp.asarray(z[:, k], jnp.float32),
+      sup,
+      jnp.float32(0.0),
+      jax.random.uniform(jax.random.key(k), (MAX_INNER,)),
+    )
     changed.append(int(np.sum(before[:, k] != np.asarray(carry.codes)[:, k])))
   assert sum(changed) > 0
 
 
 # ----------------------------------------------------------------------------- Algorithm 2
 
+
 @functools.lru_cache(maxsize=None)
 def _reduce_jit():
-  return jax.jit(lambda m, active, start: _active_set.reduce_active_set(
-      lambda p: m[p], active, start))
+  return jax.jit(
+    lambda m, active, start: _active_set.reduce_active_set(lambda p: m[p], active, start)
+  )
 
 
 def test_algorithm2_equals_the_papers_transcription(rng):
@@ -286,19 +302,22 @@ def test_restricted_reduction_equals_the_transcription_on_the_bits_a(merit, rng)
   k = 2
   b = codes[:, k].astype(np.float32)
   a = np.asarray(_dense_bit_matrix(carry, k, sup, merit=merit))
-  reduce = jax.jit(lambda active, count, u: _bstep._reduce(
-      active, count, carry.gram, jnp.asarray(b), jnp.asarray(b), sup, u, K, merit, (N,)))
+  reduce = jax.jit(
+    lambda active, count, u: _bstep._reduce(
+      active, count, carry.gram, jnp.asarray(b), jnp.asarray(b), sup, u, K, merit, (N,)
+    )
+  )
   for fraction in (0.1, 0.4, 0.8):
     active = rng.random(N) < fraction
     u = float(rng.random())
     members = np.flatnonzero(active)
-    start = members[min(int(np.floor(np.float32(u) * np.float32(len(members)))),
-                        len(members) - 1)]
+    start = members[min(int(np.floor(np.float32(u) * np.float32(len(members)))), len(members) - 1)]
     flip = reduce(jnp.asarray(active), jnp.int32(active.sum()), jnp.float32(u))
     np.testing.assert_array_equal(np.asarray(flip) > 0, ref.algorithm2(a, b, active, start))
 
 
 # ----------------------------------------------------------------------------- W-step
+
 
 @pytest.mark.parametrize("kind", ["probability", "log_likelihood"])
 def test_vmapped_wstep_equals_a_loop_over_bits_and_improves(kind, rng):
@@ -310,7 +329,8 @@ def test_vmapped_wstep_equals_a_loop_over_bits_and_improves(kind, rng):
   batches = _wstep.minibatches(jax.random.uniform(jax.random.key(0), (60, 64)), n)
   options = dict(kind=kind, l2=1e-3, learning_rate=0.05)
   new, before, after = jax.jit(functools.partial(_wstep.wstep, **options))(
-      weights, (x,), jnp.asarray(codes), batches)
+    weights, (x,), jnp.asarray(codes), batches
+  )
   fit = jax.jit(functools.partial(_wstep.fit_bit, **options))
   x1 = _encode.with_bias(x)
   for k in range(K):
@@ -326,20 +346,24 @@ def test_vmapped_wstep_equals_a_loop_over_bits_and_improves(kind, rng):
     # objective from above, and the 60 Adam steps close most of the gap to it.
     for k in range(K):
       exact = ref.logistic_regression(x, codes[:, k], l2=1e-3)
-      j = [ref.wstep_objective(w, x, codes[:, k], kind, 1e-3)
-           for w in (weights[0][k], new[0][k], exact)]
+      j = [
+        ref.wstep_objective(w, x, codes[:, k], kind, 1e-3)
+        for w in (weights[0][k], new[0][k], exact)
+      ]
       assert j[1] <= j[2] + 1e-9 and j[1] - j[0] >= 0.8 * (j[2] - j[0]), (k, j)
 
 
 # ----------------------------------------------------------------------------- encoding
+
 
 def test_generative_codes_follow_the_product_rule(rng):
   n, dims, k = 7, (3, 2, 4), 5
   views = [rng.normal(size=(n, d)).astype(np.float32) for d in dims]
   weights = [rng.normal(size=(k, d + 1)).astype(np.float32) for d in dims]
   odds = rng.normal(size=k).astype(np.float32)
-  encode = lambda vs: np.asarray(_encode.encode([jnp.asarray(w) for w in weights],
-                                                jnp.asarray(odds), vs))
+  encode = lambda vs: np.asarray(
+    _encode.encode([jnp.asarray(w) for w in weights], jnp.asarray(odds), vs)
+  )
   # All views, against the rule written with probabilities, item by item.
   got = encode(views)
   prior_plus = 1 / (1 + np.exp(-odds.astype(np.float64)))
@@ -349,7 +373,7 @@ def test_generative_codes_follow_the_product_rule(rng):
       for s in (1, -1):
         p = prior_plus[bit] if s > 0 else 1 - prior_plus[bit]
         for w, x in zip(weights, views):
-          p *= ref.sigmoid(s * (ref.with_bias(x[i:i + 1]) @ w[bit].astype(np.float64))[0])
+          p *= ref.sigmoid(s * (ref.with_bias(x[i : i + 1]) @ w[bit].astype(np.float64))[0])
         joint[s] = p
       assert got[i, bit] == (1 if joint[1] >= joint[-1] else -1)
   np.testing.assert_array_equal(got, ref.encode(weights, views, odds))
@@ -368,6 +392,7 @@ def test_prior_is_the_clipped_fraction_of_plus_ones():
 
 # ----------------------------------------------------------------------------- supervision
 
+
 def test_supervision_rows_from_labels_equal_the_dense_matrix(rng):
   ids = rng.integers(0, 4, 30).astype(np.int32)
   hot = rng.random((30, 5)) < 0.3
@@ -376,12 +401,17 @@ def test_supervision_rows_from_labels_equal_the_dense_matrix(rng):
   @jax.jit
   def views_of_y(sup):
     among = sv.among(sup, jnp.asarray(index))
-    return (sv.dense(sup), sv.rows(sup, jnp.asarray(index)), sv.block(sup, 5, 7),
-            sv.submatrix(sup, jnp.asarray(index)), jnp.stack([among(p) for p in range(4)]))
+    return (
+      sv.dense(sup),
+      sv.rows(sup, jnp.asarray(index)),
+      sv.block(sup, 5, 7),
+      sv.submatrix(sup, jnp.asarray(index)),
+      jnp.stack([among(p) for p in range(4)]),
+    )
 
   for labels in (ids, hot):
     sup = sv.from_labels(labels)
-    assert sup.dense is None   # labels never build the n x n matrix
+    assert sup.dense is None  # labels never build the n x n matrix
     want = ref.dense_supervision(labels)
     got = views_of_y(sup)
     sub = want[np.ix_(index, index)]
@@ -400,16 +430,17 @@ def test_pairs_give_a_symmetric_matrix_with_unknown_zeros():
 
 # ----------------------------------------------------------------------------- the method
 
+
 @pytest.fixture(scope="module")
 def mfeat_run():
   """CDH (16 bits, defaults) on all of mfeat's views fou and kar, two sweeps."""
   ds = data.load_mfeat(["fou", "kar"])
   batch = ds.batch()
   method = cdh_lib.cdh(16)
-  method = method._replace(phases=(method.phases[0]._replace(
-      update=chex.assert_max_traces(method.update, n=1)),))
-  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False,
-                             donate=False)
+  method = method._replace(
+    phases=(method.phases[0]._replace(update=chex.assert_max_traces(method.update, n=1)),)
+  )
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False, donate=False)
   return method, state, history, batch
 
 
@@ -449,9 +480,14 @@ def test_method_converges_in_two_sweeps_on_mfeat(mfeat_run):
   np.testing.assert_allclose(jax.jit(method.extras.objective)(state, batch), after[1], rtol=1e-4)
   # The learned codes retrieve same-class items far better than chance (0.1).
   from jhash import metrics
+
   q = jhash.encode(method, state, {"views": (batch["views"][0], None)})
-  assert float(metrics.mean_average_precision(q[:200], state.codes, batch["labels"][:200],
-                                              batch["labels"])) > 0.5
+  assert (
+    float(
+      metrics.mean_average_precision(q[:200], state.codes, batch["labels"][:200], batch["labels"])
+    )
+    > 0.5
+  )
 
 
 def test_wstep_fits_the_codes_the_bstep_just_made(mfeat_run):
@@ -467,15 +503,17 @@ def test_wstep_fits_the_codes_the_bstep_just_made(mfeat_run):
   # The fixture's method: its compiled init and update run again, with no new trace.
   old = jhash.init(method, key, batch)
   new, _ = jhash.fit(method, key, batch, 1, progress=False, donate=False)
-  codes = np.asarray(new.codes)      # the B-step's codes, which this sweep's W-step fitted
+  codes = np.asarray(new.codes)  # the B-step's codes, which this sweep's W-step fitted
   assert np.mean(codes != np.asarray(old.codes)) > 0.2
   for v, x in enumerate(batch["views"]):
     x = np.asarray(x, np.float64)
     w_old, w_new = (np.asarray(s.weights[v], np.float64) for s in (old, new))
-    exact = np.stack([ref.logistic_regression(x, codes[:, k], l2=1e-4)
-                      for k in range(codes.shape[1])])
-    agree = [np.mean(np.where(ref.with_bias(x) @ w.T >= 0, 1, -1) == codes)
-             for w in (w_old, w_new, exact)]
+    exact = np.stack(
+      [ref.logistic_regression(x, codes[:, k], l2=1e-4) for k in range(codes.shape[1])]
+    )
+    agree = [
+      np.mean(np.where(ref.with_bias(x) @ w.T >= 0, 1, -1) == codes) for w in (w_old, w_new, exact)
+    ]
     assert agree[1] > 0.85 and agree[1] > agree[0] + 0.2, (v, agree)
     assert agree[1] >= agree[2] - 0.02, (v, agree)
     for k in range(codes.shape[1]):
@@ -495,32 +533,36 @@ def test_swapping_two_views_of_equal_width_is_not_refused_and_gives_wrong_codes(
   """
   n, d = 160, 6
   labels = np.tile(np.arange(4), n // 4).astype(np.int32)
-  views = [((3 * rng.normal(size=(4, d)))[labels] + rng.normal(size=(n, d))).astype(np.float32)
-           for _ in range(2)]
+  views = [
+    ((3 * rng.normal(size=(4, d)))[labels] + rng.normal(size=(n, d))).astype(np.float32)
+    for _ in range(2)
+  ]
   train, query = slice(0, n // 2), slice(n // 2, n)
   batch = {"views": tuple(v[train] for v in views), "labels": labels[train]}
   method = cdh_lib.cdh(8, w_iters=50, max_inner=8)
   state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
-  assert [w.shape[1] - 1 for w in state.weights] == [d, d]   # all it records of the views
+  assert [w.shape[1] - 1 for w in state.weights] == [d, d]  # all it records of the views
   a, b = (v[query] for v in views)
 
-  def retrieval(query_views):   # mAP of the query half against the learned codes
-    codes = jhash.encode(method, state, {"views": query_views})   # never raises here
-    return float(jhash.metrics.mean_average_precision(codes, state.codes, labels[query],
-                                                      labels[train]))
+  def retrieval(query_views):  # mAP of the query half against the learned codes
+    codes = jhash.encode(method, state, {"views": query_views})  # never raises here
+    return float(
+      jhash.metrics.mean_average_precision(codes, state.codes, labels[query], labels[train])
+    )
 
   for right, swapped in [((a, b), (b, a)), ((a, None), (b, None)), ((None, b), (None, a))]:
     scores = retrieval(right), retrieval(swapped)
     assert scores[0] > 0.9 and scores[1] < 0.5, scores
-  assert not np.array_equal(jhash.encode(method, state, {"views": (a, b)}),
-                            jhash.encode(method, state, {"views": (b, a)}))
+  assert not np.array_equal(
+    jhash.encode(method, state, {"views": (a, b)}), jhash.encode(method, state, {"views": (b, a)})
+  )
 
 
 def test_pairs_supervision_and_linear_merit_through_the_method(rng):
   n = 80
   views = (rng.normal(size=(n, 5)).astype(np.float32),)
   rows, cols = np.divmod(rng.choice(n * n, 600, replace=False), n)
-  keep = rows < cols                       # each unordered pair at most once
+  keep = rows < cols  # each unordered pair at most once
   values = np.where(rng.random(600) < 0.5, 1, -1)[keep]
   batch = {"views": views, "Y": (rows[keep], cols[keep], values)}
   method = cdh_lib.cdh(4, merit="linear", supervision="pairs", gamma=0.05, w_iters=20)
@@ -532,11 +574,14 @@ def test_pairs_supervision_and_linear_merit_through_the_method(rng):
   y = y + y.T
   weights = [np.asarray(w, np.float64) for w in state.weights]
   np.testing.assert_allclose(
-      history["objective"][0],
-      ref.objective(np.asarray(state.codes), y, weights, views, 0.05, "linear"), rtol=1e-5)
+    history["objective"][0],
+    ref.objective(np.asarray(state.codes), y, weights, views, 0.05, "linear"),
+    rtol=1e-5,
+  )
 
 
 # ----------------------------------------------------------------------------- bad input
+
 
 def test_bad_input_raises_naming_the_argument(mfeat_run):
   method, state, _, batch = mfeat_run
@@ -579,8 +624,9 @@ def test_bad_supervision_raises_naming_y():
     method.init(jax.random.key(0), {"views": views})
   with pytest.raises(ValueError, match="Y must hold only"):
     method.check_batch({"views": views, "Y": (np.array([0]), np.array([2]), np.array([5]))})
-  assert method.check_batch({"views": views, "Y": (np.array([0]), np.array([2]),
-                                                   np.array([-1]))}) == 3
+  assert (
+    method.check_batch({"views": views, "Y": (np.array([0]), np.array([2]), np.array([-1]))}) == 3
+  )
   with pytest.raises(ValueError, match="merit"):
     cdh_lib.cdh(4, merit="quadratic")
   with pytest.raises(ValueError, match="gamma"):
@@ -596,11 +642,19 @@ def test_each_sweeps_before_is_the_last_sweeps_after_and_the_reference_j(mfeat_r
   key = jax.random.key(1)
   start = jhash.init(method, key, batch)._replace(gamma=jnp.float32(0.3))
   states = [jax.tree.map(np.asarray, start)]
-  _, history = jhash.fit(method, key, batch, 3, state=start, progress=False, donate=False,
-                         on_step=lambda step, s, m: states.append(jax.tree.map(np.asarray, s)))
+  _, history = jhash.fit(
+    method,
+    key,
+    batch,
+    3,
+    state=start,
+    progress=False,
+    donate=False,
+    on_step=lambda step, s, m: states.append(jax.tree.map(np.asarray, s)),
+  )
   y = ref.dense_supervision(batch["labels"])
   want = []
-  for s in states:   # the reference J and its terms, from each state's codes and weights
+  for s in states:  # the reference J and its terms, from each state's codes and weights
     semantic = ref.semantic_term(s.codes, y, "exponential")
     generative = ref.generative_term(s.codes, s.weights, batch["views"], 0.3)
     assert float(s.semantic) == pytest.approx(semantic, rel=1e-5)
@@ -614,11 +668,25 @@ def test_each_sweeps_before_is_the_last_sweeps_after_and_the_reference_j(mfeat_r
   np.testing.assert_allclose(before[1:], after[:-1], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name, value", [
-    ("num_bits", 0), ("merit", "quadratic"), ("supervision", "dense"),
-    ("w_objective", "hinge"), ("gamma", -1.0), ("max_inner", 0), ("w_iters", -1),
-    ("w_batch_size", 0), ("num_sweeps", -1), ("block_rows", 0), ("chunk_size", 1),
-    ("chunk_split", "random"), ("chunk_seed", -1), ("prior_eps", 0.5)])
+@pytest.mark.parametrize(
+  "name, value",
+  [
+    ("num_bits", 0),
+    ("merit", "quadratic"),
+    ("supervision", "dense"),
+    ("w_objective", "hinge"),
+    ("gamma", -1.0),
+    ("max_inner", 0),
+    ("w_iters", -1),
+    ("w_batch_size", 0),
+    ("num_sweeps", -1),
+    ("block_rows", 0),
+    ("chunk_size", 1),
+    ("chunk_split", "random"),
+    ("chunk_seed", -1),
+    ("prior_eps", 0.5),
+  ],
+)
 def test_each_bad_factory_argument_names_itself(name, value):
   args = {"num_bits": 8, name: value}
   with pytest.raises(ValueError, match=name):

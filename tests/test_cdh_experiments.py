@@ -17,13 +17,13 @@ from experiments import cdh_figure1
 from experiments import cdh_common as common
 from experiments import harness
 
-CHANCE = 0.1   # ten balanced classes
+CHANCE = 0.1  # ten balanced classes
 
 
 @pytest.fixture(scope="module")
 def mfeat(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("cdh_mfeat")
-  with runs.xla_optimized():   # its time is running fits, not compiling them
+  with runs.xla_optimized():  # its time is running fits, not compiling them
     return (workdir,) + runs.run("cdh_mfeat", workdir, ("protocol",))
 
 
@@ -57,7 +57,7 @@ def test_mfeat_cdh_beats_chance_and_the_baselines_and_converges_in_two_sweeps(mf
     assert cdh["flipped_fraction"][1] < 0.01 * bits < cdh["flipped_fraction"][0]
     assert cells[f"cdh-0/{bits}"]["gamma"] == 0.0
     assert "pix->B" in cells[f"cmfh/{bits}"] and "pix->B" not in cells[f"cvh/{bits}"]
-  for name in config.baselines:   # CVH, SCM, CMFH
+  for name in config.baselines:  # CVH, SCM, CMFH
     for proto in directions:
       assert cells["cdh/32"][proto] > cells[f"{name}/32"][proto] + 0.05, (name, proto)
   # The baselines learn cross-view codes (measured, pix->fou / fou->pix: CVH 0.229 / 0.249,
@@ -67,8 +67,9 @@ def test_mfeat_cdh_beats_chance_and_the_baselines_and_converges_in_two_sweeps(mf
   for name, floor in floors.items():
     for proto in directions:
       assert cells[f"{name}/32"][proto] > floor, (name, proto, cells[f"{name}/32"][proto])
-  assert (min(cells["scm/32"][p] for p in directions)
-          > max(cells["cvh/32"][p] for p in directions) + 0.3)
+  assert (
+    min(cells["scm/32"][p] for p in directions) > max(cells["cvh/32"][p] for p in directions) + 0.3
+  )
   # gamma chosen by validation mAP from the grid; the paper's rule (largest J) goes to
   # the largest gamma since the generative term is never negative.
   select = cells["select/32"]
@@ -111,7 +112,7 @@ def test_fashion_chunked_cdh_learns_cross_view_codes(fashion):
   workdir, config, results = fashion
   cells = results["metrics"]
   n = results["protocol"]["train"]
-  assert n == 3000 and n > 2 * config.cdh["chunk_size"]   # three chunks
+  assert n == 3000 and n > 2 * config.cdh["chunk_size"]  # three chunks
   bits = config.bits[0]
   cdh = cells[f"cdh/{bits}"]
   assert cdh["objective"][-1] > cdh["objective_before"][0]
@@ -128,8 +129,10 @@ def test_figure1_sweep_cells_resume_to_the_states_of_one_fit(tmp_path):
   rng = np.random.default_rng(0)
   y = np.arange(120) % 3
   centres = rng.normal(size=(3, 10))
-  views = tuple((centres[y] @ rng.normal(size=(10, d)) + rng.normal(size=(120, d))
-                 ).astype(np.float32) for d in (6, 5))
+  views = tuple(
+    (centres[y] @ rng.normal(size=(10, d)) + rng.normal(size=(120, d))).astype(np.float32)
+    for d in (6, 5)
+  )
   batch = {"views": views, "labels": y.astype(np.int32)}
   data = {"train": batch, "query": batch, "names": ("a", "b")}
   config = ml_collections.ConfigDict({"train_queries": 50, "seed": 0})

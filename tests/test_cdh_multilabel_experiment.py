@@ -18,13 +18,17 @@ from experiments import harness
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("cdh_multilabel")
-  with runs.xla_optimized():   # CDH's fits: running them takes longer than compiling
+  with runs.xla_optimized():  # CDH's fits: running them takes longer than compiling
     return (workdir,) + runs.run("cdh_multilabel", workdir, ("summary", "protocol"))
 
 
 def cell_names(config):
-  return sorted(cdh_multilabel.cell_name(name, seed, bits) for name in config.datasets
-                for seed in config.seeds for bits in config.bits)
+  return sorted(
+    cdh_multilabel.cell_name(name, seed, bits)
+    for name in config.datasets
+    for seed in config.seeds
+    for bits in config.bits
+  )
 
 
 def random_code_map(query, database, bits: int, seed: int) -> float:
@@ -62,7 +66,7 @@ def test_cdh_is_the_validation_choice_and_cdh0_is_gamma_zero(quick):
     grid, scores = cell["grid"], cell["validation_map"]
     assert grid == [0.0] + list(config.gamma_grid)
     assert scores == pytest.approx([np.mean(list(m.values())) for m in cell["validation_maps"]])
-    chosen = 1 + int(np.argmax(scores[1:]))   # gamma = 0 never wins CDH's place
+    chosen = 1 + int(np.argmax(scores[1:]))  # gamma = 0 never wins CDH's place
     assert cell["gamma"] == grid[chosen] > 0
     assert cell["cdh"] == cell["query_maps"][chosen] and cell["cdh-0"] == cell["query_maps"][0]
     # The generative term is in J at every gamma but 0.
@@ -113,12 +117,14 @@ def test_summary_and_table_hold_every_direction_and_length(quick):
         assert rows[(name, "CDH", proto)][i] == pm(got["cdh"])
         assert rows[(name, "CDH-0", proto)][i] == pm(got["cdh-0"])
         assert rows[(name, "CDH - CDH-0 (wins)", proto)][i] == (
-            f"{pm(got['difference'], '+')} ({got['wins']}/{n})")
-    gammas = [cells[cdh_multilabel.cell_name(name, s, config.bits[0])]["gamma"]
-              for s in config.seeds]
+          f"{pm(got['difference'], '+')} ({got['wins']}/{n})"
+        )
+    gammas = [
+      cells[cdh_multilabel.cell_name(name, s, config.bits[0])]["gamma"] for s in config.seeds
+    ]
     assert entry["gamma"][str(config.bits[0])] == gammas
     assert rows[(name, "CDH gamma per seed", "")][0] == ", ".join(f"{g:g}" for g in gammas)
-  assert len(rows) == sum(3 * 4 + 2 for _ in summary)   # nothing else in the table
+  assert len(rows) == sum(3 * 4 + 2 for _ in summary)  # nothing else in the table
   runs.assert_pngs(workdir, ("map_vs_bits.png",))
 
 
@@ -127,7 +133,8 @@ def test_the_two_views_of_each_data_set():
   spec = full.datasets.yeast
   data = cdh_multilabel.load_data("yeast", spec, 0)
   train, held_out, _ = jdata.load_protocol(
-      "yeast", 0, num_train=spec.num_train, num_queries=spec.num_queries + spec.num_validation)
+    "yeast", 0, num_train=spec.num_train, num_queries=spec.num_queries + spec.num_validation
+  )
   x = train["views"][0]
   assert data["names"] == ("att1-52", "att53-103")
   np.testing.assert_array_equal(data["train"]["views"][0], x[:, :52])
@@ -145,8 +152,11 @@ def test_the_two_views_of_each_data_set():
   for view in canvases["train"]["views"]:
     assert view.shape == (300, 28 * 56) and view.dtype == np.float32
     np.testing.assert_allclose(view.mean(axis=0), 0, atol=1e-5)
-    assert np.sqrt(np.mean(view ** 2)) == pytest.approx(1, rel=1e-4)
+    assert np.sqrt(np.mean(view**2)) == pytest.approx(1, rel=1e-4)
   labels = canvases["train"]["labels"]
   assert labels.dtype == bool and labels.shape[1] == 10 and labels.any(axis=1).all()
-  assert canvases["query"]["views"][0].shape == canvases["validation"]["views"][1].shape == (
-      100, 28 * 56)
+  assert (
+    canvases["query"]["views"][0].shape
+    == canvases["validation"]["views"][1].shape
+    == (100, 28 * 56)
+  )

@@ -39,12 +39,13 @@ def test_chunk_groups_cover_every_item_once_in_nearly_equal_chunks(n, m):
   groups = _chunks.chunk_groups(jnp.asarray(order), m)
   sizes = [g.shape[1] for g in groups for _ in range(g.shape[0])]
   assert len(sizes) == m and max(sizes) - min(sizes) <= 1
-  np.testing.assert_array_equal(np.concatenate([np.asarray(g).reshape(-1) for g in groups]),
-                                order)
+  np.testing.assert_array_equal(np.concatenate([np.asarray(g).reshape(-1) for g in groups]), order)
 
 
-@pytest.mark.parametrize("num_items, size, want", [(60_000, 10_000, 6), (60_001, 10_000, 7),
-                                                   (5, 10_000, 1), (10_000, 10_000, 1)])
+@pytest.mark.parametrize(
+  "num_items, size, want",
+  [(60_000, 10_000, 6), (60_001, 10_000, 7), (5, 10_000, 1), (10_000, 10_000, 1)],
+)
 def test_number_of_chunks(num_items, size, want):
   assert _chunks.num_chunks(num_items, size) == want
 
@@ -68,8 +69,9 @@ def _bit_by_bit(codes, z, labels, gamma, u):
   carry = _bstep.start_sweep(jnp.asarray(codes), "exponential")
   states, stats = [np.asarray(codes)], []
   for k in range(K):
-    carry, st = _update_bit(carry, k, jnp.asarray(z[:, k]), sv.from_labels(labels), gamma,
-                            jnp.asarray(u[k]))
+    carry, st = _update_bit(
+      carry, k, jnp.asarray(z[:, k]), sv.from_labels(labels), gamma, jnp.asarray(u[k])
+    )
     states.append(np.asarray(carry.codes))
     stats.append(st)
   return states, stats
@@ -93,23 +95,31 @@ def test_chunked_sweep_equals_each_chunk_alone():
     # Theorem 1 within the chunk, bit by bit, on the dense float64 objective J of the
     # chunk's own items recomputed from the codes after each bit.
     states, bits = _bit_by_bit(codes[idx], z[idx], labels[idx], gamma, u[c])
-    np.testing.assert_array_equal(states[-1], np.asarray(new))   # the same sweep
+    np.testing.assert_array_equal(states[-1], np.asarray(new))  # the same sweep
     y = ref.dense_supervision(labels[idx])
-    j = np.array([ref.objective(b, y, weights, [x[idx] for x in views], float(gamma),
-                                "exponential") for b in states])
+    j = np.array(
+      [
+        ref.objective(b, y, weights, [x[idx] for x in views], float(gamma), "exponential")
+        for b in states
+      ]
+    )
     assert np.all(np.diff(j) >= -1e-9), (c, np.diff(j))
     # The J_k the B-step reports moved as the reference J did (J - J_k is constant).
     reported = [float(b.objective) - float(b.objective_before) for b in bits]
     np.testing.assert_allclose(reported, np.diff(j), rtol=1e-3, atol=1e-7)
   np.testing.assert_array_equal(got, want)
-  np.testing.assert_array_equal(np.asarray(stats.flipped),
-                                sum(np.asarray(s.flipped) for s in per_chunk))
-  np.testing.assert_array_equal(np.asarray(stats.active),
-                                sum(np.asarray(s.active) for s in per_chunk))
-  np.testing.assert_allclose(np.asarray(stats.objective),
-                             np.mean([np.asarray(s.objective) for s in per_chunk], axis=0),
-                             rtol=1e-6)
-  assert np.asarray(stats.flipped).sum() > 0   # the instance is not already a fixed point
+  np.testing.assert_array_equal(
+    np.asarray(stats.flipped), sum(np.asarray(s.flipped) for s in per_chunk)
+  )
+  np.testing.assert_array_equal(
+    np.asarray(stats.active), sum(np.asarray(s.active) for s in per_chunk)
+  )
+  np.testing.assert_allclose(
+    np.asarray(stats.objective),
+    np.mean([np.asarray(s.objective) for s in per_chunk], axis=0),
+    rtol=1e-6,
+  )
+  assert np.asarray(stats.flipped).sum() > 0  # the instance is not already a fixed point
 
 
 def test_each_chunk_ends_at_a_point_no_single_flip_improves():
@@ -126,7 +136,7 @@ def test_each_chunk_ends_at_a_point_no_single_flip_improves():
       b = got[idx].astype(np.float64)
       y = np.where(labels[idx][:, None] == labels[idx][None, :], 1.0, -1.0)
       n = idx.size
-      k = K - 1   # the last bit: the others are fixed after its update
+      k = K - 1  # the last bit: the others are fixed after its update
       loo = b @ b.T - np.outer(b[:, k], b[:, k])
       a = y * np.sinh(1.0 / K) * np.exp(-y * loo / K)
       np.fill_diagonal(a, 0.0)
@@ -159,8 +169,7 @@ def test_method_with_chunks_learns_and_one_chunk_matches_the_default():
   before = float(_objective.semantic_term(init.codes, sup, "exponential"))
   after = float(_objective.semantic_term(state.codes, sup, "exponential"))
   assert after > before
-  assert jhash.metrics.mean_average_precision(codes, codes, batch["labels"],
-                                              batch["labels"]) > 0.5
+  assert jhash.metrics.mean_average_precision(codes, codes, batch["labels"], batch["labels"]) > 0.5
   assert hist["flipped"].shape == (2, 16)
 
 
@@ -225,15 +234,16 @@ def test_sharded_bstep_equals_single_device():
   root = pathlib.Path(__file__).resolve().parents[1]
   env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
   env["JAX_PLATFORMS"] = "cpu"
-  out = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True,
-                       text=True, timeout=600)
+  out = subprocess.run(
+    [sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert "sharded cdh ok" in out.stdout
 
 
 def test_chunk_order_per_sweep_or_fixed():
   k1, k2 = jax.random.key(1), jax.random.key(2)
-  assert _chunks.chunk_order(k1, 50, 50) is None            # one chunk: items in order
+  assert _chunks.chunk_order(k1, 50, 50) is None  # one chunk: items in order
   a, b = (np.asarray(_chunks.chunk_order(k, 50, 20)) for k in (k1, k2))
   assert sorted(a) == list(range(50)) and not np.array_equal(a, b)
   np.testing.assert_array_equal(a, jax.random.permutation(jax.random.fold_in(k1, 1), 50))
@@ -248,17 +258,21 @@ def test_fixed_split_fits_and_differs_from_per_sweep_only_in_the_split():
   batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
   key = jax.random.key(0)
   opts = dict(chunk_size=80, w_iters=20, max_inner=8)
-  fixed, hist = jhash.fit(jhash.methods.cdh(8, chunk_split="fixed", chunk_seed=3, **opts),
-                          key, batch, num_steps=2, progress=False)
-  per_sweep, _ = jhash.fit(jhash.methods.cdh(8, **opts), key, batch, num_steps=2,
-                           progress=False)
+  fixed, hist = jhash.fit(
+    jhash.methods.cdh(8, chunk_split="fixed", chunk_seed=3, **opts),
+    key,
+    batch,
+    num_steps=2,
+    progress=False,
+  )
+  per_sweep, _ = jhash.fit(jhash.methods.cdh(8, **opts), key, batch, num_steps=2, progress=False)
   assert not np.array_equal(np.asarray(fixed.codes), np.asarray(per_sweep.codes))
   # Every chunk's B-step ascends: in each sweep, the dense float64 objective J of each
   # chunk's own items, recomputed from the states before and after the sweep (Z from the
   # weights before it: the B-step runs first), never falls.
   method = jhash.methods.cdh(8, chunk_split="fixed", chunk_seed=3, **opts)
   update, states = jax.jit(method.update), [jhash.init(method, key, batch)]
-  for step in range(2):   # the steps jhash.fit ran, with its keys
+  for step in range(2):  # the steps jhash.fit ran, with its keys
     states.append(update(states[-1], batch, jax.random.fold_in(key, step + 1))[0])
   np.testing.assert_array_equal(np.asarray(states[-1].codes), np.asarray(fixed.codes))
   order = _chunks.chunk_order(key, 240, 80, "fixed", seed=3)
@@ -269,11 +283,13 @@ def test_fixed_split_fits_and_differs_from_per_sweep_only_in_the_split():
     for idx in chunks:
       y = ref.dense_supervision(batch["labels"][idx])
       views = [v[idx] for v in batch["views"]]
-      j0, j1 = (ref.objective(np.asarray(s.codes)[idx], y, weights, views, float(old.gamma),
-                              "exponential") for s in (old, new))
+      j0, j1 = (
+        ref.objective(np.asarray(s.codes)[idx], y, weights, views, float(old.gamma), "exponential")
+        for s in (old, new)
+      )
       assert j1 >= j0 - 1e-9, (step, j0, j1)
       rises.append(j1 - j0)
-    assert max(rises) > 0   # the codes moved
+    assert max(rises) > 0  # the codes moved
     # What the sweep reports (per bit, the mean over chunks of J_k's change) adds up to
     # the mean of the chunks' reference changes.
     reported = np.sum(hist["bit_objective"][step] - hist["bit_objective_before"][step])

@@ -26,20 +26,25 @@ def mfeat_small():
 
 @pytest.fixture(scope="module")
 def selection(mfeat_small):
-  return jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small,
-                                        [0.0, 0.01, 0.5], num_steps=1, **OPTS)
+  return jhash.cdh_select_gamma(
+    BITS, jax.random.key(0), mfeat_small, [0.0, 0.01, 0.5], num_steps=1, **OPTS
+  )
 
 
 def test_paper_rule_keeps_the_highest_training_objective(selection, mfeat_small):
   # Each fitted state's J and both terms, recomputed by the dense float64 reference
   # from the state's codes and weights (not from the implementation's own numbers).
   y = ref.dense_supervision(mfeat_small["labels"])
-  for g, state, j, sem, gen in zip(selection.gammas, selection.states, selection.objective,
-                                   selection.semantic, selection.generative):
-    assert float(state.gamma) == pytest.approx(g)      # fitted at its grid point's gamma
+  for g, state, j, sem, gen in zip(
+    selection.gammas,
+    selection.states,
+    selection.objective,
+    selection.semantic,
+    selection.generative,
+  ):
+    assert float(state.gamma) == pytest.approx(g)  # fitted at its grid point's gamma
     want_sem = ref.semantic_term(np.asarray(state.codes), y, "exponential")
-    want_gen = ref.generative_term(np.asarray(state.codes), state.weights,
-                                   mfeat_small["views"], g)
+    want_gen = ref.generative_term(np.asarray(state.codes), state.weights, mfeat_small["views"], g)
     assert sem == pytest.approx(want_sem, rel=1e-4, abs=1e-6)
     assert gen == pytest.approx(want_gen, rel=1e-4, abs=1e-6)
     assert j == pytest.approx(want_sem + want_gen, rel=1e-4, abs=1e-6)
@@ -62,10 +67,11 @@ def test_a_validation_score_ranks_the_grid(selection, mfeat_small):
 
   def score(state):
     calls.append(float(state.gamma))
-    return -abs(float(state.gamma) - 0.01)     # prefers the middle grid point
+    return -abs(float(state.gamma) - 0.01)  # prefers the middle grid point
 
-  chosen = jhash.cdh_select_gamma(BITS, jax.random.key(0), mfeat_small,
-                                          [0.0, 0.01, 0.5], num_steps=1, score=score, **OPTS)
+  chosen = jhash.cdh_select_gamma(
+    BITS, jax.random.key(0), mfeat_small, [0.0, 0.01, 0.5], num_steps=1, score=score, **OPTS
+  )
   assert chosen.gamma == pytest.approx(0.01)
   assert calls == pytest.approx([0.0, 0.01, 0.5])
   np.testing.assert_allclose(chosen.objective, selection.objective, rtol=1e-6)
@@ -78,8 +84,8 @@ def test_bad_grid_names_itself(mfeat_small, grid):
 
 
 class _Sum(NamedTuple):
-  gamma: jax.Array   # float32 []: the grid's field
-  total: jax.Array   # float32 []: gamma added once a step
+  gamma: jax.Array  # float32 []: the grid's field
+  total: jax.Array  # float32 []: gamma added once a step
 
 
 def _summing(num_steps: int = 3) -> jhash.HashingMethod:
@@ -93,9 +99,14 @@ def _summing(num_steps: int = 3) -> jhash.HashingMethod:
 
   encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
   objective = lambda state, batch: -jnp.abs(state.total - 4.5)
-  return jhash.HashingMethod(init, encode, 1, "summing",
-                             (jhash.Phase("summing", update, None, num_steps=num_steps),),
-                             extras=SimpleNamespace(objective=objective))
+  return jhash.HashingMethod(
+    init,
+    encode,
+    1,
+    "summing",
+    (jhash.Phase("summing", update, None, num_steps=num_steps),),
+    extras=SimpleNamespace(objective=objective),
+  )
 
 
 def test_grid_search_fits_each_value_and_keeps_the_first_best():
@@ -105,10 +116,17 @@ def test_grid_search_fits_each_value_and_keeps_the_first_best():
   np.testing.assert_array_equal(found.values, [0.0, 1.0, 2.0])
   np.testing.assert_allclose(found.scores, [-4.5, -1.5, -1.5])
   np.testing.assert_allclose([float(s.total) for s in found.states], [0.0, 3.0, 6.0])
-  assert found.value == 1.0                       # ties go to the first grid point
+  assert found.value == 1.0  # ties go to the first grid point
   # A score of the state; num_steps per grid point.
-  found = jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [2.0, 1.0],
-                            score=lambda s: -float(s.total), num_steps=1)
+  found = jhash.grid_search(
+    _summing(),
+    jax.random.key(0),
+    batch,
+    "gamma",
+    [2.0, 1.0],
+    score=lambda s: -float(s.total),
+    num_steps=1,
+  )
   np.testing.assert_allclose(found.scores, [-2.0, -1.0])
   assert found.value == 1.0
   for bad in ([], [1.0, np.nan], [np.inf]):

@@ -26,6 +26,7 @@ REG = 1e-4
 
 # ----------------------------------------------------------------------------- helpers
 
+
 def _views(rng, n, dims, latent=4, noise=0.5, with_latent=False):
   """Views sharing a ``latent``-dimensional signal, so cross-view correlations are distinct."""
   z = rng.normal(size=(n, latent)) * np.arange(latent, 0, -1)[None, :]
@@ -36,8 +37,10 @@ def _views(rng, n, dims, latent=4, noise=0.5, with_latent=False):
 
 def _views_of(rng, z, dims, noise):
   n, latent = z.shape
-  return tuple((z @ rng.normal(size=(latent, d)) + noise * rng.normal(size=(n, d)) + 3.0)
-               .astype(np.float32) for d in dims)
+  return tuple(
+    (z @ rng.normal(size=(latent, d)) + noise * rng.normal(size=(n, d)) + 3.0).astype(np.float32)
+    for d in dims
+  )
 
 
 def _centred(views):
@@ -61,7 +64,7 @@ def _block_matrices(xs, reg):
 
 def _split(z, xs):
   o = np.cumsum([0] + [x.shape[1] for x in xs])
-  return [z[o[i]:o[i + 1]] for i in range(len(xs))]
+  return [z[o[i] : o[i + 1]] for i in range(len(xs))]
 
 
 def _assert_same_bits(xs, ref_projections, projections, atol=1e-3):
@@ -73,7 +76,7 @@ def _assert_same_bits(xs, ref_projections, projections, atol=1e-3):
   first = np.sign(np.sum((xs[0] @ ref_projections[0]) * (xs[0] @ np.asarray(projections[0])), 0))
   for x, a_ref, a in zip(xs[1:], ref_projections[1:], projections[1:]):
     same = np.sign(np.sum((x @ a_ref) * (x @ np.asarray(a, np.float64)), 0))
-    np.testing.assert_array_equal(same, first)   # the sign is the bit's, not the view's
+    np.testing.assert_array_equal(same, first)  # the sign is the bit's, not the view's
 
 
 def _one_hot(labels):
@@ -81,6 +84,7 @@ def _one_hot(labels):
 
 
 # ----------------------------------------------------------------------------- references
+
 
 def cvh_reference(views, k, reg=REG):
   """Top-k of [C_vu]_{v != u} a = lambda blockdiag(C_vv + r I) a (scipy), unit-variance columns."""
@@ -107,8 +111,13 @@ def scm_reference(views, label_matrix, k, reg=REG):
   _, diag = _block_matrices(xs, reg)
 
   def cross_matrix():
-    rows = [[np.zeros((xv.shape[1], xu.shape[1])) if v == u else xv.T @ resid[v, u] @ xu / n
-             for u, xu in enumerate(xs)] for v, xv in enumerate(xs)]
+    rows = [
+      [
+        np.zeros((xv.shape[1], xu.shape[1])) if v == u else xv.T @ resid[v, u] @ xu / n
+        for u, xu in enumerate(xs)
+      ]
+      for v, xv in enumerate(xs)
+    ]
     return np.block(rows)
 
   projections = [np.zeros((x.shape[1], k)) for x in xs]
@@ -133,7 +142,7 @@ def cmfh_round_reference(views, state):
   lam = np.asarray(state.view_weights, np.float64)
   mu, gamma = float(state.mu), float(state.gamma)
   us = [np.asarray(u, np.float64) for u in state.bases]
-  ps = [np.asarray(p, np.float64).T for p in state.projections]     # P_v [K, d_v]
+  ps = [np.asarray(p, np.float64).T for p in state.projections]  # P_v [K, d_v]
   k = us[0].shape[1]
   lhs = sum(l * u.T @ u for l, u in zip(lam, us)) + (len(xs) * mu + gamma) * np.eye(k)
   rhs = sum(l * x @ u for l, x, u in zip(lam, xs, us)) + mu * sum(x @ p.T for x, p in zip(xs, ps))
@@ -145,10 +154,10 @@ def cmfh_round_reference(views, state):
 
 def cmfh_objective_reference(views, v, us, ps, lam, mu, gamma):
   xs = _centred(views)
-  j = gamma * np.sum(v ** 2)
+  j = gamma * np.sum(v**2)
   for l, x, u, p in zip(lam, xs, us, ps):
     j += l * np.sum((x - v @ u.T) ** 2) + mu * np.sum((v - x @ p.T) ** 2)
-    j += gamma * (np.sum(u ** 2) + np.sum(p ** 2))
+    j += gamma * (np.sum(u**2) + np.sum(p**2))
   return j
 
 
@@ -159,8 +168,11 @@ def cmfh_objective_reference(views, v, us, ps, lam, mu, gamma):
 # over the whole file.
 SMALL = {"cvh": cv.cvh(8), "scm": cv.scm(8), "cmfh": cv.cmfh(8, num_iters=3)}
 SMALL_UPDATE = {name: jax.jit(chex.assert_max_traces(m.update, n=1)) for name, m in SMALL.items()}
-THREE = {"cvh": cv.cvh(4), "scm": cv.scm(6),
-         "cmfh": cv.cmfh(6, view_weights=(0.5, 0.3, 0.2), num_iters=30)}
+THREE = {
+  "cvh": cv.cvh(4),
+  "scm": cv.scm(6),
+  "cmfh": cv.cmfh(6, view_weights=(0.5, 0.3, 0.2), num_iters=30),
+}
 
 
 @pytest.fixture
@@ -180,6 +192,7 @@ def three_view_batch(rng):
 
 
 # ----------------------------------------------------------------------------- CVH
+
 
 def test_cvh_matches_scipy_generalized_eigh(small_batch, three_view_batch):
   for method, batch in ((SMALL["cvh"], small_batch), (THREE["cvh"], three_view_batch)):
@@ -214,6 +227,7 @@ def test_cvh_two_views_is_cca(small_batch):
 
 # ----------------------------------------------------------------------------- SCM
 
+
 @pytest.mark.parametrize("kind", ["class_ids", "multi_hot_three_views"])
 def test_scm_matches_dense_reference(small_batch, three_view_batch, kind):
   if kind == "class_ids":
@@ -242,8 +256,7 @@ def test_scm_matches_dense_reference(small_batch, three_view_batch, kind):
   for x, a, codes in zip(xs, state.projections, ref_codes):
     got = np.where(x @ np.asarray(a, np.float64) >= 0, 1.0, -1.0)
     np.testing.assert_array_equal(np.abs(np.sum(got * codes, 0)), n)
-  np.testing.assert_allclose(np.asarray(state.cross), ref_crosses[-1], rtol=1e-4,
-                             atol=1e-4 * scale)
+  np.testing.assert_allclose(np.asarray(state.cross), ref_crosses[-1], rtol=1e-4, atol=1e-4 * scale)
 
 
 def test_scm_updates_past_num_bits_change_nothing(small_batch):
@@ -266,8 +279,12 @@ def test_semantic_gram_is_x_s_x_without_an_n_by_n_matrix(rng):
     lhat = lab / np.where(norm > 0, norm, 1.0)
     s = 2.0 * lhat @ lhat.T - 1.0
     ref = x.T.astype(np.float64) @ s @ x
-    np.testing.assert_allclose(np.asarray(_scm.semantic_gram(jnp.asarray(x), labels)), ref,
-                               rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(
+      np.asarray(_scm.semantic_gram(jnp.asarray(x), labels)),
+      ref,
+      rtol=1e-4,
+      atol=1e-4 * np.abs(ref).max(),
+    )
 
 
 def test_scm_refuses_items_without_labels(three_view_batch):
@@ -280,13 +297,17 @@ def test_scm_refuses_items_without_labels(three_view_batch):
 
 # ----------------------------------------------------------------------------- CMFH
 
+
 def test_cmfh_round_matches_numpy_transcription(small_batch):
   views = small_batch["views"]
   state = jhash.init(SMALL["cmfh"], jax.random.key(2), small_batch)
   # the paper's hyperparameters from the random start and from a fitted state,
   # then weights large enough for every term to matter (they are state arrays).
-  changed = {"view_weights": jnp.asarray([2.0, 0.5]), "mu": jnp.float32(0.7),
-             "gamma": jnp.float32(40.0)}
+  changed = {
+    "view_weights": jnp.asarray([2.0, 0.5]),
+    "mu": jnp.float32(0.7),
+    "gamma": jnp.float32(40.0),
+  }
   for hyper in ({}, {}, changed):
     state = state._replace(**hyper)
     v, us, ps = cmfh_round_reference(views, state)
@@ -295,24 +316,34 @@ def test_cmfh_round_matches_numpy_transcription(small_batch):
     for u_ref, u in zip(us, state.bases):
       np.testing.assert_allclose(np.asarray(u), u_ref, rtol=2e-3, atol=2e-3 * np.abs(u_ref).max())
     for p_ref, p in zip(ps, state.projections):
-      np.testing.assert_allclose(np.asarray(p).T, p_ref, rtol=2e-3,
-                                 atol=2e-3 * np.abs(p_ref).max())
-    j_ref = cmfh_objective_reference(views, v, us, ps, np.asarray(state.view_weights),
-                                     float(state.mu), float(state.gamma))
+      np.testing.assert_allclose(np.asarray(p).T, p_ref, rtol=2e-3, atol=2e-3 * np.abs(p_ref).max())
+    j_ref = cmfh_objective_reference(
+      views, v, us, ps, np.asarray(state.view_weights), float(state.mu), float(state.gamma)
+    )
     np.testing.assert_allclose(float(m["objective"]), j_ref, rtol=1e-4)
-  np.testing.assert_allclose(float(SMALL["cmfh"].extras.objective(state, small_batch)), j_ref,
-                             rtol=1e-4)
+  np.testing.assert_allclose(
+    float(SMALL["cmfh"].extras.objective(state, small_batch)), j_ref, rtol=1e-4
+  )
   # J itself at arbitrary factors, where every term is of the same order.
   rng = np.random.default_rng(1)
   randn = lambda a: rng.normal(size=np.shape(a)).astype(np.float32)
-  state = state._replace(latent=randn(state.latent), bases=tuple(map(randn, state.bases)),
-                         projections=tuple(map(randn, state.projections)))
-  j_ref = cmfh_objective_reference(views, np.asarray(state.latent, np.float64),
-                                   [np.asarray(u, np.float64) for u in state.bases],
-                                   [np.asarray(p, np.float64).T for p in state.projections],
-                                   [2.0, 0.5], 0.7, 40.0)
-  np.testing.assert_allclose(float(SMALL["cmfh"].extras.objective(state, small_batch)), j_ref,
-                             rtol=1e-5)
+  state = state._replace(
+    latent=randn(state.latent),
+    bases=tuple(map(randn, state.bases)),
+    projections=tuple(map(randn, state.projections)),
+  )
+  j_ref = cmfh_objective_reference(
+    views,
+    np.asarray(state.latent, np.float64),
+    [np.asarray(u, np.float64) for u in state.bases],
+    [np.asarray(p, np.float64).T for p in state.projections],
+    [2.0, 0.5],
+    0.7,
+    40.0,
+  )
+  np.testing.assert_allclose(
+    float(SMALL["cmfh"].extras.objective(state, small_batch)), j_ref, rtol=1e-5
+  )
 
 
 def test_cmfh_objective_never_increases(three_view_batch):
@@ -320,7 +351,7 @@ def test_cmfh_objective_never_increases(three_view_batch):
   obj, before = history["objective"], history["objective_before"]
   assert obj.shape == (30,)
   assert np.all(obj <= before * (1 + 1e-6)), (before, obj)
-  np.testing.assert_allclose(before[1:], obj[:-1], rtol=1e-5)    # rounds chain
+  np.testing.assert_allclose(before[1:], obj[:-1], rtol=1e-5)  # rounds chain
   assert np.all(np.diff(obj) <= 1e-6 * obj[0]), obj
   assert obj[-1] < 0.5 * before[0]
 
@@ -337,6 +368,7 @@ def test_cmfh_defaults_are_the_papers(small_batch, three_view_batch):
 
 
 # ----------------------------------------------------------------------------- conformance
+
 
 @pytest.mark.parametrize("name", ["cvh", "scm", "cmfh"])
 def test_conformance(name, small_batch):
@@ -372,7 +404,7 @@ def test_encode_uses_the_observed_views(name, small_batch):
   only_2 = np.asarray(jhash.encode(method, state, {"views": (None, x2)}))
   both = np.asarray(jhash.encode(method, state, small_batch))
   for got, p in ((only_1, p1), (only_2, p2), (both, (p1 + p2) / 2)):
-    clear = np.abs(p) > 1e-4 * np.abs(p).max()     # float32 vs float64 at the threshold
+    clear = np.abs(p) > 1e-4 * np.abs(p).max()  # float32 vs float64 at the threshold
     np.testing.assert_array_equal(got[clear], np.where(p >= 0, 1, -1)[clear])
   assert not np.array_equal(only_1, only_2)
   # the views' codes agree far more than chance (the methods fit them to agree).
@@ -381,6 +413,7 @@ def test_encode_uses_the_observed_views(name, small_batch):
 
 # ----------------------------------------------------------------------------- bad input
 
+
 @pytest.mark.parametrize("name", ["cvh", "scm", "cmfh"])
 def test_bad_batches(name, small_batch):
   method = SMALL[name]
@@ -388,11 +421,13 @@ def test_bad_batches(name, small_batch):
   x1, x2 = small_batch["views"]
   labels = small_batch["labels"]
   bad = {
-      "same number of items": {"views": (x1, x2[:100]), "labels": labels},
-      r"views\[1\] must hold finite": {"views": (x1, np.where(np.arange(9) == 2, np.nan, x2)),
-                                        "labels": labels},
-      "views must hold at least 2 views": {"views": (x1,), "labels": labels},
-      r"views must all be observed.*\[1\] are None": {"views": (x1, None), "labels": labels},
+    "same number of items": {"views": (x1, x2[:100]), "labels": labels},
+    r"views\[1\] must hold finite": {
+      "views": (x1, np.where(np.arange(9) == 2, np.nan, x2)),
+      "labels": labels,
+    },
+    "views must hold at least 2 views": {"views": (x1,), "labels": labels},
+    r"views must all be observed.*\[1\] are None": {"views": (x1, None), "labels": labels},
   }
   for match, batch in bad.items():
     with pytest.raises(ValueError, match=match):
@@ -418,7 +453,7 @@ def test_bad_arguments(small_batch):
   with pytest.raises(ValueError, match="labels must be"):
     jhash.fit(SMALL["scm"], key, {"views": (x1, x2), "labels": np.ones(120)}, progress=False)
   with pytest.raises(ValueError, match="num_bits must be at most the smallest view"):
-    jhash.init(cv.cvh(10), key, small_batch)          # the smaller view has 9 features
+    jhash.init(cv.cvh(10), key, small_batch)  # the smaller view has 9 features
   for factory in (cv.cvh, cv.scm, cv.cmfh):
     for bits in (0, 2.5, "8"):
       with pytest.raises(ValueError, match="num_bits"):
@@ -426,9 +461,12 @@ def test_bad_arguments(small_batch):
   for factory in (cv.cvh, cv.scm):
     with pytest.raises(ValueError, match="reg"):
       factory(4, reg=-1.0)
-  for kw, match in (({"mu": 0.0}, "mu"), ({"gamma": np.nan}, "gamma"),
-                    ({"view_weights": (0.5, -0.5)}, "view_weights"),
-                    ({"num_iters": -1}, "num_iters")):
+  for kw, match in (
+    ({"mu": 0.0}, "mu"),
+    ({"gamma": np.nan}, "gamma"),
+    ({"view_weights": (0.5, -0.5)}, "view_weights"),
+    ({"num_iters": -1}, "num_iters"),
+  ):
     with pytest.raises(ValueError, match=match):
       cv.cmfh(4, **kw)
   with pytest.raises(ValueError, match="view_weights must have one entry per view"):
@@ -439,6 +477,7 @@ def test_bad_arguments(small_batch):
 
 
 # ----------------------------------------------------------------------------- mfeat
+
 
 @pytest.fixture(scope="module")
 def mfeat():
@@ -458,8 +497,10 @@ def _cross_view_maps(method, ds, split):
   from_fou = np.asarray(method.encode(state, {"views": (None, fou)}))
   q, db = split["query"], split["database"]
   labels = ds.labels
-  return (metrics.mean_average_precision(from_pix[q], from_fou[db], labels[q], labels[db]),
-          metrics.mean_average_precision(from_fou[q], from_pix[db], labels[q], labels[db]))
+  return (
+    metrics.mean_average_precision(from_pix[q], from_fou[db], labels[q], labels[db]),
+    metrics.mean_average_precision(from_fou[q], from_pix[db], labels[q], labels[db]),
+  )
 
 
 # Slow-only: test_cdh_experiments.py's test_mfeat_cdh_beats_chance_and_the_baselines_...

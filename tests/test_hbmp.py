@@ -31,14 +31,15 @@ def _random_affinity(seed: int) -> np.ndarray:
 
 def _affinity(kind: str) -> np.ndarray:
   if kind == "class":
-    return np.asarray(hb.class_affinity(N, 32))     # 32 (2I - 1), Figure 1(a)
+    return np.asarray(hb.class_affinity(N, 32))  # 32 (2I - 1), Figure 1(a)
   return _random_affinity(1)
 
 
 @functools.lru_cache(maxsize=None)
 def _run(kind: str, step_size: str, seed: int = 0, eigensolver: str = "auto"):
-  res = hb.infer_codes(_affinity(kind), BITS, jax.random.key(seed), step_size=step_size,
-                       eigensolver=eigensolver)
+  res = hb.infer_codes(
+    _affinity(kind), BITS, jax.random.key(seed), step_size=step_size, eigensolver=eigensolver
+  )
   return jax.tree.map(np.asarray, res)
 
 
@@ -53,24 +54,26 @@ def test_residual_never_increases_and_falls_by_the_gain(kind, step_size):
   codes = res.codes.astype(np.float64)
   norms = res.residual_norms.astype(np.float64)
   r0 = res.initial_norm
-  np.testing.assert_allclose(r0, np.linalg.norm(ref.masked_residual(r, codes[:, :0], [])),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    r0, np.linalg.norm(ref.masked_residual(r, codes[:, :0], [])), rtol=1e-6
+  )
   # The reported norms are the residuals of the codes and alphas of each step.
   for t in range(BITS):
-    alphas = (ref.regress_lstsq(r, codes[:, :t + 1]) if step_size == "regress"
-              else res.alphas[:t + 1])
-    direct = np.linalg.norm(ref.masked_residual(r, codes[:, :t + 1], alphas))
+    alphas = (
+      ref.regress_lstsq(r, codes[:, : t + 1]) if step_size == "regress" else res.alphas[: t + 1]
+    )
+    direct = np.linalg.norm(ref.masked_residual(r, codes[:, : t + 1], alphas))
     assert abs(direct - norms[t]) <= 2e-4 * r0, (t, direct, norms[t])
   # Theorem 2 / Property 4: ||Q_{t-1}||^2 - ||Q_t||^2 >= (v^T Q v)^2 / (n^2 - n) >= 0
   # (equality for line), so the norm never grows and strictly falls when the gain is not 0.
   previous = np.concatenate([[r0], norms[:-1]])
-  drop = previous ** 2 - norms ** 2
+  drop = previous**2 - norms**2
   gain = res.metrics["objective"].astype(np.float64) ** 2 / (N * N - N)
-  assert np.all(norms <= previous + 3e-5 * r0)    # float32 rounding near an exact fit
-  assert np.all(drop >= gain - 1e-4 * r0 ** 2)
+  assert np.all(norms <= previous + 3e-5 * r0)  # float32 rounding near an exact fit
+  assert np.all(drop >= gain - 1e-4 * r0**2)
   if step_size == "line":
-    np.testing.assert_allclose(drop, gain, atol=1e-4 * r0 ** 2)
-  big = gain > 1e-3 * r0 ** 2
+    np.testing.assert_allclose(drop, gain, atol=1e-4 * r0**2)
+  big = gain > 1e-3 * r0**2
   assert big.sum() >= 5 and np.all(norms[big] < previous[big])
 
 
@@ -91,15 +94,15 @@ def test_regress_solve_equals_vectorised_lstsq_with_a_singular_gram(rng):
   r = rng.normal(size=(n, n))
   r = (r + r.T).astype(np.float32)
   codes = np.where(rng.normal(size=(n, t)) >= 0, 1.0, -1.0)
-  codes[:, 4] = codes[:, 1]          # duplicate direction
-  codes[:, 7] = -codes[:, 2]         # v v^T is the same for -v: singular G
-  for num_made in (3, t):            # regular, then singular
+  codes[:, 4] = codes[:, 1]  # duplicate direction
+  codes[:, 7] = -codes[:, 2]  # v v^T is the same for -v: singular G
+  for num_made in (3, t):  # regular, then singular
     v = jnp.asarray(codes, jnp.float32)
-    b = 12                           # buffers wider than the bits made
+    b = 12  # buffers wider than the bits made
     gram = np.zeros((b, b), np.float32)
     corr = np.zeros(b, np.float32)
     buf = np.zeros((n, b), np.float32)
-    for k in range(num_made):        # the step's incremental updates
+    for k in range(num_made):  # the step's incremental updates
       made = jnp.arange(b) < k
       row = np.array(hb.gram_row(jnp.asarray(buf), v[:, k], made))
       row[k] = n * n - n
@@ -108,8 +111,9 @@ def test_regress_solve_equals_vectorised_lstsq_with_a_singular_gram(rng):
       r0 = r - np.diag(np.diag(r))
       corr[k] = codes[:, k] @ r0 @ codes[:, k]
       buf[:, k] = codes[:, k]
-    alphas = np.asarray(hb.regress_alphas(jnp.asarray(gram), jnp.asarray(corr),
-                                          jnp.arange(b) < num_made, n))
+    alphas = np.asarray(
+      hb.regress_alphas(jnp.asarray(gram), jnp.asarray(corr), jnp.arange(b) < num_made, n)
+    )
     expected = ref.regress_lstsq(r, codes[:, :num_made])
     assert np.all(alphas[num_made:] == 0)
     err = np.linalg.norm(alphas[:num_made] - expected) / np.linalg.norm(expected)
@@ -131,7 +135,7 @@ def test_codes_are_distinct_and_degenerate_steps_reported():
   overlap = np.abs(v.T @ v)
   np.fill_diagonal(overlap, 0)
   assert set(np.unique(v)) == {-1, 1}
-  assert overlap.max() < N                        # no code repeats, up to negation
+  assert overlap.max() < N  # no code repeats, up to negation
   assert not res.metrics["repeated"].any()
   # Once the fit is exact every direction has v^T Q v = 0: the random rule takes over.
   exact = res.residual_norms <= 1e-5 * res.initial_norm
@@ -139,9 +143,11 @@ def test_codes_are_distinct_and_degenerate_steps_reported():
 
 
 def test_random_new_code_takes_an_unused_code(key):
-  n = 4                                        # 8 codes up to negation
-  table = np.array([[1] + [1 if (j >> i) & 1 else -1 for i in range(n - 1)]
-                    for j in range(2 ** (n - 1))], np.float32)
+  n = 4  # 8 codes up to negation
+  table = np.array(
+    [[1] + [1 if (j >> i) & 1 else -1 for i in range(n - 1)] for j in range(2 ** (n - 1))],
+    np.float32,
+  )
   buf = np.zeros((n, 10), np.float32)
   buf[:, :7] = (table[1:] * np.array([1, -1, 1, 1, -1, 1, -1])[:, None]).T
   for k in range(5):
@@ -163,7 +169,7 @@ def test_shifted_power_iteration_finds_the_largest_algebraic_eigenvalue(rng):
   eig = np.concatenate([[-10.0, 6.0], rng.uniform(-5.0, 3.0, size=28)])
   q = _matrix_with_spectrum(rng, eig)
   w, u = np.linalg.eigh(q.astype(np.float64))
-  assert abs(w[0]) > abs(w[-1])                # the largest magnitude is negative
+  assert abs(w[0]) > abs(w[-1])  # the largest magnitude is negative
   qj = jnp.asarray(q)
   matvec = lambda x: qj @ x
   starts = hb.random_starts(jax.random.key(2), 3, q.shape[0])
@@ -171,7 +177,7 @@ def test_shifted_power_iteration_finds_the_largest_algebraic_eigenvalue(rng):
   single = jax.jit(lambda x0: hb.shifted_power_iteration(matvec, x0, 400, 1e-6))
   np.testing.assert_allclose(best.rayleigh, w[-1], rtol=1e-4)
   assert abs(np.asarray(best.vector) @ u[:, -1]) > 0.999
-  np.testing.assert_allclose(best.shift, w[0], rtol=1e-3)   # the smallest valid shift
+  np.testing.assert_allclose(best.shift, w[0], rtol=1e-3)  # the smallest valid shift
   # Plain power iteration alone lands on the negative one.
   x, qx, _ = jax.jit(lambda x0: hb.power_iteration(matvec, x0, 0.0, 400, 1e-6))(starts[0])
   np.testing.assert_allclose(np.asarray(x) @ np.asarray(qx), w[0], rtol=1e-4)
@@ -212,13 +218,13 @@ def _spectra(rng):
   """12 x 12 symmetric matrices, one per case of the dense eigensolver's contract."""
   rest = rng.uniform(-3.0, 3.0, size=10)
   return {
-      "separated": _matrix_with_spectrum(rng, np.concatenate([[9.0, 6.0], rest])),
-      "negative dominant (shifted)": _matrix_with_spectrum(rng, np.concatenate([[-12.0, 7.0],
-                                                                                 rest])),
-      "close pair (20 updates do not converge)": _matrix_with_spectrum(
-          rng, np.concatenate([[8.0, 7.9], rest])),
-      "degenerate top": _matrix_with_spectrum(rng, np.concatenate([[7.0, 7.0], rest])),
-      "zero": np.zeros((12, 12), np.float32),
+    "separated": _matrix_with_spectrum(rng, np.concatenate([[9.0, 6.0], rest])),
+    "negative dominant (shifted)": _matrix_with_spectrum(rng, np.concatenate([[-12.0, 7.0], rest])),
+    "close pair (20 updates do not converge)": _matrix_with_spectrum(
+      rng, np.concatenate([[8.0, 7.9], rest])
+    ),
+    "degenerate top": _matrix_with_spectrum(rng, np.concatenate([[7.0, 7.0], rest])),
+    "zero": np.zeros((12, 12), np.float32),
   }
 
 
@@ -263,7 +269,7 @@ def test_dense_eigensolver_repeats_the_power_iterations(rng):
     w, u = np.linalg.eigh(q.astype(np.float64))
     if case.startswith("negative"):
       assert np.all(shift < 0)
-    if case.startswith("close"):     # not converged: a mixture of the top two
+    if case.startswith("close"):  # not converged: a mixture of the top two
       assert np.all(iterations == 42)
       assert np.abs(vector @ u[:, -2]).max() > 0.1
     if case.startswith("degenerate"):
@@ -271,9 +277,10 @@ def test_dense_eigensolver_repeats_the_power_iterations(rng):
       projection = np.asarray(starts) @ top @ top.T
       projection /= np.linalg.norm(projection, axis=1, keepdims=True)
       np.testing.assert_allclose(got.vector, projection, atol=1e-5)
-    if case == "zero":                # Q x = 0: the start is kept, as the loop keeps it
+    if case == "zero":  # Q x = 0: the start is kept, as the loop keeps it
       np.testing.assert_allclose(
-          got.vector, starts / np.linalg.norm(starts, axis=1, keepdims=True), atol=1e-6)
+        got.vector, starts / np.linalg.norm(starts, axis=1, keepdims=True), atol=1e-6
+      )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -299,11 +306,17 @@ def test_dense_and_power_eigensolvers_give_the_same_codes_and_weights(kind, seed
   # (26 against 32; 31 against 42) with the same codes, alphas and residuals; on AMD EPYC
   # every count agreed.
   same = dense.metrics["power_iterations"][live] == power.metrics["power_iterations"][live]
-  assert same.sum() >= live.sum() - 1, (dense.metrics["power_iterations"][live],
-                                        power.metrics["power_iterations"][live])
+  assert same.sum() >= live.sum() - 1, (
+    dense.metrics["power_iterations"][live],
+    power.metrics["power_iterations"][live],
+  )
   for name in ("rayleigh", "shift"):
-    np.testing.assert_allclose(dense.metrics[name][live], power.metrics[name][live],
-                               rtol=1e-4, atol=1e-4 * float(power.initial_norm))
+    np.testing.assert_allclose(
+      dense.metrics[name][live],
+      power.metrics[name][live],
+      rtol=1e-4,
+      atol=1e-4 * float(power.initial_norm),
+    )
   if kind == "class":
     assert power.metrics["shift"][0] < 0 and (power.metrics["power_iterations"] == 42).any()
 
@@ -328,11 +341,13 @@ def test_weighted_ranking_with_the_alphas_matches_a_numpy_sort():
   queries = np.array([0, 1, 2, 5])
   dist = 0.5 * (res.alphas.sum() - (res.codes[queries] * res.alphas[None, :]) @ res.codes.T)
   gaps = np.diff(np.unique(np.round(dist, 6)))
-  assert gaps.min() > 1e-4                     # no near-ties (float32 error ~3e-5)
+  assert gaps.min() > 1e-4  # no near-ties (float32 error ~3e-5)
   got = jhash.metrics.mean_average_precision(
-      res.codes[queries], res.codes, labels[queries], labels, weights=res.alphas, ties="index")
-  want = ref.weighted_hamming_map(res.codes[queries], res.codes, res.alphas, labels[queries],
-                                  labels)
+    res.codes[queries], res.codes, labels[queries], labels, weights=res.alphas, ties="index"
+  )
+  want = ref.weighted_hamming_map(
+    res.codes[queries], res.codes, res.alphas, labels[queries], labels
+  )
   np.testing.assert_allclose(got, want, rtol=1e-6)
   plain = 0.5 * (BITS - res.codes[queries].astype(np.float64) @ res.codes.T)
   order = np.argsort(dist, axis=1, kind="stable")
@@ -358,21 +373,21 @@ def test_affinities():
   assert graded[0, 1] == 8.0 and graded[1, 3] == 8.0 and graded[0, 2] == -8.0
   assert graded[2, 4] == -8.0
   y = np.array([0, 2, 0, 1], np.int32)
-  np.testing.assert_array_equal(hb.instance_affinity(y, 2),
-                                2 * (2.0 * (y[:, None] == y[None, :]) - 1))
+  np.testing.assert_array_equal(
+    hb.instance_affinity(y, 2), 2 * (2.0 * (y[:, None] == y[None, :]) - 1)
+  )
   x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
   dist = np.linalg.norm(x[:, None] - x[None, :], axis=-1)
-  np.testing.assert_allclose(hb.feature_affinity(x, 16), 16 - 32 * dist / dist.max(),
-                             atol=1e-4)
+  np.testing.assert_allclose(hb.feature_affinity(x, 16), 16 - 32 * dist / dist.max(), atol=1e-4)
 
 
 def test_bad_inputs_name_the_argument(key):
   good = np.asarray(hb.class_affinity(5, 8))
   bad = {
-      "square": np.ones((4, 5), np.float32),
-      "symmetric": good + np.triu(np.ones((5, 5), np.float32), 1),
-      "finite": np.where(np.eye(5, dtype=bool), np.nan, good).astype(np.float32),
-      "at least 2 items": np.zeros((0, 0), np.float32),
+    "square": np.ones((4, 5), np.float32),
+    "symmetric": good + np.triu(np.ones((5, 5), np.float32), 1),
+    "finite": np.where(np.eye(5, dtype=bool), np.nan, good).astype(np.float32),
+    "at least 2 items": np.zeros((0, 0), np.float32),
   }
   for expected, affinity in bad.items():
     with pytest.raises(ValueError, match=f"affinity must .*{expected}"):
@@ -382,8 +397,11 @@ def test_bad_inputs_name_the_argument(key):
   # 5 items have 2^4 = 16 distinct codes up to negation.
   with pytest.raises(ValueError, match=r"num_bits must be at most 2\*\*\(n-1\) = 16"):
     hb.infer_codes(good, 17, key)
-  for name, kwargs in {"step_size": {"step_size": "exact"}, "num_restarts": {"num_restarts": 0},
-                       "num_iters": {"num_iters": 0}}.items():
+  for name, kwargs in {
+    "step_size": {"step_size": "exact"},
+    "num_restarts": {"num_restarts": 0},
+    "num_iters": {"num_iters": 0},
+  }.items():
     with pytest.raises(ValueError, match=name):
       hb.infer_codes(good, 4, key, **kwargs)
   with pytest.raises(ValueError, match="num_bits"):
@@ -402,7 +420,7 @@ def _batch(rng, n=120, classes=4):
 
 def test_method_conformance(rng):
   batch = _batch(rng)
-  method = hb.hbmp(8, num_items=4, hash_function=None)      # stage i alone
+  method = hb.hbmp(8, num_items=4, hash_function=None)  # stage i alone
   assert isinstance(method, jhash.methods.HashingMethod)
   assert method.num_bits == 8 and method.num_steps == 8 and method.name == "hbmp"
   key = jax.random.key(3)
@@ -442,8 +460,7 @@ def test_method_conformance(rng):
   assert history["degenerate"][-1]
   # Steps past num_bits change nothing.
   kept = jax.tree.map(np.asarray, state)
-  same, _ = jhash.fit(method, key, batch, num_steps=10, state=state, start_step=8,
-                      progress=False)
+  same, _ = jhash.fit(method, key, batch, num_steps=10, state=state, start_step=8, progress=False)
   for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(kept)):
     np.testing.assert_array_equal(a, b)
   with pytest.raises(ValueError, match="num_bits must be at most"):
@@ -472,8 +489,8 @@ def test_method_label_sets_items_and_encode(rng):
   # A label set not seen in training gets the code of the nearest seen set (by Hamming
   # distance of the label rows; here not the first set with the most shared labels).
   train = np.zeros((3, 6), bool)
-  train[0, [1, 2, 3, 5]] = True                # far from {0, 5}, shares one label
-  train[1, [0]] = True                         # nearest to {0, 5}, shares one label
+  train[0, [1, 2, 3, 5]] = True  # far from {0, 5}, shares one label
+  train[1, [0]] = True  # nearest to {0, 5}, shares one label
   train[2, [2, 4]] = True
   small = {"views": (np.zeros((3, 5), np.float32),), "labels": train}
   few = hb.hbmp(4, level="label_sets", hash_function=None)
@@ -483,35 +500,42 @@ def test_method_label_sets_items_and_encode(rng):
   unseen = np.zeros((1, 6), bool)
   unseen[0, [0, 5]] = True
   item = int(np.flatnonzero((np.asarray(state.item_labels) == train[1]).all(1))[0])
-  got = few.extras.encode_targets(state, {"views": (np.zeros((1, 5), np.float32),),
-                                          "labels": unseen})
+  got = few.extras.encode_targets(
+    state, {"views": (np.zeros((1, 5), np.float32),), "labels": unseen}
+  )
   np.testing.assert_array_equal(got[0], codes[item])
   with pytest.raises(ValueError, match="num_items must equal"):
     jhash.init(hb.hbmp(16, level="label_sets", num_items=3), jax.random.key(0), batch)
-  inferred = jhash.init(hb.hbmp(16, level="label_sets", hash_function=None),
-                        jax.random.key(0), batch)
+  inferred = jhash.init(
+    hb.hbmp(16, level="label_sets", hash_function=None), jax.random.key(0), batch
+  )
   np.testing.assert_array_equal(inferred.item_labels, sets.sets)
 
 
 def test_constant_step_sizes_give_plain_hamming_distances():
   res = _run("class", "constant")
   np.testing.assert_array_equal(res.alphas, np.ones(BITS, np.float32))
-  assert res.residual_norms[-1] > 0.2 * res.initial_norm     # Property 1: no exact fit
+  assert res.residual_norms[-1] > 0.2 * res.initial_norm  # Property 1: no exact fit
 
 
 def test_regress_solve_takes_cholesky_or_the_pseudo_inverse(rng):
   """Well-conditioned G: the Cholesky branch equals a dense solve; a singular G (more
   rank-one fits than free entries, or a repeated code) falls back to G^+ c."""
   from jhash.methods._hbmp import _steps
+
   solve = jax.jit(_steps._psd_solve)
   a = rng.normal(size=(8, 30))
   g = a @ a.T
   g = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
   c = rng.normal(size=8)
-  np.testing.assert_allclose(solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)),
-                             np.linalg.solve(g, c), rtol=2e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)),
+    np.linalg.solve(g, c),
+    rtol=2e-4,
+    atol=1e-5,
+  )
   low = a[:5]
-  g = np.vstack([low, low[:3]]) @ np.vstack([low, low[:3]]).T     # rank 5 of 8
+  g = np.vstack([low, low[:3]]) @ np.vstack([low, low[:3]]).T  # rank 5 of 8
   g = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
   want = np.linalg.pinv(g, hermitian=True) @ c
   got = np.asarray(solve(jnp.asarray(g, jnp.float32), jnp.asarray(c, jnp.float32)))
@@ -540,9 +564,19 @@ def _refit_sequence(r, codes, b, rule=2):
     corr[k] = codes[:, k] @ r0 @ codes[:, k]
     buf[:, k] = codes[:, k]
     d2 = hb.extend_factor(factor.inv_chol, jnp.asarray(row), k, made, n)[1]
-    alphas, factor = hb.new_alphas(jnp.int32(rule), alphas, jnp.int32(k), jnp.float32(0.0),
-                                   jnp.asarray(gram), jnp.asarray(corr), jnp.arange(b) <= k,
-                                   n, factor, jnp.asarray(buf), jnp.asarray(r))
+    alphas, factor = hb.new_alphas(
+      jnp.int32(rule),
+      alphas,
+      jnp.int32(k),
+      jnp.float32(0.0),
+      jnp.asarray(gram),
+      jnp.asarray(corr),
+      jnp.arange(b) <= k,
+      n,
+      factor,
+      jnp.asarray(buf),
+      jnp.asarray(r),
+    )
     out.append((np.asarray(alphas), float(d2), bool(factor.factored)))
   return out
 
@@ -558,12 +592,12 @@ def test_bordered_factor_gives_the_cholesky_pivots_and_the_least_squares_alphas(
   g = (codes.T.astype(np.float64) @ codes) ** 2 - n
   np.fill_diagonal(g, n * n - n)
   for k, (alphas, d2, factored) in enumerate(_refit_sequence(r, codes, b)):
-    pivot = np.linalg.cholesky(g[:k + 1, :k + 1] / (n * n - n))[-1, -1] ** 2
+    pivot = np.linalg.cholesky(g[: k + 1, : k + 1] / (n * n - n))[-1, -1] ** 2
     np.testing.assert_allclose(d2, pivot, rtol=1e-4, atol=1e-6)
     assert factored
-    expected = ref.regress_lstsq(r, codes[:, :k + 1])
-    np.testing.assert_allclose(alphas[:k + 1], expected, rtol=2e-4, atol=1e-5)
-    assert np.all(alphas[k + 1:] == 0)
+    expected = ref.regress_lstsq(r, codes[:, : k + 1])
+    np.testing.assert_allclose(alphas[: k + 1], expected, rtol=2e-4, atol=1e-5)
+    assert np.all(alphas[k + 1 :] == 0)
 
 
 def test_singular_gram_switches_to_the_minimum_norm_solution_for_good(rng):
@@ -579,20 +613,20 @@ def test_singular_gram_switches_to_the_minimum_norm_solution_for_good(rng):
   assert [f for _, _, f in seq] == [True] * 7 + [False] * 3
   assert seq[7][1] < 1e-5
   for k in range(7, t):
-    expected = ref.regress_lstsq(r, codes[:, :k + 1])
-    err = np.linalg.norm(seq[k][0][:k + 1] - expected) / np.linalg.norm(expected)
+    expected = ref.regress_lstsq(r, codes[:, : k + 1])
+    err = np.linalg.norm(seq[k][0][: k + 1] - expected) / np.linalg.norm(expected)
     assert err <= 1e-4, (k, err)
 
 
 def test_pair_solve_is_the_minimum_norm_fit_when_bits_span_every_pair(rng):
   """With at least n(n-1)/2 bits spanning every off-diagonal pattern the fit is exact and
   Phi^T (Phi Phi^T)^-1 r is G^+ c; with fewer bits Phi Phi^T is singular: not ok."""
-  n = 6                                                 # 15 pairs
+  n = 6  # 15 pairs
   r = rng.normal(size=(n, n))
   r = ((r + r.T) / 2).astype(np.float32)
-  j = rng.permutation(2 ** (n - 1))[:, None]             # every code up to negation
+  j = rng.permutation(2 ** (n - 1))[:, None]  # every code up to negation
   codes = np.concatenate([np.ones((32, 1)), 1.0 - 2.0 * ((j >> np.arange(n - 1)) & 1)], 1)
-  codes = codes.T.astype(np.float32)                    # [6, 32]: they span the 15 pairs
+  codes = codes.T.astype(np.float32)  # [6, 32]: they span the 15 pairs
   alphas, ok = hb.pair_alphas(jnp.asarray(codes), jnp.asarray(r))
   assert bool(ok)
   expected = ref.regress_lstsq(r, codes)

@@ -61,7 +61,8 @@ def test_figure1_class_level_codes_fit_better_and_record_their_times(figure1):
     assert np.all(np.diff(level["seconds_mean"]) >= 0) and level["seconds_mean"][0] > 0
     assert level["pursuit_seconds"] > 0
   assert default_class["instance_over_class_time"] == pytest.approx(
-      default_instance["pursuit_seconds"] / default_class["pursuit_seconds"])
+    default_instance["pursuit_seconds"] / default_class["pursuit_seconds"]
+  )
   runs.assert_pngs(workdir, ("residual.png", "map.png", "time.png"))
 
 
@@ -71,7 +72,7 @@ def test_single_label_hash_functions_beat_lsh_and_itq(single_label):
   cell = lambda name: cells[f"fashion_mnist/{name}/12"]
   lsh, itq = cell("lsh")["map"], cell("itq")["map"]
   assert itq > lsh
-  assert "map_weighted" not in cell("itq")          # no bit weights: Hamming ranking only
+  assert "map_weighted" not in cell("itq")  # no bit weights: Hamming ranking only
   for kind in ("linear", "cnn"):
     hbmp = cell(f"hbmp_{kind}")
     assert hbmp["map"] > lsh + 0.15 and hbmp["map"] > itq + 0.05, (kind, hbmp["map"], lsh, itq)
@@ -100,12 +101,13 @@ def test_multi_label_hash_functions_beat_lsh(multi_label):
 def test_step_sizes_regress_fits_at_least_as_well_as_line(step_sizes):
   workdir, results = step_sizes
   cells = results["metrics"]
-  residual = {rule: np.array(cells["residual"][rule]["mean"])
-              for rule in ("constant", "line", "regress")}
+  residual = {
+    rule: np.array(cells["residual"][rule]["mean"]) for rule in ("constant", "line", "regress")
+  }
   assert np.all(residual["regress"] <= residual["line"] + 1e-4)
   assert residual["regress"][15] < residual["line"][15] - 0.1
   assert residual["line"][15] < residual["constant"][15]
-  assert np.all(np.diff(residual["line"]) <= 1e-4)      # Theorem 2
+  assert np.all(np.diff(residual["line"]) <= 1e-4)  # Theorem 2
   # Constant steps are plain Hamming ranking; every rule's codes beat chance (0.1) by far.
   assert cells["constant/12"]["map_weighted"] == pytest.approx(cells["constant/12"]["map"])
   assert cells["constant/12"]["alphas"] == [1.0] * 12
@@ -117,24 +119,25 @@ def test_step_sizes_regress_fits_at_least_as_well_as_line(step_sizes):
 def test_fast_weighted_map_equals_the_library_weighted_map(rng):
   # jhash.metrics.weighted_mean_average_precision (moved here from these experiments).
   base = np.where(rng.normal(size=(30, 10)) >= 0, 1, -1).astype(np.int8)
-  db = base[rng.integers(0, 30, 700)]                   # many identical codes: ties
+  db = base[rng.integers(0, 30, 700)]  # many identical codes: ties
   queries = base[rng.integers(0, 30, 60)]
   queries[:20] = np.where(rng.normal(size=(20, 10)) >= 0, 1, -1)
-  weights = (rng.normal(size=10) + 1.0).astype(np.float32)   # some negative
-  for q_labels, db_labels in ((rng.integers(0, 4, 60), rng.integers(0, 4, 700)),
-                              (rng.random((60, 5)) < 0.3, rng.random((700, 5)) < 0.3)):
-    want = jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels,
-                                                weights=weights)
-    got = jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels,
-                                                        weights)
+  weights = (rng.normal(size=10) + 1.0).astype(np.float32)  # some negative
+  for q_labels, db_labels in (
+    (rng.integers(0, 4, 60), rng.integers(0, 4, 700)),
+    (rng.random((60, 5)) < 0.3, rng.random((700, 5)) < 0.3),
+  ):
+    want = jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels, weights=weights)
+    got = jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels, weights)
     assert got == pytest.approx(want, abs=1e-6)
   # Equal weights rank as plain Hamming distance does.
   assert jhash.metrics.weighted_mean_average_precision(
-      queries, db, q_labels, db_labels, np.ones(10, np.float32)) == pytest.approx(
-          jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels), abs=1e-6)
+    queries, db, q_labels, db_labels, np.ones(10, np.float32)
+  ) == pytest.approx(
+    jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels), abs=1e-6
+  )
   with pytest.raises(ValueError, match="weights must have shape"):
-    jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels,
-                                                  weights[:3])
+    jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels, weights[:3])
 
 
 def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatch):
@@ -142,13 +145,13 @@ def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatc
   y = np.arange(120) % 3
   x = (rng.normal(size=(3, 6))[y] * 3 + rng.normal(size=(120, 6))).astype(np.float32)
   batch = {"views": (x,), "labels": y.astype(np.int32)}
-  method = jhash.methods.hbmp(4, num_items=3, hash_function="linear",
-                              hash_options={"num_epochs": 5, "batch_size": 30})
+  method = jhash.methods.hbmp(
+    4, num_items=3, hash_function="linear", hash_options={"num_epochs": 5, "batch_size": 30}
+  )
   key = jax.random.key(1)
   config = {"test": 1}
   with harness.Workdir(tmp_path / "whole", config) as wd:
-    reference, ref_history = wd.fit("cell", method, key, batch, checkpoint_every=3,
-                                    progress=False)
+    reference, ref_history = wd.fit("cell", method, key, batch, checkpoint_every=3, progress=False)
 
   class Killed(Exception):
     pass
@@ -157,6 +160,7 @@ def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatc
     self._saves += 1
     if self._saves >= 2:
       raise Killed
+
   with monkeypatch.context() as patch:
     patch.setattr(harness.Workdir, "_after_save", kill_after_two)
     # Saved at step 3 (the pursuit, a step a bit), killed at the save of step 8 (the end
@@ -166,7 +170,7 @@ def test_an_interrupted_hbmp_cell_resumes_to_the_same_state(tmp_path, monkeypatc
         wd.fit("cell", method, key, batch, checkpoint_every=3, progress=False)
   with harness.Workdir(tmp_path / "cut", config) as wd:
     template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
-    assert wd.load_state("cell", template)[0] == 8      # mid-training checkpoint
+    assert wd.load_state("cell", template)[0] == 8  # mid-training checkpoint
     resumed, history = wd.fit("cell", method, key, batch, checkpoint_every=3, progress=False)
   for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(reference)):
     np.testing.assert_array_equal(a, b)

@@ -44,13 +44,13 @@ def _blobs(rng, n=240, classes=4, dim=12):
 def test_hinge_loss_equals_numpy_reference_and_bounds_the_hamming_loss(rng):
   scores = rng.normal(size=(37, 9)).astype(np.float32) * 2.0
   targets = np.where(rng.normal(size=(37, 9)) >= 0, 1, -1).astype(np.int8)
-  scores[0, :3] = [1.0, -1.0, 0.0]     # the hinge's kink and sign(0) = +1
+  scores[0, :3] = [1.0, -1.0, 0.0]  # the hinge's kink and sign(0) = +1
   targets[0, :3] = [1, -1, -1]
   got = float(hb.hinge_loss(scores, targets))
   np.testing.assert_allclose(got, _hinge_reference(scores, targets), rtol=1e-6)
   mismatched = np.mean(np.where(scores >= 0, 1, -1) != targets)
   np.testing.assert_allclose(float(hb.bit_error(scores, targets)), mismatched, rtol=1e-6)
-  assert got >= mismatched * scores.shape[1]          # Eq. 12: an upper bound
+  assert got >= mismatched * scores.shape[1]  # Eq. 12: an upper bound
   with pytest.raises(ValueError, match="same shape"):
     hb.hinge_loss(scores, targets[:, :4])
 
@@ -68,28 +68,32 @@ def test_instance_hinge_vmapped_equals_a_loop(rng):
 
 def test_networks_map_a_batch_to_one_score_per_bit(key):
   features = jnp.ones((3, 20))
-  for kind, x in (("linear", features), ("mlp", features), ("cnn", jnp.ones((3, 28, 28, 1))),
-                  ("cnn", jnp.ones((3, 9, 11, 2)))):
+  for kind, x in (
+    ("linear", features),
+    ("mlp", features),
+    ("cnn", jnp.ones((3, 28, 28, 1))),
+    ("cnn", jnp.ones((3, 9, 11, 2))),
+  ):
     net = hb.network(kind, 7, x.shape[1:], hidden=(16, 8), channels=(4,))
     variables = net.init(key, x)
     assert net.apply(variables, x)[0].logits.shape == (3, 7)
   linear = hb.network("linear", 7, (20,))
-  assert set(linear.init(key, features)["params"]) == {"projection"}   # W x + c only
+  assert set(linear.init(key, features)["params"]) == {"projection"}  # W x + c only
   with pytest.raises(ValueError, match="kind must be one of"):
     hb.network("rbf", 8, (20,))
 
 
 def test_chunked_scores_equal_one_pass(rng, key):
   x = rng.normal(size=(23, 6)).astype(np.float32)
-  fns = hb.hash_functions("mlp", 5, hidden=(8,), encode_chunk=4)   # 23 = 5 chunks + 3
+  fns = hb.hash_functions("mlp", 5, hidden=(8,), encode_chunk=4)  # 23 = 5 chunks + 3
   batch = {"views": (x,)}
   state = fns.init(key, batch)
   net = hb.network("mlp", 5, (6,), hidden=(8,))
-  direct = net.apply({"params": state.train.params},
-                     (x - state.mean[None, :]) * state.scale[None, :])[0].logits
+  direct = net.apply(
+    {"params": state.train.params}, (x - state.mean[None, :]) * state.scale[None, :]
+  )[0].logits
   np.testing.assert_allclose(fns.scores(state, batch), direct, rtol=1e-5, atol=1e-6)
-  np.testing.assert_array_equal(fns.encode(state, batch),
-                                np.where(np.asarray(direct) >= 0, 1, -1))
+  np.testing.assert_array_equal(fns.encode(state, batch), np.where(np.asarray(direct) >= 0, 1, -1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -121,8 +125,7 @@ def test_a_few_epochs_decrease_the_hinge_loss(rng, key, kind):
   images = rng.random((256, 12, 12)).astype(np.float32)
   w = rng.normal(size=(144, 8))
   targets = np.where((images.reshape(256, -1) - 0.5) @ w >= 0, 1, -1).astype(np.int8)
-  fns = hb.hash_functions(kind, 8, learning_rate=1e-2, hidden=(32,), channels=(4, 8),
-                          dense=16)
+  fns = hb.hash_functions(kind, 8, learning_rate=1e-2, hidden=(32,), channels=(4, 8), dense=16)
   method = hb.fit_to_targets(fns, num_epochs=4, batch_size=32)
   batch = {"views": (images,)}
   state, history = jhash.fit(method, key, {**batch, "targets": targets}, progress=False)
@@ -135,9 +138,9 @@ def test_a_few_epochs_decrease_the_hinge_loss(rng, key, kind):
   assert int(state.coder.train.step) == 4 * (256 // 32)
   if kind == "cnn":
     assert fns.read(batch).shape == (256, 12, 12, 1)
-    assert state.coder.mean.shape == ()            # one mean over the pixels
+    assert state.coder.mean.shape == ()  # one mean over the pixels
   else:
-    assert state.coder.mean.shape == (144,)        # images flattened to features
+    assert state.coder.mean.shape == (144,)  # images flattened to features
 
 
 def test_standardisation_keeps_constant_columns_finite(rng):
@@ -156,11 +159,15 @@ def test_standardisation_keeps_constant_columns_finite(rng):
 @pytest.fixture(scope="module")
 def blobs_run():
   batch = _blobs(np.random.default_rng(0))
-  method = jhash.methods.hbmp(8, num_items=4, hash_function="linear",
-                              hash_options={"num_epochs": 6, "batch_size": 40,
-                                            "learning_rate": 0.05})
-  counted = method._replace(phases=tuple(
-      p._replace(update=_counting(p.update, p.name)) for p in method.phases))
+  method = jhash.methods.hbmp(
+    8,
+    num_items=4,
+    hash_function="linear",
+    hash_options={"num_epochs": 6, "batch_size": 40, "learning_rate": 0.05},
+  )
+  counted = method._replace(
+    phases=tuple(p._replace(update=_counting(p.update, p.name)) for p in method.phases)
+  )
   key = jax.random.key(3)
   state, history = jhash.fit(counted, key, batch, progress=False)
   # Each phase's step is traced a fixed number of times for the whole run (the
@@ -176,6 +183,7 @@ def _counting(update, name):
   def counted(state, batch, key):
     TRACES[name] = TRACES.get(name, 0) + 1
     return update(state, batch, key)
+
   return counted
 
 
@@ -189,7 +197,7 @@ def test_hbmp_runs_the_pursuit_then_the_hash_functions(blobs_run):
   assert np.all(np.isfinite(history["hinge_loss"]))
   assert history["hinge_loss"][-6:].mean() < history["hinge_loss"][:6].mean()
   # Separated classes: the learned functions reproduce the target codes.
-  codes = jhash.encode(method, state, {"views": batch["views"]})     # no labels needed
+  codes = jhash.encode(method, state, {"views": batch["views"]})  # no labels needed
   assert codes.dtype == jnp.int8 and codes.shape == (240, 8)
   assert set(np.unique(np.asarray(codes))) <= {-1, 1}
   np.testing.assert_array_equal(codes, state.target_codes)
@@ -203,7 +211,7 @@ def test_hbmp_runs_the_pursuit_then_the_hash_functions(blobs_run):
 def test_hbmp_with_hash_functions_conforms(blobs_run):
   method, counted, key, batch, state, _ = blobs_run
   fresh = jhash.init(method, key, batch)
-  chex.assert_trees_all_equal_shapes_and_dtypes(fresh, state)   # one fixed-shape state
+  chex.assert_trees_all_equal_shapes_and_dtypes(fresh, state)  # one fixed-shape state
   # Traced for all 44 steps of both phases in the fixture's fit, not again here.
   traces = dict(TRACES)
   again, _ = jhash.fit(counted, key, batch, progress=False)
@@ -212,38 +220,47 @@ def test_hbmp_with_hash_functions_conforms(blobs_run):
     np.testing.assert_array_equal(a, b)
   other, _ = jhash.fit(counted, jax.random.key(4), batch, progress=False)
   new = np.random.default_rng(5).normal(size=(30, 12)).astype(np.float32) * 4.0
-  assert not np.array_equal(jhash.encode(method, state, {"views": (new,)}),
-                            jhash.encode(method, other, {"views": (new,)}))
+  assert not np.array_equal(
+    jhash.encode(method, state, {"views": (new,)}), jhash.encode(method, other, {"views": (new,)})
+  )
 
 
 def test_hbmp_with_hash_functions_resumes_to_the_same_state(blobs_run):
   method, counted, key, batch, state, history = blobs_run
-  for stop in (5, 17):    # inside the pursuit, inside the training
+  for stop in (5, 17):  # inside the pursuit, inside the training
     part, _ = jhash.fit(counted, key, batch, num_steps=stop, progress=False)
-    resumed, rest = jhash.fit(counted, key, batch, state=part, start_step=stop,
-                              progress=False)
+    resumed, rest = jhash.fit(counted, key, batch, state=part, start_step=stop, progress=False)
     for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(state)):
       np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(rest["bit_error"], history["bit_error"][max(stop - 8, 0):])
+    np.testing.assert_array_equal(rest["bit_error"], history["bit_error"][max(stop - 8, 0) :])
 
 
 def test_hbmp_cnn_reads_images_at_instance_level(rng):
   images = rng.random((60, 10, 10)).astype(np.float32)
   labels = (images[:, :5].mean((1, 2)) > images[:, 5:].mean((1, 2))).astype(np.int32)
-  method = jhash.methods.hbmp(4, level="instance", hash_function="cnn",
-                              hash_options={"num_epochs": 8, "batch_size": 20,
-                                            "learning_rate": 1e-2, "channels": [4],
-                                            "dense": 8})
+  method = jhash.methods.hbmp(
+    4,
+    level="instance",
+    hash_function="cnn",
+    hash_options={
+      "num_epochs": 8,
+      "batch_size": 20,
+      "learning_rate": 1e-2,
+      "channels": [4],
+      "dense": 8,
+    },
+  )
   batch = {"views": (images,), "labels": labels}
   state, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
   assert history["bit_error"].shape == (8 * 3,)
   # The CNN learns the target codes of the training images from their pixels.
-  assert history["bit_error"][-3:].mean() < history["bit_error"][:3].mean() - 0.1, \
-      history["bit_error"]
+  assert history["bit_error"][-3:].mean() < history["bit_error"][:3].mean() - 0.1, history[
+    "bit_error"
+  ]
   codes = np.asarray(jhash.encode(method, state, {"views": (images,)}))
   assert np.mean(codes == np.asarray(state.target_codes)) > 0.75
   new = rng.random((7, 10, 10)).astype(np.float32)
-  codes = jhash.encode(method, state, {"views": (new,)})   # new data: not the training set
+  codes = jhash.encode(method, state, {"views": (new,)})  # new data: not the training set
   assert codes.shape == (7, 4) and codes.dtype == jnp.int8
 
 
@@ -251,7 +268,7 @@ def test_bad_hash_function_arguments_name_themselves(rng):
   with pytest.raises(ValueError, match="hash_function must be one of 'linear'"):
     jhash.methods.hbmp(8, hash_function="svm")
   with pytest.raises(ValueError, match="hash_function must be one of"):
-    jhash.methods.hbmp(16, hash_function="mpl")        # the error names the argument given
+    jhash.methods.hbmp(16, hash_function="mpl")  # the error names the argument given
   with pytest.raises(ValueError, match="hash_options.*unexpected keyword argument 'widths'"):
     jhash.methods.hbmp(8, hash_options={"widths": (4,)})
   with pytest.raises(ValueError, match="hash_options need a hash_function"):
@@ -262,13 +279,21 @@ def test_bad_hash_function_arguments_name_themselves(rng):
     hb.hash_functions("linear", 6, learning_rate=-1.0)
   with pytest.raises(ValueError, match="image view"):
     method = jhash.methods.hbmp(2, num_items=2, hash_function="cnn")
-    jhash.init(method, jax.random.key(0),
-               {"views": (rng.normal(size=(10, 5)).astype(np.float32),),
-                "labels": np.arange(10, dtype=np.int32) % 2})
+    jhash.init(
+      method,
+      jax.random.key(0),
+      {
+        "views": (rng.normal(size=(10, 5)).astype(np.float32),),
+        "labels": np.arange(10, dtype=np.int32) % 2,
+      },
+    )
   method = hb.fit_to_targets(hb.hash_functions("linear", 3))
   with pytest.raises(ValueError, match="targets'\\] must hold one code per training instance"):
-    jhash.fit(method, jax.random.key(0), {"views": (np.zeros((5, 2), np.float32),),
-                                          "targets": np.ones((4, 3), np.int8)}, progress=False)
+    jhash.fit(
+      method,
+      jax.random.key(0),
+      {"views": (np.zeros((5, 2), np.float32),), "targets": np.ones((4, 3), np.int8)},
+      progress=False,
+    )
   with pytest.raises(ValueError, match="targets"):
-    jhash.fit(method, jax.random.key(0), {"views": (np.zeros((5, 2), np.float32),)},
-              progress=False)
+    jhash.fit(method, jax.random.key(0), {"views": (np.zeros((5, 2), np.float32),)}, progress=False)

@@ -55,21 +55,21 @@ def near_queries(rng, centres, num_queries):
 def as_int(bits):
   """Rows of 0/1 bits [..., K] -> Python ints (bit j has weight 2**j)."""
   weights = [1 << j for j in range(bits.shape[-1])]
-  return np.array([sum(w for w, b in zip(weights, row) if b)
-                   for row in bits.reshape(-1, bits.shape[-1])], dtype=object).reshape(
-                       bits.shape[:-1])
+  return np.array(
+    [sum(w for w, b in zip(weights, row) if b) for row in bits.reshape(-1, bits.shape[-1])],
+    dtype=object,
+  ).reshape(bits.shape[:-1])
 
 
 def reference(codes, mask, ids, query):
   """Items within reach of one query: rows (distance, xor value, id) sorted, and the
   distinct codes' distances (for counting non-empty buckets)."""
-  diff = codes != query                         # [n, m, K]
+  diff = codes != query  # [n, m, K]
   dist = diff.sum(-1)
   xor = as_int(diff)
   rows = []
   for i in range(codes.shape[0]):
-    best = min(((dist[i, c], xor[i, c]) for c in range(codes.shape[1]) if mask[i, c]),
-               default=None)
+    best = min(((dist[i, c], xor[i, c]) for c in range(codes.shape[1]) if mask[i, c]), default=None)
     if best is not None:
       rows.append((int(best[0]), best[1], int(ids[i])))
   rows.sort()
@@ -89,11 +89,16 @@ def expected_results(codes, mask, ids, queries, num_wanted, max_radius, max_resu
         reached = r
         break
     kept = [r for r in rows if r[0] <= reached]
-    out.append(dict(
-        ids=[r[2] for r in kept][:max_results], radii=[r[0] for r in kept][:max_results],
-        found=len(kept), reached=reached,
+    out.append(
+      dict(
+        ids=[r[2] for r in kept][:max_results],
+        radii=[r[0] for r in kept][:max_results],
+        found=len(kept),
+        reached=reached,
         visited=sum(math.comb(num_bits, i) for i in range(reached + 1)),
-        nonempty=int(np.sum(code_dist <= reached))))
+        nonempty=int(np.sum(code_dist <= reached)),
+      )
+    )
   return out
 
 
@@ -123,8 +128,9 @@ def searched_case(num_bits):
   codes, centres = clustered_codes(rng, num_bits, (num_items,), num_centres=num_centres)
   queries = near_queries(rng, centres, 12)
   index = index_lib.build_index(codes, num_bits=num_bits)
-  res = index_lib.bucket_search(index, pack(queries), num_wanted=num_items + 1,
-                                max_radius=radius, max_results=SLOTS)
+  res = index_lib.bucket_search(
+    index, pack(queries), num_wanted=num_items + 1, max_radius=radius, max_results=SLOTS
+  )
   return codes, queries, jax.tree.map(np.asarray, res), index
 
 
@@ -132,8 +138,15 @@ def searched_case(num_bits):
 def test_bucket_search_equals_brute_force(num_bits):
   codes, queries, res, _ = searched_case(num_bits)
   num_items, radius, _ = CASES[num_bits]
-  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
-                              np.arange(num_items), queries, num_items + 1, radius, SLOTS)
+  expected = expected_results(
+    codes[:, None],
+    np.ones((num_items, 1), bool),
+    np.arange(num_items),
+    queries,
+    num_items + 1,
+    radius,
+    SLOTS,
+  )
   assert max(e["found"] for e in expected) > 1  # the data reach past radius 0
   assert_matches(res, expected, SLOTS)  # past SLOTS: counted in num_found, not returned
 
@@ -141,16 +154,17 @@ def test_bucket_search_equals_brute_force(num_bits):
 def test_multi_code_items_found_once_at_nearest_code(rng):
   num_bits, num_items, m = 64, 120, 3
   codes, centres = clustered_codes(rng, num_bits, (num_items, m))
-  codes[::7, 1] = codes[::7, 0]           # an item's duplicate code is stored once
+  codes[::7, 1] = codes[::7, 0]  # an item's duplicate code is stored once
   mask = rng.random((num_items, m)) < 0.7
   mask[:, 0] = True
-  mask[5] = False                          # an item with no code is not indexed
+  mask[5] = False  # an item with no code is not indexed
   queries = near_queries(rng, centres, 10)
   index = index_lib.build_index(codes, num_bits=num_bits, mask=mask)
   assert index.max_codes_per_item == m
   res = index_lib.radius_search(index, pack(queries), 2)
-  expected = expected_results(codes, mask, np.arange(num_items), queries, num_items + 1, 2,
-                              res.item_ids.shape[1])
+  expected = expected_results(
+    codes, mask, np.arange(num_items), queries, num_items + 1, 2, res.item_ids.shape[1]
+  )
   assert max(e["found"] for e in expected) > 3
   assert_matches(res, expected, res.item_ids.shape[1])
   assert 5 not in np.asarray(res.item_ids)
@@ -164,8 +178,7 @@ def test_flat_pairs_equal_multi_code_rows(rng):
   flat_codes = codes.reshape(-1, num_bits)
   flat_ids = np.repeat(ids, m)
   order = rng.permutation(flat_ids.size)
-  flat = index_lib.build_index(pack(flat_codes[order]), num_bits=num_bits,
-                               item_ids=flat_ids[order])
+  flat = index_lib.build_index(pack(flat_codes[order]), num_bits=num_bits, item_ids=flat_ids[order])
   rows = index_lib.build_index(codes, num_bits=num_bits, item_ids=ids)
   distinct_pairs = sum(len(np.unique(codes[i], axis=0)) for i in range(num_items))
   assert flat.bucket_items.shape[0] == distinct_pairs == rows.bucket_items.shape[0]
@@ -188,10 +201,12 @@ def test_stops_at_first_radius_with_enough(rng, multi):
   mask = np.ones(codes.shape[:2], bool)
   queries = near_queries(rng, centres, 16)
   index = index_lib.build_index(codes if multi else codes[:, 0], num_bits=num_bits)
-  res = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
-                                max_radius=max_radius, max_results=64)
-  expected = expected_results(codes, mask, np.arange(num_items), queries, num_wanted,
-                              max_radius, 64)
+  res = index_lib.bucket_search(
+    index, pack(queries), num_wanted=num_wanted, max_radius=max_radius, max_results=64
+  )
+  expected = expected_results(
+    codes, mask, np.arange(num_items), queries, num_wanted, max_radius, 64
+  )
   reached = [e["reached"] for e in expected]
   assert len(set(reached)) > 1  # queries stop at different radii
   assert any(e["found"] > num_wanted for e in expected)  # a radius is finished, not cut
@@ -203,8 +218,9 @@ def test_tuning_knobs_change_no_result():
   _, queries, res, index = searched_case(32)
   search = dict(num_wanted=201, max_radius=2, max_results=SLOTS)
   for probes, method in ((1, "compare_all"), (1 << 10, "sort"), (1 << 22, "scan_unrolled")):
-    tuned = index_lib.bucket_search(index, pack(queries), probes_per_block=probes,
-                                    searchsorted_method=method, **search)
+    tuned = index_lib.bucket_search(
+      index, pack(queries), probes_per_block=probes, searchsorted_method=method, **search
+    )
     for x, y in zip(tuned, res):
       np.testing.assert_array_equal(x, y)
   with pytest.raises(ValueError, match="searchsorted_method must be one of"):
@@ -218,8 +234,15 @@ def test_radius_search_widens_past_the_first_slots():
   num_items, radius, _ = CASES[16]
   full = index_lib.radius_search(index, pack(queries), radius)
   assert full.item_ids.shape[1] == 4 * SLOTS
-  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
-                              np.arange(num_items), queries, num_items + 1, radius, 4 * SLOTS)
+  expected = expected_results(
+    codes[:, None],
+    np.ones((num_items, 1), bool),
+    np.arange(num_items),
+    queries,
+    num_items + 1,
+    radius,
+    4 * SLOTS,
+  )
   assert all(SLOTS < e["found"] <= 4 * SLOTS for e in expected)
   assert_matches(full, expected, 4 * SLOTS)
   np.testing.assert_array_equal(full.item_ids[:, :SLOTS], cut.item_ids)
@@ -241,7 +264,7 @@ def test_lookup_equals_exact_matches(rng, num_bits, skewed):
   hits = 0
   for i, query in enumerate(queries):
     want = np.flatnonzero((codes == query).all(-1))
-    got = items[int(start[i]):int(start[i]) + int(count[i])]
+    got = items[int(start[i]) : int(start[i]) + int(count[i])]
     np.testing.assert_array_equal(got, want)
     assert start[i] == sum(v < query_values[i] for v in code_values)  # insertion point
     hits += want.size > 0
@@ -256,37 +279,49 @@ def test_index_passes_into_jit_with_traced_num_wanted(rng):
 
   @jax.jit
   def search(index, queries, num_wanted):
-    return index_lib.bucket_search(index, queries, num_wanted=num_wanted, max_radius=2,
-                                   max_results=8)
+    return index_lib.bucket_search(
+      index, queries, num_wanted=num_wanted, max_radius=2, max_results=8
+    )
 
   mask = np.ones((num_items, 1), bool)
   for num_wanted in (1, 30):
     res = search(index, pack(queries), jnp.int32(num_wanted))
-    assert_matches(res, expected_results(codes[:, None], mask, np.arange(num_items), queries,
-                                         num_wanted, 2, 8), 8)
+    assert_matches(
+      res,
+      expected_results(codes[:, None], mask, np.arange(num_items), queries, num_wanted, 2, 8),
+      8,
+    )
   on_device = jax.device_put(index, jax.devices()[0])
   assert isinstance(on_device, index_lib.BucketIndex)
-  np.testing.assert_array_equal(index_lib.lookup(on_device, pack(queries))[1],
-                                (codes[None] == queries[:, None]).all(-1).sum(-1))
+  np.testing.assert_array_equal(
+    index_lib.lookup(on_device, pack(queries))[1], (codes[None] == queries[:, None]).all(-1).sum(-1)
+  )
 
 
 def test_a_search_first_traced_under_jit_leaves_eager_searches_working(rng):
   """The flip masks of a setting are made once and cached: made inside a trace (the
   first search of that setting under jit), a tracer must not be what the cache keeps."""
   from jhash.index import _search
+
   num_bits, num_items = 20, 50
   codes, centres = clustered_codes(rng, num_bits, (num_items,))
   queries = near_queries(rng, centres, 3)
   index = index_lib.build_index(codes, num_bits=num_bits)
-  search = lambda index, queries: index_lib.bucket_search(index, queries, num_wanted=5,
-                                                          max_radius=2, max_results=8)
+  search = lambda index, queries: index_lib.bucket_search(
+    index, queries, num_wanted=5, max_radius=2, max_results=8
+  )
   _search._device_chunks.cache_clear()
   traced = jax.jit(search)(index, pack(queries))
   eager = search(index, pack(queries))
   for a, b in zip(traced, eager):
     np.testing.assert_array_equal(a, b)
-  assert_matches(eager, expected_results(codes[:, None], np.ones((num_items, 1), bool),
-                                         np.arange(num_items), queries, 5, 2, 8), 8)
+  assert_matches(
+    eager,
+    expected_results(
+      codes[:, None], np.ones((num_items, 1), bool), np.arange(num_items), queries, 5, 2, 8
+    ),
+    8,
+  )
 
 
 @pytest.mark.parametrize("num_bits,radius", [(10, 3), (64, 2), (40, 1)])
@@ -328,6 +363,7 @@ def near_codes(rng, codes, mask, num_queries, most_flips=2):
 @functools.partial(jax.jit, static_argnames=("plan", "max_radius"))
 def _most_hits(index, queries, plan, max_radius):
   from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
+
   live = jnp.ones((queries.shape[0],), bool)
   return jnp.max(_substrings.find_hits(index, queries, live, plan, max_radius)[3])
 
@@ -337,6 +373,7 @@ def substring_hits_most(index, queries, max_radius):
   (which branch of the substring search runs). One jitted program (op by op, its
   compiles cost more than the search tests themselves)."""
   from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
+
   plan = _substrings.substring_plan(index, max_radius, True)
   return plan, int(_most_hits(index, jnp.asarray(queries), plan, max_radius))
 
@@ -352,11 +389,12 @@ def test_substring_tables_list_every_bucket_by_substring(rng):
   base = 0
   for j, (first, length) in enumerate(layout):
     values = np.array([(k >> first) & ((1 << length) - 1) for k in keys])
-    table = offsets[base:base + (1 << length) + 1] - j * index.num_buckets
+    table = offsets[base : base + (1 << length) + 1] - j * index.num_buckets
     for v in np.unique(values).tolist() + [int(values.max()) + 1]:
       if v < 1 << length:
-        np.testing.assert_array_equal(buckets[j, table[v]:table[v + 1]],
-                                      np.flatnonzero(values == v))
+        np.testing.assert_array_equal(
+          buckets[j, table[v] : table[v + 1]], np.flatnonzero(values == v)
+        )
     assert table[-1] == index.num_buckets
     base += (1 << length) + 1
   assert offsets.size == base
@@ -371,28 +409,36 @@ def test_substring_tables_list_every_bucket_by_substring(rng):
 @pytest.mark.parametrize("num_bits,num_substrings", [(64, 3), (40, 2)])
 def test_substring_search_equals_brute_force(rng, num_bits, num_substrings):
   codes, mask = crop_codes_database(rng, 120, 4, num_bits)
-  codes[7, 1], mask[7, 1] = codes[7, 0], True    # an item with two codes in one bucket
-  codes[8, 0] = codes[9, 0]                      # two items in one bucket
-  for i in range(11, 15):                        # five items within radius 1 of item 10
+  codes[7, 1], mask[7, 1] = codes[7, 0], True  # an item with two codes in one bucket
+  codes[8, 0] = codes[9, 0]  # two items in one bucket
+  for i in range(11, 15):  # five items within radius 1 of item 10
     codes[i, 0] = codes[10, 0]
     codes[i, 0, rng.integers(num_bits)] *= -1
   queries = np.concatenate([codes[[7, 8, 10]][:, 0], near_codes(rng, codes, mask, 13)])
-  index = index_lib.build_index(codes, num_bits=num_bits, mask=mask,
-                                num_substrings=num_substrings)
+  index = index_lib.build_index(codes, num_bits=num_bits, mask=mask, num_substrings=num_substrings)
   ids = np.arange(120)
   slots = 3  # fewer than some queries find: results are cut, and num_found still counts
   for max_radius, num_wanted in ((3, 10**6), (3, 2), (1, 1)):
     plan, most = substring_hits_most(index, pack(queries), max_radius)
     assert plan is not None and most <= 8  # the usual branch: no fall-back
-    res = index_lib.bucket_search(index, pack(queries), num_wanted=num_wanted,
-                                  max_radius=max_radius, max_results=slots, use_substrings=True)
+    res = index_lib.bucket_search(
+      index,
+      pack(queries),
+      num_wanted=num_wanted,
+      max_radius=max_radius,
+      max_results=slots,
+      use_substrings=True,
+    )
     expected = expected_results(codes, mask, ids, queries, num_wanted, max_radius, slots)
     assert max(e["found"] for e in expected) > slots or num_wanted <= slots
     assert_matches(res, expected, slots)  # as flip masks would (brute force, visit order)
     if num_bits == 64 and max_radius == 3 and num_wanted == 2:  # inside jit: one program
       # Only num_wanted traced (the index traced too: the next test).
-      closed_over = jax.jit(lambda n: index_lib.bucket_search(
-          index, pack(queries), num_wanted=n, max_radius=max_radius, max_results=slots))
+      closed_over = jax.jit(
+        lambda n: index_lib.bucket_search(
+          index, pack(queries), num_wanted=n, max_radius=max_radius, max_results=slots
+        )
+      )
       for x, y in zip(closed_over(jnp.int32(num_wanted)), res):
         np.testing.assert_array_equal(x, y)
   found = np.asarray(index_lib.radius_search(index, pack(queries[:2]), 0).item_ids)
@@ -407,6 +453,7 @@ def test_substring_search_with_many_buckets_in_reach(rng, cluster, branch, path,
   # array code (GPUs, TPUs) tries few slots, then more, then flip masks, eagerly.
   if path == "array code":
     from jhash import native
+
     monkeypatch.setattr(native, "enabled", lambda: False)
   num_bits = 64
   codes, mask = crop_codes_database(rng, 200, 2, num_bits, num_flips=1)
@@ -418,8 +465,9 @@ def test_substring_search_with_many_buckets_in_reach(rng, cluster, branch, path,
   index = index_lib.build_index(codes, num_bits=num_bits, mask=mask, num_substrings=3)
   _, most = substring_hits_most(index, pack(queries), 2)
   assert (8 < most <= 64) if branch == "many" else most > 64
-  search = functools.partial(index_lib.bucket_search, num_wanted=10**6, max_radius=2,
-                             max_results=128, use_substrings=True)
+  search = functools.partial(
+    index_lib.bucket_search, num_wanted=10**6, max_radius=2, max_results=128, use_substrings=True
+  )
   res = search(index, pack(queries))
   assert_matches(res, expected_results(codes, mask, np.arange(200), queries, 10**6, 2, 128), 128)
   traced = jax.jit(search)(index, pack(queries))  # one program: falls back inside
@@ -437,7 +485,7 @@ def test_faiss_flat_distances_equal_hamming(rng, num_bits):
   queries = pack(np.where(rng.random((7, num_bits)) < 0.5, -1, 1))
   flat = index_lib.to_faiss_flat(db, num_bits)
   assert isinstance(flat, faiss.IndexBinaryFlat) and flat.d == 8 * -(-num_bits // 8)
-  dist, ids = flat.search(codes_lib.to_bytes(queries)[:, :flat.d // 8], 200)
+  dist, ids = flat.search(codes_lib.to_bytes(queries)[:, : flat.d // 8], 200)
   ours = np.asarray(hamming_distance(queries, db))
   np.testing.assert_array_equal(dist, np.take_along_axis(ours, ids, axis=1))
   np.testing.assert_array_equal(dist, np.sort(ours, axis=1))
@@ -454,7 +502,7 @@ def test_faiss_hash_range_search_r_plus_one_is_the_ball(num_bits):
   on_boundary = 0
   for i in range(len(queries)):
     got = ours.item_ids[i]
-    np.testing.assert_array_equal(np.sort(ids[lims[i]:lims[i + 1]]), np.sort(got[got >= 0]))
+    np.testing.assert_array_equal(np.sort(ids[lims[i] : lims[i + 1]]), np.sort(got[got >= 0]))
     on_boundary += int(np.sum(ours.radii[i] == radius))
   strict = hashed.range_search(codes_lib.to_bytes(pack(queries)), radius)[0]  # nflip stays r
   assert on_boundary > 0 and strict[-1] == lims[-1] - on_boundary  # radius r alone is "< r"
@@ -489,14 +537,24 @@ def test_every_code_of_a_few_bits_is_its_own_bucket(num_bits):
   codes = np.concatenate([codes, codes[::-1]])  # two items per bucket
   index = index_lib.build_index(codes, num_bits=num_bits)
   assert index.num_buckets == 2**num_bits
-  start, count = index_lib.lookup(index, pack(codes[:2**num_bits]))
+  start, count = index_lib.lookup(index, pack(codes[: 2**num_bits]))
   np.testing.assert_array_equal(start, 2 * values)
   np.testing.assert_array_equal(count, np.full(2**num_bits, 2))
   num_items = codes.shape[0]
   res = index_lib.radius_search(index, pack(codes), 1)
-  assert_matches(res, expected_results(codes[:, None], np.ones((num_items, 1), bool),
-                                       np.arange(num_items), codes, num_items + 1, 1,
-                                       res.item_ids.shape[1]), res.item_ids.shape[1])
+  assert_matches(
+    res,
+    expected_results(
+      codes[:, None],
+      np.ones((num_items, 1), bool),
+      np.arange(num_items),
+      codes,
+      num_items + 1,
+      1,
+      res.item_ids.shape[1],
+    ),
+    res.item_ids.shape[1],
+  )
 
 
 def test_radius_search_widens_past_64_found_to_128_slots(rng):
@@ -516,13 +574,25 @@ def test_radius_num_bits_with_one_bit_substrings_finds_every_item(rng):
   queries = np.where(rng.random((3, num_bits)) < 0.5, -1, 1).astype(np.int8)
   index = index_lib.build_index(codes, num_bits=num_bits, num_substrings=num_bits)
   assert index.num_substrings == num_bits
-  expected = expected_results(codes[:, None], np.ones((num_items, 1), bool),
-                              np.arange(num_items), queries, num_items + 1, num_bits, 64)
+  expected = expected_results(
+    codes[:, None],
+    np.ones((num_items, 1), bool),
+    np.arange(num_items),
+    queries,
+    num_items + 1,
+    num_bits,
+    64,
+  )
   assert all(e["found"] == num_items and e["visited"] == 64 for e in expected)
   for use_substrings in (True, False):
-    res = index_lib.bucket_search(index, pack(queries), num_wanted=num_items + 1,
-                                  max_radius=num_bits, max_results=64,
-                                  use_substrings=use_substrings)
+    res = index_lib.bucket_search(
+      index,
+      pack(queries),
+      num_wanted=num_items + 1,
+      max_radius=num_bits,
+      max_results=64,
+      use_substrings=use_substrings,
+    )
     assert_matches(res, expected, 64)
   assert_matches(index_lib.radius_search(index, pack(queries), num_bits), expected, 64)
 
@@ -544,50 +614,84 @@ def test_bad_input_errors_name_the_argument():
   q = pack(codes)
   search = dict(num_wanted=1, max_radius=1, max_results=4)
   cases = [
-      (lambda: index_lib.build_index(np.ones((4, 65)), num_bits=65), r"num_bits.*<= 64"),
-      (lambda: index_lib.build_index(np.zeros((4, 16)), num_bits=16), r"codes_or_packed.*-1"),
-      (lambda: index_lib.build_index(codes, num_bits=12), r"codes_or_packed.*12 columns"),
-      (lambda: index_lib.build_index(codes[:0], num_bits=16), r"codes_or_packed must hold at "),
-      (lambda: index_lib.build_index(np.zeros((4, 2), np.uint32), num_bits=16),
-       r"codes_or_packed.*1 words"),
-      (lambda: index_lib.build_index(np.full((4, 1), 1 << 20, np.uint32), num_bits=16),
-       r"codes_or_packed sets bits past num_bits"),
-      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(3)), r"item_ids"),
-      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.array([0, -1, 2, 3])),
-       r"item_ids must lie in \[0, 2\*\*31 - 1\]"),
-      (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(4) + 2**31 - 3),
-       r"item_ids must lie in \[0, 2\*\*31 - 1\]"),
-      (lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.ones((4, 2), bool)),
-       r"mask"),
-      (lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.zeros((4, 1), bool)),
-       r"mask must keep at least one code"),
-      (lambda: index_lib.bucket_search(index, np.zeros((2, 2), np.uint32), **search),
-       r"query_packed must have 1 words"),
-      (lambda: index_lib.bucket_search(index, np.asarray(q, np.int32), **search),
-       r"query_packed.*uint32"),
-      (lambda: index_lib.lookup(index, np.full((2, 1), 1 << 17, np.uint32)),
-       r"query_packed sets bits past"),
-      (lambda: index_lib.bucket_search(index, q, num_wanted=0, max_radius=1, max_results=4),
-       r"num_wanted must be >= 1"),
-      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=-1, max_results=4),
-       r"max_radius"),
-      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=17, max_results=4),
-       r"max_radius must be <= num_bits"),
-      (lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=1, max_results=0),
-       r"max_results"),
-      (lambda: index_lib.radius_search(index, q, -1), r"radius must be >= 0"),
-      (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
-      (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=1), r"num_substrings"),
-      (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=17), r"num_substrings"),
-      (lambda: index_lib.build_index(np.ones((4, 50), np.int8), num_bits=50, num_substrings=2),
-       r"num_substrings must be 0 .* from 3 to 50"),  # 25-bit substrings: too long
-      (lambda: index_lib.bucket_search(index, q, use_substrings=1, **search), r"use_substrings"),
-      (lambda: index_lib.to_faiss_flat(np.zeros((2, 2), np.uint32), 12),
-       r"packed must have 1 words per code"),
-      (lambda: index_lib.to_faiss_flat(np.full((2, 1), 1 << 12, np.uint32), 12),
-       r"packed sets bits past num_bits=12"),
-      (lambda: index_lib.faiss_range_search(None, np.full((2, 1), 1 << 13, np.uint32), 12, 1),
-       r"query_packed sets bits past num_bits=12"),
+    (lambda: index_lib.build_index(np.ones((4, 65)), num_bits=65), r"num_bits.*<= 64"),
+    (lambda: index_lib.build_index(np.zeros((4, 16)), num_bits=16), r"codes_or_packed.*-1"),
+    (lambda: index_lib.build_index(codes, num_bits=12), r"codes_or_packed.*12 columns"),
+    (lambda: index_lib.build_index(codes[:0], num_bits=16), r"codes_or_packed must hold at "),
+    (
+      lambda: index_lib.build_index(np.zeros((4, 2), np.uint32), num_bits=16),
+      r"codes_or_packed.*1 words",
+    ),
+    (
+      lambda: index_lib.build_index(np.full((4, 1), 1 << 20, np.uint32), num_bits=16),
+      r"codes_or_packed sets bits past num_bits",
+    ),
+    (lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(3)), r"item_ids"),
+    (
+      lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.array([0, -1, 2, 3])),
+      r"item_ids must lie in \[0, 2\*\*31 - 1\]",
+    ),
+    (
+      lambda: index_lib.build_index(codes, num_bits=16, item_ids=np.arange(4) + 2**31 - 3),
+      r"item_ids must lie in \[0, 2\*\*31 - 1\]",
+    ),
+    (
+      lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.ones((4, 2), bool)),
+      r"mask",
+    ),
+    (
+      lambda: index_lib.build_index(codes[:, None], num_bits=16, mask=np.zeros((4, 1), bool)),
+      r"mask must keep at least one code",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, np.zeros((2, 2), np.uint32), **search),
+      r"query_packed must have 1 words",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, np.asarray(q, np.int32), **search),
+      r"query_packed.*uint32",
+    ),
+    (
+      lambda: index_lib.lookup(index, np.full((2, 1), 1 << 17, np.uint32)),
+      r"query_packed sets bits past",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, q, num_wanted=0, max_radius=1, max_results=4),
+      r"num_wanted must be >= 1",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=-1, max_results=4),
+      r"max_radius",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=17, max_results=4),
+      r"max_radius must be <= num_bits",
+    ),
+    (
+      lambda: index_lib.bucket_search(index, q, num_wanted=1, max_radius=1, max_results=0),
+      r"max_results",
+    ),
+    (lambda: index_lib.radius_search(index, q, -1), r"radius must be >= 0"),
+    (lambda: index_lib.to_faiss_hash(q, 16, b=17), r"\bb must be <="),
+    (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=1), r"num_substrings"),
+    (lambda: index_lib.build_index(codes, num_bits=16, num_substrings=17), r"num_substrings"),
+    (
+      lambda: index_lib.build_index(np.ones((4, 50), np.int8), num_bits=50, num_substrings=2),
+      r"num_substrings must be 0 .* from 3 to 50",
+    ),  # 25-bit substrings: too long
+    (lambda: index_lib.bucket_search(index, q, use_substrings=1, **search), r"use_substrings"),
+    (
+      lambda: index_lib.to_faiss_flat(np.zeros((2, 2), np.uint32), 12),
+      r"packed must have 1 words per code",
+    ),
+    (
+      lambda: index_lib.to_faiss_flat(np.full((2, 1), 1 << 12, np.uint32), 12),
+      r"packed sets bits past num_bits=12",
+    ),
+    (
+      lambda: index_lib.faiss_range_search(None, np.full((2, 1), 1 << 13, np.uint32), 12, 1),
+      r"query_packed sets bits past num_bits=12",
+    ),
   ]
   for call, message in cases:
     with pytest.raises(ValueError, match=message):
@@ -601,8 +705,10 @@ def test_substring_plan_weighs_the_code_that_will_run():
   # not for the array code (slots and windows); four tables of 8 bits find ~15,600
   # entries: flip masks for both (measured 38 vs 13 ms).
   from jhash.index import _substrings  # pylint: disable=import-outside-toplevel
+
   def plan(s, native_kernel):
     return _substrings._plan(32, s, 1_000_000, 2, None, native_kernel)
+
   assert plan(3, True) is not None and plan(3, True).flips == 0
   assert plan(3, False) is None
   assert plan(4, True) is None and plan(4, False) is None

@@ -16,18 +16,18 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-LAYERS = (                      # top first
-    ("jhash._grid",),
-    ("jhash._fit",),
-    ("jhash.methods",),
-    ("jhash.coder",),
-    ("jhash.training",),
-    ("jhash.models", "jhash.losses", "jhash._api"),
-    ("jhash.metrics",),
-    ("jhash.search", "jhash.index"),
-    ("jhash.data",),
-    ("jhash.codes",),
-    ("jhash._checks", "jhash._order", "jhash.native"),
+LAYERS = (  # top first
+  ("jhash._grid",),
+  ("jhash._fit",),
+  ("jhash.methods",),
+  ("jhash.coder",),
+  ("jhash.training",),
+  ("jhash.models", "jhash.losses", "jhash._api"),
+  ("jhash.metrics",),
+  ("jhash.search", "jhash.index"),
+  ("jhash.data",),
+  ("jhash.codes",),
+  ("jhash._checks", "jhash._order", "jhash.native"),
 )
 
 
@@ -38,8 +38,11 @@ def _layers():
 def test_every_module_belongs_to_a_layer():
   graph = grimp.build_graph("jhash")
   placed = {name for layer in LAYERS for name in layer}
-  loose = [m for m in graph.modules if m != "jhash" and
-           not any(m == p or m.startswith(p + ".") for p in placed)]
+  loose = [
+    m
+    for m in graph.modules
+    if m != "jhash" and not any(m == p or m.startswith(p + ".") for p in placed)
+  ]
   assert not loose, f"modules outside every layer: {loose}"
 
 
@@ -70,14 +73,19 @@ def _private_imports(path: pathlib.Path) -> list[str]:
       parts = name.split(".")
       if parts[0] == "jhash" and any(p.startswith("_") for p in parts[1:]):
         found.append(f"{path.relative_to(ROOT)}: {name}")
-    if isinstance(node, ast.Attribute) and node.attr == "path" and \
-        isinstance(node.value, ast.Name) and node.value.id == "sys":
+    if (
+      isinstance(node, ast.Attribute)
+      and node.attr == "path"
+      and isinstance(node.value, ast.Name)
+      and node.value.id == "sys"
+    ):
       found.append(f"{path.relative_to(ROOT)}: sys.path")
   return found
 
 
 @pytest.mark.parametrize("folder", ["experiments", "benchmarks"])
 def test_experiments_and_benchmarks_import_public_names_only(folder):
-  offenders = [hit for path in sorted((ROOT / folder).rglob("*.py"))
-               for hit in _private_imports(path)]
+  offenders = [
+    hit for path in sorted((ROOT / folder).rglob("*.py")) for hit in _private_imports(path)
+  ]
   assert not offenders, offenders

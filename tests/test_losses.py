@@ -21,8 +21,7 @@ def test_label_similarity_is_share_a_label(rng, multi_label):
   a = _multi_hot(rng, 30) if multi_label else rng.integers(0, 4, 30).astype(np.int32)
   b = _multi_hot(rng, 20) if multi_label else rng.integers(0, 4, 20).astype(np.int32)
   expected = jhash.data.similarity(a, b, "share_label").astype(np.float32)
-  np.testing.assert_array_equal(losses.label_similarity(jnp.asarray(a), jnp.asarray(b)),
-                                expected)
+  np.testing.assert_array_equal(losses.label_similarity(jnp.asarray(a), jnp.asarray(b)), expected)
 
 
 def test_balanced_pair_weights_sum_as_documented(rng):
@@ -56,10 +55,14 @@ def test_pairwise_likelihood_value_and_gradient_against_numpy(rng):
   v = rng.normal(size=(5, 4))
   s = (rng.random((6, 5)) < 0.4).astype(np.float64)
   w = rng.random((6, 5))
-  f = lambda uu: losses.pairwise_likelihood(uu, jnp.asarray(v, jnp.float32),
-                                            jnp.asarray(s, jnp.float32),
-                                            jnp.asarray(w, jnp.float32), alpha=0.5,
-                                            quantization=0.3)
+  f = lambda uu: losses.pairwise_likelihood(
+    uu,
+    jnp.asarray(v, jnp.float32),
+    jnp.asarray(s, jnp.float32),
+    jnp.asarray(w, jnp.float32),
+    alpha=0.5,
+    quantization=0.3,
+  )
   value, grad = jax.value_and_grad(f)(jnp.asarray(u, jnp.float32))
   np.testing.assert_allclose(value, _likelihood_numpy(u, v, s, w, 0.5, 0.3), rtol=1e-5)
   # d/du of the transcription: pair term sum_j w (sigmoid(theta) - s) alpha v_j / sum w,
@@ -84,8 +87,9 @@ def test_pairwise_likelihood_pulls_similar_and_pushes_dissimilar():
   v = jnp.asarray([[1.0, 0.0]])
   for similar, direction in ((1.0, 1.0), (0.0, -1.0)):
     s = jnp.full((2, 1), similar)
-    grad = jax.grad(lambda uu: losses.pairwise_likelihood(uu, v, s, jnp.ones((2, 1)),
-                                                          quantization=0.0))(u)
+    grad = jax.grad(
+      lambda uu: losses.pairwise_likelihood(uu, v, s, jnp.ones((2, 1)), quantization=0.0)
+    )(u)
     # A descent step moves u toward v (similar) or away from it (dissimilar).
     moved = (u - 0.1 * grad) @ v.T - u @ v.T
     assert np.all(direction * np.asarray(moved) > 0)

@@ -23,20 +23,20 @@ from jhash.methods import mch_parts
 
 def test_fixed_boxes_are_the_four_corners_and_the_centre():
   boxes = mch_parts.fixed_boxes(8, 10, 0.5)
-  np.testing.assert_array_equal(boxes, [[0, 0, 4, 5], [0, 5, 4, 5], [4, 0, 4, 5],
-                                        [4, 5, 4, 5], [2, 2, 4, 5]])
+  np.testing.assert_array_equal(
+    boxes, [[0, 0, 4, 5], [0, 5, 4, 5], [4, 0, 4, 5], [4, 5, 4, 5], [2, 2, 4, 5]]
+  )
   np.testing.assert_array_equal(mch_parts.fixed_boxes(7, 7, 0.3)[4], [2, 2, 2, 2])
 
 
 def test_crops_cut_the_right_pixels():
   image = jnp.arange(8 * 10 * 2, dtype=jnp.float32).reshape(8, 10, 2)
   for top, left, h, w in mch_parts.fixed_boxes(8, 10, 0.5):
-    want = np.asarray(image)[top:top + h, left:left + w]
+    want = np.asarray(image)[top : top + h, left : left + w]
     cut = mch_parts.fixed_crop(image, top, left, (int(h), int(w)), (int(h), int(w)))
     np.testing.assert_array_equal(cut, want)
     box = jnp.asarray([top, left, h, w], jnp.float32)
-    np.testing.assert_allclose(mch_parts.crop_resize(image, box, (int(h), int(w))), want,
-                               atol=1e-4)
+    np.testing.assert_allclose(mch_parts.crop_resize(image, box, (int(h), int(w))), want, atol=1e-4)
 
 
 def test_five_crops_resize_each_crop_to_the_image():
@@ -46,10 +46,11 @@ def test_five_crops_resize_each_crop_to_the_image():
   assert crops.shape == (3, 5, 8, 10, 1)
   for i in range(3):
     for c, (top, left, h, w) in enumerate(mch_parts.fixed_boxes(8, 10, 0.5)):
-      want = jax.image.resize(images[i, top:top + h, left:left + w], (8, 10, 1), "linear")
+      want = jax.image.resize(images[i, top : top + h, left : left + w], (8, 10, 1), "linear")
       np.testing.assert_allclose(crops[i, c], want, atol=1e-5)
-  np.testing.assert_array_equal(mch_parts.five_crops(images, 1.0),
-                                np.repeat(images[:, None], 5, axis=1))
+  np.testing.assert_array_equal(
+    mch_parts.five_crops(images, 1.0), np.repeat(images[:, None], 5, axis=1)
+  )
 
 
 def test_random_crops_lie_inside_the_image_with_ratio_in_range():
@@ -84,7 +85,7 @@ def test_random_boxes_keep_the_aspect_and_draw_three_independent_uniforms():
   boxes = np.asarray(mch_parts.random_boxes(jax.random.key(0), 500, 20, 40, (0.2, 0.8)))
   top, left, h, w = boxes.T
   ratio = h / 20
-  np.testing.assert_allclose(w / 40, ratio, rtol=1e-6)       # one ratio for both sides
+  np.testing.assert_allclose(w / 40, ratio, rtol=1e-6)  # one ratio for both sides
   # The ratio, and the position over the places the box fits: each uniform, independent.
   draws = np.stack([(ratio - 0.2) / 0.6, top / (20 - h), left / (40 - w)])
   assert draws.min() >= 0 and draws.max() <= 1
@@ -108,10 +109,16 @@ def test_keep_rewards_equal_a_numpy_transcription():
   others = rng.choice([-1.0, 1.0], size=(m, k))
   sim = rng.integers(0, 2, size=(b, m)).astype(np.float32)
   w = rng.uniform(size=(b, m)).astype(np.float32)
-  w[0] = 0.0                                            # no counted pair: reward 0
+  w[0] = 0.0  # no counted pair: reward 0
   table = rng.normal(size=(2, k + 1)).astype(np.float32)
-  got = losses.keep_rewards(jnp.asarray(codes), jnp.asarray(crops), jnp.asarray(others),
-                            jnp.asarray(sim), jnp.asarray(w), jnp.asarray(table))
+  got = losses.keep_rewards(
+    jnp.asarray(codes),
+    jnp.asarray(crops),
+    jnp.asarray(others),
+    jnp.asarray(sim),
+    jnp.asarray(w),
+    jnp.asarray(table),
+  )
   want = np.zeros(b)
   d, dc = _hamming(codes, others), _hamming(crops, others)
   for i in range(b):
@@ -135,8 +142,11 @@ def _rewards_numpy(codes, crops, labels, index, memory, table):
   """Keep rewards against the batch's other items and the memory's filled rows other than
   the item's own, pair by pair (``memory``: (codes, labels, filled) or None)."""
   b = len(codes)
-  m_codes, m_labels, filled = memory if memory is not None else (
-      np.zeros((0, codes.shape[1])), np.zeros(0, labels.dtype), np.zeros(0, bool))
+  m_codes, m_labels, filled = (
+    memory
+    if memory is not None
+    else (np.zeros((0, codes.shape[1])), np.zeros(0, labels.dtype), np.zeros(0, bool))
+  )
   others = np.concatenate([codes, m_codes])
   s = (labels[:, None] == np.concatenate([labels, m_labels])[None, :]).astype(int)
   counted = np.zeros(s.shape, bool)
@@ -149,36 +159,47 @@ def _rewards_numpy(codes, crops, labels, index, memory, table):
   d, dc = _hamming(codes, others), _hamming(crops, others)
   rewards = np.zeros(b)
   for i in range(b):
-    fall = [table[s[i, j], d[i, j]] - table[s[i, j], min(d[i, j], dc[i, j])]
-            for j in range(len(others))]
+    fall = [
+      table[s[i, j], d[i, j]] - table[s[i, j], min(d[i, j], dc[i, j])] for j in range(len(others))
+    ]
     rewards[i] = np.dot(w[i], fall) / w[i].sum()
   return rewards
 
 
 def test_minibatch_rewards_count_the_batch_and_the_memory_but_not_the_item_itself():
   from jhash.methods import _memory
+
   rng = np.random.default_rng(2)
   b, n, k = 5, 8, 6
   codes, crops = rng.choice([-1.0, 1.0], size=(2, b, k))
   labels = rng.integers(0, 2, b).astype(np.int32)
   index = np.asarray([5, 0, 3, 6, 1])
   m_codes = rng.choice([-1.0, 1.0], size=(n, k))
-  m_codes[index[:3]] = codes[:3]                  # items seen before keep their codes
+  m_codes[index[:3]] = codes[:3]  # items seen before keep their codes
   m_labels = rng.integers(0, 2, n).astype(np.int32)
   m_labels[index] = labels
   filled = np.asarray([True, True, False, True, False, True, True, True])
   table = rng.normal(size=(2, k + 1)).astype(np.float32)
   memory = _memory.Memory(*(jnp.asarray(a) for a in (m_codes, m_labels, filled)))
   rewards = jax.jit(mch_parts.minibatch_rewards)
-  args = (jnp.asarray(codes, jnp.float32), jnp.asarray(crops, jnp.float32),
-          jnp.asarray(labels), jnp.asarray(index, jnp.int32))
+  args = (
+    jnp.asarray(codes, jnp.float32),
+    jnp.asarray(crops, jnp.float32),
+    jnp.asarray(labels),
+    jnp.asarray(index, jnp.int32),
+  )
   np.testing.assert_allclose(
-      rewards(*args, memory, jnp.asarray(table)),
-      _rewards_numpy(codes, crops, labels, index, (m_codes, m_labels, filled), table),
-      rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(rewards(*args, None, jnp.asarray(table)),
-                             _rewards_numpy(codes, crops, labels, index, None, table),
-                             rtol=1e-5, atol=1e-6)
+    rewards(*args, memory, jnp.asarray(table)),
+    _rewards_numpy(codes, crops, labels, index, (m_codes, m_labels, filled), table),
+    rtol=1e-5,
+    atol=1e-6,
+  )
+  np.testing.assert_allclose(
+    rewards(*args, None, jnp.asarray(table)),
+    _rewards_numpy(codes, crops, labels, index, None, table),
+    rtol=1e-5,
+    atol=1e-6,
+  )
 
 
 def test_code_loss_table_is_the_loss_on_codes_at_each_distance():
@@ -188,8 +209,9 @@ def test_code_loss_table_is_the_loss_on_codes_at_each_distance():
     for d in range(k + 1):
       other = np.ones(k)
       other[:d] = -1
-      want = losses.pairwise_likelihood(jnp.ones((1, k)), jnp.asarray(other[None]),
-                                        jnp.full((1, 1), float(s)), jnp.ones((1, 1)))
+      want = losses.pairwise_likelihood(
+        jnp.ones((1, k)), jnp.asarray(other[None]), jnp.full((1, 1), float(s)), jnp.ones((1, 1))
+      )
       np.testing.assert_allclose(table[s, d], want, rtol=1e-6)
   # Similar pairs lose more the farther apart, dissimilar ones less.
   assert np.all(np.diff(table[1]) > 0) and np.all(np.diff(table[0]) < 0)
@@ -225,8 +247,8 @@ def test_reinforce_gradient_is_the_exact_expected_gradient():
   """Two states, tabular logits: averaging the estimator's gradient over every joint
   action, weighted by its probability, gives minus the gradient of the expected reward,
   whatever the baseline."""
-  theta = jnp.asarray([[0.3, -0.2], [-0.5, 0.4]])          # logits [state, action]
-  reward = jnp.asarray([1.5, -0.7])                         # keep rewards; discard 0
+  theta = jnp.asarray([[0.3, -0.2], [-0.5, 0.4]])  # logits [state, action]
+  reward = jnp.asarray([1.5, -0.7])  # keep rewards; discard 0
 
   def expected_reward(t):
     return jnp.mean(jax.nn.softmax(t, axis=-1)[:, 1] * reward)
@@ -260,7 +282,7 @@ def test_agent_state_is_features_then_codes_of_the_image_and_of_the_crop():
   crop = models.HashOutputs(jnp.asarray([[-0.1, 3.0, -4.0]]), jnp.asarray([[3.0, 4.0]]))
   h, b, c = mch_parts.agent_inputs(whole, crop)
   np.testing.assert_array_equal(h, [[1, 2, 3, 4, 1, -1, 1, -1, 1, -1]])
-  np.testing.assert_array_equal(b, [[1, -1, 1]])        # sign(0) = +1
+  np.testing.assert_array_equal(b, [[1, -1, 1]])  # sign(0) = +1
   np.testing.assert_array_equal(c, [[-1, 1, -1]])
 
 
@@ -273,31 +295,36 @@ def test_policy_step_is_one_reinforce_step_with_the_running_baseline():
   policy = jax.jit(lambda k: training.create(net, opt, k, states))(jax.random.key(0))
   agent = mch_parts.AgentState(policy, jnp.float32(0.3), jnp.float32(2.0))
   key = jax.random.key(7)
-  new, metrics = jax.jit(
-      lambda a: mch_parts.policy_step(net, opt, a, states, rewards, key, 0.9))(agent)
+  new, metrics = jax.jit(lambda a: mch_parts.policy_step(net, opt, a, states, rewards, key, 0.9))(
+    agent
+  )
   # Independently: actions drawn with the step's key from the training-mode logits; the
   # reward of the action taken (0 for discard); advantages (R - m) / s with the running
   # mean and scale before the step; one SGD step on -mean_i A_i log pi(a_i | h_i).
-  logits = jax.jit(lambda v: net.apply(v, states, train=True)[0])(
-      training.variables(agent.policy))
+  logits = jax.jit(lambda v: net.apply(v, states, train=True)[0])(training.variables(agent.policy))
   actions = np.asarray(jax.random.categorical(key, logits))
   assert 0 < actions.sum() < 16
   taken = np.asarray(rewards) * actions
   advantages = (taken - 0.3) / 2.0
 
   def loss(params, advantages, actions):
-    out, _ = net.apply({"params": params, "batch_stats": agent.policy.batch_stats}, states,
-                       train=True)
+    out, _ = net.apply(
+      {"params": params, "batch_stats": agent.policy.batch_stats}, states, train=True
+    )
     return -jnp.mean(advantages * jax.nn.log_softmax(out)[jnp.arange(16), actions])
 
   value, grads = jax.jit(jax.value_and_grad(loss))(agent.policy.params, advantages, actions)
   np.testing.assert_allclose(metrics["agent_loss"], value, rtol=1e-5)
-  jax.tree.map(lambda a, p, g: np.testing.assert_allclose(a, p - 0.1 * g, rtol=1e-5, atol=1e-6),
-               new.policy.params, agent.policy.params, grads)
+  jax.tree.map(
+    lambda a, p, g: np.testing.assert_allclose(a, p - 0.1 * g, rtol=1e-5, atol=1e-6),
+    new.policy.params,
+    agent.policy.params,
+    grads,
+  )
   np.testing.assert_allclose(metrics["reward"], taken.mean(), rtol=1e-5)
   np.testing.assert_allclose(metrics["kept"], actions.mean())
   np.testing.assert_allclose(new.reward_mean, 0.9 * 0.3 + 0.1 * taken.mean(), rtol=1e-5)
-  spread = np.sqrt(np.mean((taken - 0.3) ** 2))          # about the baseline it used
+  spread = np.sqrt(np.mean((taken - 0.3) ** 2))  # about the baseline it used
   np.testing.assert_allclose(new.reward_scale, 0.9 * 2.0 + 0.1 * spread, rtol=1e-5)
 
 
@@ -307,8 +334,9 @@ def test_dedupe_mask_drops_only_repeats_of_kept_codes():
   keep = jnp.asarray([[1, 0, 1, 1, 1, 1], [1, 1, 0, 1, 1, 1]], bool)
   # Row 0: b at 2 is kept (the b before it was not), a at 3 and b at 5 repeat kept codes.
   # Row 1: a at 1 repeats the image's code; c at 3 is kept (the c before it was not).
-  np.testing.assert_array_equal(mch_parts.dedupe_mask(codes, keep),
-                                [[1, 0, 1, 0, 1, 0], [1, 0, 0, 1, 1, 0]])
+  np.testing.assert_array_equal(
+    mch_parts.dedupe_mask(codes, keep), [[1, 0, 1, 0, 1, 0], [1, 0, 0, 1, 1, 0]]
+  )
 
 
 def _agent(dim, seed=0):
@@ -325,9 +353,12 @@ def test_policy_learns_to_keep_a_rewarded_crop_and_drop_an_unrewarded_one():
   states = jnp.asarray(np.stack([good, bad] * 16))
   noise = jax.random.normal(jax.random.key(5), (400,) + states.shape) * 0.1
   rewards = jnp.asarray([1.0, -1.0] * 16)
+
   def step(a, i):
-    return mch_parts.policy_step(net, opt, a, states + noise[i], rewards,
-                                 jax.random.fold_in(jax.random.key(1), i), 0.9)
+    return mch_parts.policy_step(
+      net, opt, a, states + noise[i], rewards, jax.random.fold_in(jax.random.key(1), i), 0.9
+    )
+
   before = mch_parts.keep_probability(net, agent.policy, states[:2])
   agent, metrics = jax.jit(lambda a: jax.lax.scan(step, a, jnp.arange(400)))(agent)
   metrics = jax.tree.map(lambda m: m[-20:].mean(), metrics)
@@ -365,8 +396,9 @@ def test_mch_trains_the_base_then_the_agent(fitted, tiny):
   assert np.all(np.isfinite(history["agent_loss"]))
   # The memory holds every training image's whole-image code after an epoch.
   assert bool(state.memory.filled.all())
-  np.testing.assert_array_equal(state.memory.outputs,
-                                jhash.encode(base, state.base, tiny).astype(np.float32))
+  np.testing.assert_array_equal(
+    state.memory.outputs, jhash.encode(base, state.base, tiny).astype(np.float32)
+  )
 
 
 def test_whole_image_code_is_kept_and_is_the_base_models_code(fitted, tiny):
@@ -413,7 +445,7 @@ def test_xi_is_the_keep_threshold(fitted, tiny):
 
 def test_sigma_one_is_the_base_model_exactly(fitted, tiny):
   base, method, state, _ = fitted
-  whole = jhash.methods.mch(base, sigma=1.0, xi=0.01)      # keeps every crop it may
+  whole = jhash.methods.mch(base, sigma=1.0, xi=0.01)  # keeps every crop it may
   codes, mask = jhash.encode_multi(whole, state, tiny)
   assert not np.any(mask[:, 1:])
   single = jhash.encode(base, state.base, tiny)
@@ -429,8 +461,11 @@ def test_agent_step_is_traced_once(fitted, tiny):
   step = jax.jit(chex.assert_max_traces(method.phases[-1].update, n=1))
   for i in range(3):
     index = np.arange(32) + 16 * i
-    batch = {"views": (tiny["views"][0][index],), "labels": tiny["labels"][index],
-             "index": jnp.asarray(index, jnp.int32)}
+    batch = {
+      "views": (tiny["views"][0][index],),
+      "labels": tiny["labels"][index],
+      "index": jnp.asarray(index, jnp.int32),
+    }
     state, _ = step(state, batch, jax.random.key(i))
   assert np.isfinite(float(state.agent.reward_scale))
 
@@ -438,8 +473,11 @@ def test_agent_step_is_traced_once(fitted, tiny):
 def test_agent_step_rewards_the_crops_it_cuts_and_acts_with_its_own_key(fitted, tiny):
   base, method, state, _ = fitted
   index = np.arange(32) + 8
-  batch = {"views": (tiny["views"][0][index],), "labels": tiny["labels"][index],
-           "index": jnp.asarray(index, jnp.int32)}
+  batch = {
+    "views": (tiny["views"][0][index],),
+    "labels": tiny["labels"][index],
+    "index": jnp.asarray(index, jnp.int32),
+  }
   key = jax.random.key(4)
   _, metrics = jax.jit(method.phases[-1].update)(state, batch, key)
   # Independently: one crop of each image, side ratio in sigma +- 0.2, from the key's first
@@ -452,19 +490,23 @@ def test_agent_step_rewards_the_crops_it_cuts_and_acts_with_its_own_key(fitted, 
   outputs = jax.jit(coder.outputs)
   whole, crop = outputs(state.base.coder, x), outputs(state.base.coder, crops)
   codes, crop_codes = (np.where(o.logits >= 0, 1.0, -1.0) for o in (whole, crop))
-  memory = (np.asarray(state.memory.outputs), np.asarray(state.memory.labels),
-            np.asarray(state.memory.filled))
-  rewards = _rewards_numpy(codes, crop_codes, batch["labels"], index, memory,
-                           np.asarray(base.extras.code_loss(state.base)))
+  memory = (
+    np.asarray(state.memory.outputs),
+    np.asarray(state.memory.labels),
+    np.asarray(state.memory.filled),
+  )
+  rewards = _rewards_numpy(
+    codes, crop_codes, batch["labels"], index, memory, np.asarray(base.extras.code_loss(state.base))
+  )
   h = jnp.concatenate([whole.features, crop.features, codes, crop_codes], axis=1)
   policy = models.model(models.PolicyMLP((512, 256, 128, 64)))
   logits = jax.jit(lambda v, h: policy.apply(v, h, train=True)[0])(
-      training.variables(state.agent.policy), h)
+    training.variables(state.agent.policy), h
+  )
   actions = np.asarray(jax.random.categorical(k_act, logits))
   assert 0 < actions.sum() < 32 and np.ptp(rewards) > 0
   np.testing.assert_allclose(metrics["kept"], actions.mean())
-  np.testing.assert_allclose(metrics["reward"], np.mean(rewards * actions), rtol=1e-4,
-                             atol=1e-6)
+  np.testing.assert_allclose(metrics["reward"], np.mean(rewards * actions), rtol=1e-4, atol=1e-6)
 
 
 # -------------------------------------------------------------------------- bad input
@@ -485,19 +527,25 @@ def test_bad_input_is_named(tiny):
     jhash.fit(jhash.methods.mch(base, sigma=0.02), jax.random.key(0), tiny, progress=False)
   flat = {"views": (tiny["views"][0].reshape(64, -1),), "labels": tiny["labels"]}
   with pytest.raises(ValueError, match="images"):
-    jhash.fit(jhash.methods.mch(jhash.methods.dch(8, batch_size=32, num_epochs=1)),
-              jax.random.key(0), flat, progress=False)
+    jhash.fit(
+      jhash.methods.mch(jhash.methods.dch(8, batch_size=32, num_epochs=1)),
+      jax.random.key(0),
+      flat,
+      progress=False,
+    )
 
 
 def test_a_crop_of_one_pixel_is_not_smaller_than_a_pixel():
   from jhash.methods import _crops
-  assert _crops.check_ratio(0.25, "sigma", 4) == 0.25        # one pixel of four
+
+  assert _crops.check_ratio(0.25, "sigma", 4) == 0.25  # one pixel of four
   with pytest.raises(ValueError, match="smaller than a pixel"):
     _crops.check_ratio(0.24, "sigma", 4)
 
 
 def test_crop_augmentation_of_the_base_model():
   from jhash.methods import _pairwise
+
   x = jax.random.uniform(jax.random.key(0), (40, 28, 28, 1))
   key = jax.random.key(1)
   always = _pairwise._augmentation((0.4, 0.6), 1.0)(x, key)

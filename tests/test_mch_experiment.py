@@ -23,13 +23,20 @@ def test_mch_quick_run_learns_and_writes_its_files(quick):
   config, results, workdir = quick
   cell = results["metrics"]["canvases/mch_dch/16"]
   # The base model learned: its mAP is far above random codes' on the same split.
-  _, query, database = jhash.data.load_protocol("canvases", 0, **{
-      k: v for k, v in config.datasets.canvases.to_dict().items() if k != "protocol"})
+  _, query, database = jhash.data.load_protocol(
+    "canvases",
+    0,
+    **{k: v for k, v in config.datasets.canvases.to_dict().items() if k != "protocol"},
+  )
   rng = np.random.default_rng(0)
-  random_map = float(jhash.metrics.mean_average_precision(
+  random_map = float(
+    jhash.metrics.mean_average_precision(
       rng.choice([-1, 1], (len(query["labels"]), 16)).astype(np.int8),
       rng.choice([-1, 1], (len(database["labels"]), 16)).astype(np.int8),
-      query["labels"], database["labels"]))
+      query["labels"],
+      database["labels"],
+    )
+  )
   assert cell["map"] > random_map + 0.05, (cell["map"], random_map)
   # Extra codes can only bring an item nearer: recall within a radius never falls.
   for r in (0, 2):
@@ -39,7 +46,7 @@ def test_mch_quick_run_learns_and_writes_its_files(quick):
   for metric in retrieval.SWEEP_METRICS:
     single = 1.0 if metric == "codes_per_item" else cell[metric]
     assert cell[f"{metric}_multi@sigma=1.0"] == single, metric
-  assert cell["map_multi@sigma=0.5"] == cell["map_multi"]      # the config's own sigma
+  assert cell["map_multi@sigma=0.5"] == cell["map_multi"]  # the config's own sigma
   per_seed = cell["per_seed"]["0"]
   for key in ("f1_buckets", "f1_buckets_multi"):
     curve = per_seed[key]
@@ -52,9 +59,10 @@ def test_mch_quick_run_learns_and_writes_its_files(quick):
 def test_new_evaluation_keys_are_checked():
   config = runs.load_config("mch")
   for path, value, message in (
-      ("evaluation.radius", (0, 40), "radius"),
-      ("evaluation.sweep", {"sigma": (0.0,)}, "sweep.sigma"),
-      ("plots.f1_bucket_bits", 8, "f1_bucket_bits")):
+    ("evaluation.radius", (0, 40), "radius"),
+    ("evaluation.sweep", {"sigma": (0.0,)}, "sweep.sigma"),
+    ("plots.f1_bucket_bits", 8, "f1_bucket_bits"),
+  ):
     bad = runs.load_config("mch")
     with bad.unlocked():
       *parents, leaf = path.split(".")
@@ -66,5 +74,9 @@ def test_new_evaluation_keys_are_checked():
       retrieval.validate(bad)
   retrieval.validate(config)
   names = retrieval.metric_names(config.evaluation)
-  assert {"recall_radius_0", "precision_radius_2_multi", "codes_per_item_multi",
-          "recall_radius_0_multi@sigma=1.0"} <= set(names)
+  assert {
+    "recall_radius_0",
+    "precision_radius_2_multi",
+    "codes_per_item_multi",
+    "recall_radius_0_multi@sigma=1.0",
+  } <= set(names)

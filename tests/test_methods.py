@@ -10,27 +10,51 @@ import jhash
 from jhash import methods
 
 # Small hyperparameters per method for the conformance suite.
-SMALL = {"lsh": {}, "itq": {"num_iters": 3}, "cdh": {"w_iters": 20, "max_inner": 4},
-         "hbmp": {"hash_options": {"num_epochs": 2}}, "cvh": {}, "scm": {}, "cmfh": {"num_iters": 3},
-         "pairwise": {"batch_size": 32, "num_epochs": 1},
-         "ksh": {"batch_size": 32, "num_epochs": 1},
-         "hashnet": {"batch_size": 32, "num_epochs": 1},
-         "dch": {"batch_size": 32, "num_epochs": 1},
-         "mmhh": {"batch_size": 32, "num_epochs": 1},
-         "adsh": {"batch_size": 32, "rounds": 1, "steps_per_round": 3, "num_samples": 40},
-         "mch": {"base_options": {"batch_size": 32, "num_epochs": 1}, "agent_epochs": 1,
-                 "agent_batch_size": 32}}
+SMALL = {
+  "lsh": {},
+  "itq": {"num_iters": 3},
+  "cdh": {"w_iters": 20, "max_inner": 4},
+  "hbmp": {"hash_options": {"num_epochs": 2}},
+  "cvh": {},
+  "scm": {},
+  "cmfh": {"num_iters": 3},
+  "pairwise": {"batch_size": 32, "num_epochs": 1},
+  "ksh": {"batch_size": 32, "num_epochs": 1},
+  "hashnet": {"batch_size": 32, "num_epochs": 1},
+  "dch": {"batch_size": 32, "num_epochs": 1},
+  "mmhh": {"batch_size": 32, "num_epochs": 1},
+  "adsh": {"batch_size": 32, "rounds": 1, "steps_per_round": 3, "num_samples": 40},
+  "mch": {
+    "base_options": {"batch_size": 32, "num_epochs": 1},
+    "agent_epochs": 1,
+    "agent_batch_size": 32,
+  },
+}
 # Methods whose codes depend on the key (the others are closed forms).
-RANDOMISED = {"lsh", "itq", "cdh", "hbmp", "cmfh", "pairwise", "ksh", "hashnet", "dch",
-              "mmhh", "adsh", "mch"}
+RANDOMISED = {
+  "lsh",
+  "itq",
+  "cdh",
+  "hbmp",
+  "cmfh",
+  "pairwise",
+  "ksh",
+  "hashnet",
+  "dch",
+  "mmhh",
+  "adsh",
+  "mch",
+}
 # Methods that read images (the others read the feature views).
 IMAGES = {"mch"}
 
 
 def _batch(rng, n=120, dims=(12, 9), images=False):
   if images:
-    return {"views": (rng.uniform(size=(n, 28, 28)).astype(np.float32),),
-            "labels": rng.integers(0, 4, n).astype(np.int32)}
+    return {
+      "views": (rng.uniform(size=(n, 28, 28)).astype(np.float32),),
+      "labels": rng.integers(0, 4, n).astype(np.int32),
+    }
   views = tuple(rng.normal(size=(n, d)).astype(np.float32) for d in dims)
   return {"views": views, "labels": rng.integers(0, 4, n).astype(np.int32)}
 
@@ -48,8 +72,10 @@ COVERED_ELSEWHERE = SAME_PATH_AS_PAIRWISE | {"mch"}
 
 
 def _conformance_params():
-  return [pytest.param(name, marks=pytest.mark.slow) if name in COVERED_ELSEWHERE
-          else name for name in sorted(methods.REGISTRY)]
+  return [
+    pytest.param(name, marks=pytest.mark.slow) if name in COVERED_ELSEWHERE else name
+    for name in sorted(methods.REGISTRY)
+  ]
 
 
 @pytest.mark.parametrize("name", _conformance_params())
@@ -163,7 +189,7 @@ def test_itq_centres_with_the_training_mean_and_reports_the_loss_per_item(rng):
   # Features far from the origin: PCA and the codes must use the centred features.
   x = (rng.normal(size=(200, 8)) * np.arange(1, 9) + rng.normal(size=8) * 50).astype(np.float32)
   method = methods.itq(3)
-  assert method.num_steps == 50                                   # the paper's iterations
+  assert method.num_steps == 50  # the paper's iterations
   state = jhash.init(method, jax.random.key(0), {"views": (x,)})
   xc = x.astype(np.float64) - x.mean(0)
   np.testing.assert_allclose(np.asarray(state.mean), x.mean(0), rtol=1e-5, atol=1e-4)
@@ -173,8 +199,9 @@ def test_itq_centres_with_the_training_mean_and_reports_the_loss_per_item(rng):
   vr = xc @ np.asarray(state.pca, np.float64) @ np.asarray(state.rotation, np.float64)
   _, metrics = method.update(state, {"views": (x,)}, jax.random.key(1))
   b = np.where(vr >= 0, 1.0, -1.0)
-  np.testing.assert_allclose(float(metrics["quantization_loss"]), np.sum((b - vr) ** 2) / len(x),
-                             rtol=1e-4)
+  np.testing.assert_allclose(
+    float(metrics["quantization_loss"]), np.sum((b - vr) ** 2) / len(x), rtol=1e-4
+  )
   # Codes of new items: the sign of their centred projections, rotated.
   new = x[:20] + np.float32(0.5)
   p = (new - x.mean(0)) @ np.asarray(state.pca, np.float64) @ np.asarray(state.rotation)
@@ -189,8 +216,9 @@ def test_itq_starts_from_a_uniformly_random_rotation(rng):
   # has Q[0, 0] < 0 whatever the matrix).
   batch = {"views": (rng.normal(size=(40, 5)).astype(np.float32),)}
   method = methods.itq(3)
-  corners = [float(jhash.init(method, jax.random.key(seed), batch).rotation[0, 0])
-             for seed in range(16)]
+  corners = [
+    float(jhash.init(method, jax.random.key(seed), batch).rotation[0, 0]) for seed in range(16)
+  ]
   assert 0 < sum(c > 0 for c in corners) < 16, corners
 
 
@@ -210,23 +238,30 @@ def test_view_selection(rng):
     methods.view_features({"views": (None, batch["views"][1])}, 0)
 
 
-@pytest.mark.parametrize("name", ["lsh", "itq", "pairwise",
-                                  # the same check_views call; slow-only:
-                                  pytest.param("hbmp", marks=pytest.mark.slow),
-                                  pytest.param("adsh", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  "name",
+  [
+    "lsh",
+    "itq",
+    "pairwise",
+    # the same check_views call; slow-only:
+    pytest.param("hbmp", marks=pytest.mark.slow),
+    pytest.param("adsh", marks=pytest.mark.slow),
+  ],
+)
 def test_encode_refuses_views_unlike_training(name, rng):
-  batch = _batch(rng)                                   # views of widths 12 and 9
+  batch = _batch(rng)  # views of widths 12 and 9
   method = methods.REGISTRY[name](8, **SMALL[name])
   state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
   x12, x9 = batch["views"]
-  swapped = {"views": (x9, x12)}                        # same total width, swapped
+  swapped = {"views": (x9, x12)}  # same total width, swapped
   missing = {"views": (x12,)}
   for bad in (swapped, missing):
     with pytest.raises(ValueError, match="views must match"):
       jhash.encode(method, state, bad)
   with pytest.raises(ValueError, match="views must match"):
     jhash.encode_multi(method, state, swapped)
-  jhash.encode(method, state, {"views": batch["views"]})   # the training layout is fine
+  jhash.encode(method, state, {"views": batch["views"]})  # the training layout is fine
 
 
 @pytest.mark.parametrize("name", ["cdh", "scm"])
@@ -234,7 +269,7 @@ def test_multi_hot_rows_without_a_label_are_refused(name, rng):
   batch = _batch(rng, n=40)
   labels = rng.random((40, 5)) < 0.4
   labels[np.arange(40), rng.integers(0, 5, 40)] = True
-  labels[[3, 17], :] = False                      # two items carry no supervision
+  labels[[3, 17], :] = False  # two items carry no supervision
   batch["labels"] = labels
   method = methods.REGISTRY[name](8, **SMALL[name])
   with pytest.raises(ValueError, match="at least one label.*items \\[3, 17\\]"):

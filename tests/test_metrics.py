@@ -30,7 +30,7 @@ ATOL = 1e-5
 
 class Data(NamedTuple):
   query_codes: np.ndarray  # int8 [q, K] in {-1, +1}
-  db_codes: np.ndarray     # int8 [n, K] (or [n, m, K] with db_mask)
+  db_codes: np.ndarray  # int8 [n, K] (or [n, m, K] with db_mask)
   query_labels: np.ndarray  # int32 [q] class ids, or bool [q, C] multi-hot
   db_labels: np.ndarray
 
@@ -61,8 +61,9 @@ def make_multilabel_data(seed=1, q=24, n=1200, num_bits=16, num_labels=8) -> Dat
   protos = _signs(rng, (num_labels, num_bits))
 
   def codes_for(labels):
-    first = np.where(labels.any(axis=1), labels.argmax(axis=1),
-                     rng.integers(0, num_labels, len(labels)))
+    first = np.where(
+      labels.any(axis=1), labels.argmax(axis=1), rng.integers(0, num_labels, len(labels))
+    )
     return _flip(rng, protos[first], 0.15)
 
   db_labels = rng.random((n, num_labels)) < 0.2
@@ -148,23 +149,37 @@ def low_ndcg(distances, grades, **kw):
 
 
 TOP_KS = (None, 1, 10, "n-1", "n")
-AP_CONVENTIONS = [(t, norm, k) for t in ("aware", "index")
-                  for norm in ("relevant", "min", "retrieved") for k in TOP_KS
-                  if not (t == "aware" and norm == "retrieved" and k is not None)]
+AP_CONVENTIONS = [
+  (t, norm, k)
+  for t in ("aware", "index")
+  for norm in ("relevant", "min", "retrieved")
+  for k in TOP_KS
+  if not (t == "aware" and norm == "retrieved" and k is not None)
+]
 # The conventions every run checks: each value of ties, normalizer and top_k with each
 # value of the others. The full grid runs with --runslow (the library compiles once per
 # static combination, seconds each on two cores).
-DEFAULT_AP = [("aware", "relevant", None), ("aware", "relevant", 1), ("aware", "min", 10),
-              ("aware", "min", "n-1"), ("aware", "retrieved", None), ("aware", "relevant", "n"),
-              ("index", "relevant", 10), ("index", "min", 1), ("index", "retrieved", 10),
-              ("index", "retrieved", "n-1"), ("index", "min", "n"), ("index", "retrieved", None)]
+DEFAULT_AP = [
+  ("aware", "relevant", None),
+  ("aware", "relevant", 1),
+  ("aware", "min", 10),
+  ("aware", "min", "n-1"),
+  ("aware", "retrieved", None),
+  ("aware", "relevant", "n"),
+  ("index", "relevant", 10),
+  ("index", "min", 1),
+  ("index", "retrieved", 10),
+  ("index", "retrieved", "n-1"),
+  ("index", "min", "n"),
+  ("index", "retrieved", None),
+]
 
 
 def grid(combos, default):
   """pytest params for every combination; those outside ``default`` are marked slow."""
   default = [tuple(c) for c in default]
-  return [pytest.param(*c, marks=() if tuple(c) in default else pytest.mark.slow)
-          for c in combos]
+  return [pytest.param(*c, marks=() if tuple(c) in default else pytest.mark.slow) for c in combos]
+
 
 # Seven items, three distances (tie groups of 3, 3 and 1), and nine items in groups of 2, 4, 3:
 # 3! 3! 1! = 36 and 2! 4! 3! = 288 orders.
@@ -190,13 +205,16 @@ def test_reference_distances_match_inner_product():
   np.testing.assert_array_equal(ref.distances(data.query_codes, data.db_codes), (k - inner) // 2)
   # Weighted with unit weights is Hamming; multi-code with one valid code is single-code.
   np.testing.assert_array_equal(
-      ref.distances(data.query_codes, data.db_codes, np.ones(k)),
-      ref.distances(data.query_codes, data.db_codes))
+    ref.distances(data.query_codes, data.db_codes, np.ones(k)),
+    ref.distances(data.query_codes, data.db_codes),
+  )
   multi = np.stack([data.db_codes, -data.db_codes], axis=1)
   mask = np.zeros(multi.shape[:2], bool)
   mask[:, 0] = True
-  np.testing.assert_array_equal(ref.distances(data.query_codes, multi, db_mask=mask),
-                                ref.distances(data.query_codes, data.db_codes))
+  np.testing.assert_array_equal(
+    ref.distances(data.query_codes, multi, db_mask=mask),
+    ref.distances(data.query_codes, data.db_codes),
+  )
   plain = ref.distances(data.query_codes, data.db_codes)
   both = ref.distances(data.query_codes, multi, db_mask=np.ones_like(mask))
   np.testing.assert_array_equal(both, np.minimum(plain, k - plain))
@@ -232,9 +250,11 @@ def test_reference_hand_worked_ndcg_and_precision():
   # ideal order [3, 1, 0]: IDCG@3 = 3 + 1/log2(3). linear gains [2, 0, 1]: 2.5 / (2 + 1/log2(3)).
   d, grades = np.array([0, 1, 2]), np.array([2, 0, 1])
   assert ref.ndcg_one(d, grades, 3, "index", "exp")[0] == pytest.approx(
-      3.5 / (3 + 1 / math.log2(3)))
+    3.5 / (3 + 1 / math.log2(3))
+  )
   assert ref.ndcg_one(d, grades, 3, "index", "linear")[0] == pytest.approx(
-      2.5 / (2 + 1 / math.log2(3)))
+    2.5 / (2 + 1 / math.log2(3))
+  )
   # Ranks 1 and 2 tied: E[gain at rank 1] = (3 + 0) / 2 and IDCG@1 = 3, so NDCG@1 = 0.5.
   d = np.array([0, 0, 1])
   assert ref.ndcg_one(d, grades, 1, "aware", "exp")[0] == pytest.approx(0.5)
@@ -252,16 +272,19 @@ def test_reference_tie_aware_equals_enumeration(d):
     for top_k in [None, *range(1, n + 1)]:
       for normalizer in ("relevant", "min"):
         assert ref.ap_one(d, rel, top_k, "aware", normalizer) == pytest.approx(
-            ref.ap_by_enumeration(d, rel, top_k, normalizer), abs=1e-12)
+          ref.ap_by_enumeration(d, rel, top_k, normalizer), abs=1e-12
+        )
     for k in range(1, n + 1):
       assert ref.hits_at_k(d, rel, k, "aware") == pytest.approx(
-          ref.hits_at_k_by_enumeration(d, rel, k))
+        ref.hits_at_k_by_enumeration(d, rel, k)
+      )
   grades = np.random.default_rng(1).integers(0, 4, (5, n))
   for g in grades:
     for k in range(1, n + 1):
       for gain in ("exp", "linear"):
         assert ref.ndcg_one(d, g, k, "aware", gain) == pytest.approx(
-            ref.ndcg_by_enumeration(d, g, k, gain), abs=1e-12)
+          ref.ndcg_by_enumeration(d, g, k, gain), abs=1e-12
+        )
 
 
 def test_reference_closed_form_of_the_methods_notes():
@@ -272,8 +295,11 @@ def test_reference_closed_form_of_the_methods_notes():
     for g in ref.tie_groups(d):
       n_l, p_l = len(g), int(rel[g].sum())
       m_l = (p_l - 1) / (n_l - 1) if n_l > 1 else 0.0
-      total += p_l / n_l * sum((before_rel + 1 + (j - 1) * m_l) / (before_items + j)
-                               for j in range(1, n_l + 1))
+      total += (
+        p_l
+        / n_l
+        * sum((before_rel + 1 + (j - 1) * m_l) / (before_items + j) for j in range(1, n_l + 1))
+      )
       before_items += n_l
       before_rel += p_l
     want = total / rel.sum() if rel.sum() else 0.0
@@ -295,9 +321,11 @@ def test_reference_index_ap_matches_rank_formula_and_sklearn():
     rel = rng.random(50) < 0.3
     rel[0] = True
     assert ref.ap_one(d, rel, ties="aware")[0] == pytest.approx(
-        sklearn_metrics.average_precision_score(rel, -d), abs=1e-12)
+      sklearn_metrics.average_precision_score(rel, -d), abs=1e-12
+    )
     assert ref.ap_one(d, rel, ties="index")[0] == pytest.approx(
-        sklearn_metrics.average_precision_score(rel, -d), abs=1e-12)
+      sklearn_metrics.average_precision_score(rel, -d), abs=1e-12
+    )
 
 
 def test_reference_profile_equals_direct():
@@ -310,7 +338,8 @@ def test_reference_profile_equals_direct():
     np.testing.assert_array_equal(got[1], want[1])
   data = c.data
   assert ref.mean_average_precision(*data, top_k=10, normalizer="min", no_relevant="skip") == (
-      pytest.approx(ref.mean_over_queries(*c.profile.ap(10, "aware", "min"), "skip")))
+    pytest.approx(ref.mean_over_queries(*c.profile.ap(10, "aware", "min"), "skip"))
+  )
 
 
 def make_tie_free_data(multilabel: bool):
@@ -343,7 +372,8 @@ def test_reference_deephash_transcriptions_agree_without_ties(multilabel):
   n = d.shape[1]
   for topk in (-1, 1, 5, n - 1, n):
     assert ref.deephash_calc_top_map(*data, topk) == pytest.approx(
-        ref.deephash_calc_top_map(*data, topk, argsort_kind="stable"), abs=1e-12)
+      ref.deephash_calc_top_map(*data, topk, argsort_kind="stable"), abs=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", ["class", "multi"])
@@ -355,7 +385,8 @@ def test_reference_deephash_is_index_ap_over_retrieved(name):
   for topk, k in ((-1, n - 1), (1, 1), (10, 10), (n, n)):
     want = ref.mean_over_queries(*c.profile.ap(k, "index", "retrieved"), "zero")
     assert ref.deephash_calc_top_map(*c.data, topk, argsort_kind="stable") == pytest.approx(
-        want, abs=1e-12)
+      want, abs=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", ["class", "multi", "weighted", "multicode"])
@@ -369,21 +400,33 @@ def test_reference_data_tells_the_conventions_apart(name):
   def ap(ties, normalizer, top_k):
     return c.profile.ap(resolve_k(top_k, n), ties, normalizer)[0]
 
-  pairs = [(("aware", norm, k), ("index", norm, k))
-           for norm, k in (("relevant", None), ("relevant", 10), ("min", 1), ("min", "n-1"))]
+  pairs = [
+    (("aware", norm, k), ("index", norm, k))
+    for norm, k in (("relevant", None), ("relevant", 10), ("min", 1), ("min", "n-1"))
+  ]
   for ties in ("aware", "index"):
-    pairs += [((ties, "relevant", 1), (ties, "min", 1)), ((ties, "relevant", 10), (ties, "min", 10)),
-              ((ties, "relevant", 10), (ties, "relevant", "n-1"))]
-  pairs += [(("index", "min", 10), ("index", "retrieved", 10)),
-            (("index", "relevant", 1), ("index", "retrieved", 1))]
+    pairs += [
+      ((ties, "relevant", 1), (ties, "min", 1)),
+      ((ties, "relevant", 10), (ties, "min", 10)),
+      ((ties, "relevant", 10), (ties, "relevant", "n-1")),
+    ]
+  pairs += [
+    (("index", "min", 10), ("index", "retrieved", 10)),
+    (("index", "relevant", 1), ("index", "retrieved", 1)),
+  ]
   if name != "weighted":  # there no query has a relevant item ranked last
     pairs += [(("index", "relevant", None), ("index", "relevant", "n-1"))]
   for a, b in pairs:
     assert np.abs(ap(*a) - ap(*b)).max() > 10 * ATOL, (a, b)
   assert (~c.profile.num_relevant.astype(bool)).any()
   ap_full, defined = c.profile.ap(None, "aware", "relevant")
-  assert abs(ref.mean_over_queries(ap_full, defined, "zero")
-             - ref.mean_over_queries(ap_full, defined, "skip")) > 10 * ATOL
+  assert (
+    abs(
+      ref.mean_over_queries(ap_full, defined, "zero")
+      - ref.mean_over_queries(ap_full, defined, "skip")
+    )
+    > 10 * ATOL
+  )
 
 
 # ------------------------------------------------------------------------------------------
@@ -412,13 +455,16 @@ def test_hand_worked_average_precision(kind):
     np.testing.assert_allclose(ap, [5 / 6], atol=ATOL)
     assert ok.tolist() == [True]
     for normalizer in ("relevant", "min"):
-      np.testing.assert_allclose(low_ap(d, rel, top_k=2, ties=ties, normalizer=normalizer,
-                                        **extra)[0], [0.5], atol=ATOL)
-  np.testing.assert_allclose(low_ap(d, rel, top_k=2, ties="index", normalizer="retrieved",
-                                    **extra)[0], [1.0], atol=ATOL)
+      np.testing.assert_allclose(
+        low_ap(d, rel, top_k=2, ties=ties, normalizer=normalizer, **extra)[0], [0.5], atol=ATOL
+      )
+  np.testing.assert_allclose(
+    low_ap(d, rel, top_k=2, ties="index", normalizer="retrieved", **extra)[0], [1.0], atol=ATOL
+  )
   # [irr, rel, rel] at top_k = 1 retrieves nothing relevant: "retrieved" is undefined (0).
-  ap, ok = low_ap(d, jnp.asarray([[False, True, True]]), top_k=1, ties="index",
-                  normalizer="retrieved", **extra)
+  ap, ok = low_ap(
+    d, jnp.asarray([[False, True, True]]), top_k=1, ties="index", normalizer="retrieved", **extra
+  )
   assert ap.tolist() == [0.0] and ok.tolist() == [False]
 
 
@@ -435,8 +481,9 @@ def test_hand_worked_tie_aware_average_precision(kind):
   ap, ok = low_ap(d, rel, ties="aware", **extra)
   np.testing.assert_allclose(ap, [17 / 24, 17 / 24], atol=ATOL)
   np.testing.assert_allclose(low_ap(d, rel, ties="index", **extra)[0], [5 / 6, 7 / 12], atol=ATOL)
-  np.testing.assert_allclose(low_ap(d, rel, top_k=1, ties="aware", normalizer="min", **extra)[0],
-                             [0.5, 0.5], atol=ATOL)
+  np.testing.assert_allclose(
+    low_ap(d, rel, top_k=1, ties="aware", normalizer="min", **extra)[0], [0.5, 0.5], atol=ATOL
+  )
 
 
 def test_hand_worked_ndcg():
@@ -462,12 +509,15 @@ def test_hand_worked_precision_recall_at_k():
   # At k = 4 everything is retrieved: P@4 = 2/4, R@4 = 1.
   qc, dc = codes_at(4, [0, 0, 0, 1])
   ql, dl = np.array([0], np.int32), np.array([0, 1, 1, 0], np.int32)
-  np.testing.assert_allclose(metrics.precision_at_k(qc, dc, ql, dl, [2, 4], ties="aware"),
-                             [1 / 3, 1 / 2], atol=ATOL)
-  np.testing.assert_allclose(metrics.recall_at_k(qc, dc, ql, dl, [2, 4], ties="aware"),
-                             [1 / 3, 1.0], atol=ATOL)
-  np.testing.assert_allclose(metrics.precision_at_k(qc, dc, ql, dl, [2, 4], ties="index"),
-                             [1 / 2, 1 / 2], atol=ATOL)
+  np.testing.assert_allclose(
+    metrics.precision_at_k(qc, dc, ql, dl, [2, 4], ties="aware"), [1 / 3, 1 / 2], atol=ATOL
+  )
+  np.testing.assert_allclose(
+    metrics.recall_at_k(qc, dc, ql, dl, [2, 4], ties="aware"), [1 / 3, 1.0], atol=ATOL
+  )
+  np.testing.assert_allclose(
+    metrics.precision_at_k(qc, dc, ql, dl, [2, 4], ties="index"), [1 / 2, 1 / 2], atol=ATOL
+  )
 
 
 def test_hand_worked_radius_and_f1():
@@ -483,8 +533,9 @@ def test_hand_worked_radius_and_f1():
   np.testing.assert_array_equal(np.asarray(curve["buckets"]), [1, 5, 11, 15, 16])
   np.testing.assert_allclose(np.asarray(curve["f1"])[:2], [1 / 2, 2 / 3], atol=ATOL)
   # Radius 2: {0, 1, 2, 3}, 3 relevant: precision 3/4, recall 1; radius 4: 3/5, 1.
-  np.testing.assert_allclose(np.asarray(curve["precision"]), [1, 2 / 3, 3 / 4, 3 / 4, 3 / 5],
-                             atol=ATOL)
+  np.testing.assert_allclose(
+    np.asarray(curve["precision"]), [1, 2 / 3, 3 / 4, 3 / 4, 3 / 5], atol=ATOL
+  )
   np.testing.assert_allclose(np.asarray(curve["recall"]), [1 / 3, 2 / 3, 1, 1, 1], atol=ATOL)
 
 
@@ -505,8 +556,9 @@ def test_hand_worked_deephash_topk_minus_one():
 # Tie-aware AP is the mean over all orders of the ties
 
 
-@pytest.mark.parametrize("which,kind", grid(
-    itertools.product((0, 1), DIST_KINDS), [(0, "int"), (1, "float")]))
+@pytest.mark.parametrize(
+  "which,kind", grid(itertools.product((0, 1), DIST_KINDS), [(0, "int"), (1, "float")])
+)
 def test_tie_aware_ap_equals_mean_over_orders(which, kind):
   d = ENUM_DISTANCES[which]
   n = len(d)
@@ -515,10 +567,12 @@ def test_tie_aware_ap_equals_mean_over_orders(which, kind):
   for normalizer in ("relevant", "min"):
     for top_k in [None, *range(1, n + 1)]:
       want = [ref.ap_by_enumeration(d, r, top_k, normalizer) for r in rel]
-      ap, ok = low_ap(dists, jnp.asarray(rel), top_k=top_k, ties="aware", normalizer=normalizer,
-                      **extra)
-      np.testing.assert_allclose(ap, [a for a, _ in want], atol=ATOL,
-                                 err_msg=f"top_k={top_k}, {normalizer}")
+      ap, ok = low_ap(
+        dists, jnp.asarray(rel), top_k=top_k, ties="aware", normalizer=normalizer, **extra
+      )
+      np.testing.assert_allclose(
+        ap, [a for a, _ in want], atol=ATOL, err_msg=f"top_k={top_k}, {normalizer}"
+      )
       np.testing.assert_array_equal(ok, [o for _, o in want])
 
 
@@ -528,8 +582,14 @@ def test_tie_aware_ndcg_equals_mean_over_orders():
   grades[0] = 0
   for k, gain in ((1, "exp"), (5, "linear"), (9, "exp")):
     want = [ref.ndcg_by_enumeration(d, g, k, gain) for g in grades]
-    value, ok = low_ndcg(jnp.asarray(np.tile(d, (6, 1)), jnp.int32), jnp.asarray(grades, jnp.int32),
-                         k=k, ties="aware", gain=gain, max_distance=2)
+    value, ok = low_ndcg(
+      jnp.asarray(np.tile(d, (6, 1)), jnp.int32),
+      jnp.asarray(grades, jnp.int32),
+      k=k,
+      ties="aware",
+      gain=gain,
+      max_distance=2,
+    )
     np.testing.assert_allclose(value, [v for v, _ in want], atol=ATOL, err_msg=f"k={k}")
     np.testing.assert_array_equal(ok, [o for _, o in want])
 
@@ -538,10 +598,15 @@ def test_tie_aware_ndcg_equals_mean_over_orders():
 # Every convention, against the reference, on data with many ties
 
 
-@pytest.mark.parametrize("kind,ties,normalizer,top_k", grid(
+@pytest.mark.parametrize(
+  "kind,ties,normalizer,top_k",
+  grid(
     [(kind, *c) for kind in DIST_KINDS for c in AP_CONVENTIONS],
-    [("int", *c) for c in DEFAULT_AP] + [("int_no_max", *c) for c in DEFAULT_AP[::5]]
-    + [("float", *c) for c in DEFAULT_AP[1::5]]))
+    [("int", *c) for c in DEFAULT_AP]
+    + [("int_no_max", *c) for c in DEFAULT_AP[::5]]
+    + [("float", *c) for c in DEFAULT_AP[1::5]],
+  ),
+)
 def test_average_precision_matches_reference(kind, ties, normalizer, top_k):
   c = case("class")
   k = resolve_k(top_k, c.d.shape[1])
@@ -557,8 +622,9 @@ def test_average_precision_weighted_matches_reference(ties, normalizer, top_k):
   c = case("weighted")
   k = resolve_k(top_k, c.d.shape[1])
   want_ap, want_ok = c.profile.ap(k, ties, normalizer)
-  ap, ok = low_ap(jnp.asarray(c.d, jnp.float32), jnp.asarray(c.rel), top_k=k, ties=ties,
-                  normalizer=normalizer)
+  ap, ok = low_ap(
+    jnp.asarray(c.d, jnp.float32), jnp.asarray(c.rel), top_k=k, ties=ties, normalizer=normalizer
+  )
   np.testing.assert_array_equal(ok, want_ok)
   np.testing.assert_allclose(ap, want_ap, atol=ATOL)
 
@@ -569,41 +635,74 @@ def test_average_precision_rows_are_independent():
   dists, rel = jnp.asarray(c.d, jnp.int32), jnp.asarray(c.rel)
   kw = dict(top_k=10, ties="aware", normalizer="min", max_distance=8)
   whole = low_ap(dists, rel, **kw)
-  rows = [low_ap(dists[i:i + 1], rel[i:i + 1], **kw) for i in range(5)]
+  rows = [low_ap(dists[i : i + 1], rel[i : i + 1], **kw) for i in range(5)]
   np.testing.assert_allclose(whole[0][:5], np.concatenate([r[0] for r in rows]), atol=1e-7)
   jitted = jax.jit(functools.partial(metrics.average_precision, **kw))(dists, rel)
   np.testing.assert_allclose(np.asarray(jitted[0]), whole[0], atol=1e-7)
   np.testing.assert_array_equal(np.asarray(jitted[1]), whole[1])
 
 
-@pytest.mark.parametrize("name,ties,normalizer,top_k,no_relevant", grid(
-    [(name, *c, rule) for name in ("class", "multi") for c in AP_CONVENTIONS
-     for rule in ("zero", "skip")],
+@pytest.mark.parametrize(
+  "name,ties,normalizer,top_k,no_relevant",
+  grid(
+    [
+      (name, *c, rule)
+      for name in ("class", "multi")
+      for c in AP_CONVENTIONS
+      for rule in ("zero", "skip")
+    ],
     # The plumbing (labels -> relevance, conventions, the mean) on both data sets; the
     # per-query AP of every convention is the low-level test's job.
-    [("class", "aware", "relevant", None, "zero"), ("multi", "aware", "min", 10, "skip"),
-     ("class", "aware", "retrieved", None, "skip"), ("multi", "index", "relevant", "n", "zero"),
-     ("class", "index", "min", 1, "skip"), ("multi", "index", "retrieved", "n-1", "zero")]))
+    [
+      ("class", "aware", "relevant", None, "zero"),
+      ("multi", "aware", "min", 10, "skip"),
+      ("class", "aware", "retrieved", None, "skip"),
+      ("multi", "index", "relevant", "n", "zero"),
+      ("class", "index", "min", 1, "skip"),
+      ("multi", "index", "retrieved", "n-1", "zero"),
+    ],
+  ),
+)
 def test_mean_average_precision_matches_reference(name, ties, normalizer, top_k, no_relevant):
   c = case(name)
   k = resolve_k(top_k, c.d.shape[1])
   want = ref.mean_over_queries(*c.profile.ap(k, ties, normalizer), no_relevant)
-  got = metrics.mean_average_precision(*c.data, top_k=k, ties=ties, normalizer=normalizer,
-                                       no_relevant=no_relevant)
+  got = metrics.mean_average_precision(
+    *c.data, top_k=k, ties=ties, normalizer=normalizer, no_relevant=no_relevant
+  )
   assert float(got) == pytest.approx(want, abs=ATOL)
 
 
-@pytest.mark.parametrize("name,top_k,ties,normalizer,no_relevant", grid(
-    itertools.product(("weighted", "multicode"), (None, 10), ("aware", "index"),
-                      ("relevant", "min"), ("zero", "skip")),
-    [("weighted", 10, "aware", "min", "skip"), ("weighted", None, "index", "relevant", "zero"),
-     ("multicode", 10, "aware", "relevant", "zero"), ("multicode", None, "index", "min", "skip")]))
+@pytest.mark.parametrize(
+  "name,top_k,ties,normalizer,no_relevant",
+  grid(
+    itertools.product(
+      ("weighted", "multicode"),
+      (None, 10),
+      ("aware", "index"),
+      ("relevant", "min"),
+      ("zero", "skip"),
+    ),
+    [
+      ("weighted", 10, "aware", "min", "skip"),
+      ("weighted", None, "index", "relevant", "zero"),
+      ("multicode", 10, "aware", "relevant", "zero"),
+      ("multicode", None, "index", "min", "skip"),
+    ],
+  ),
+)
 def test_mean_average_precision_weighted_and_multicode(name, top_k, ties, normalizer, no_relevant):
   c = case(name)
   want = ref.mean_over_queries(*c.profile.ap(top_k, ties, normalizer), no_relevant)
-  got = metrics.mean_average_precision(*c.data, top_k=top_k, ties=ties, normalizer=normalizer,
-                                       no_relevant=no_relevant, weights=c.weights,
-                                       db_mask=c.db_mask)
+  got = metrics.mean_average_precision(
+    *c.data,
+    top_k=top_k,
+    ties=ties,
+    normalizer=normalizer,
+    no_relevant=no_relevant,
+    weights=c.weights,
+    db_mask=c.db_mask,
+  )
   assert float(got) == pytest.approx(want, abs=ATOL)
 
 
@@ -619,28 +718,38 @@ def test_relevance_kinds_agree():
   data = c.data
   auto = metrics.mean_average_precision(*data, top_k=10)
   assert float(metrics.mean_average_precision(*data, top_k=10, relevance="same_class")) == (
-      pytest.approx(float(auto), abs=ATOL))
+    pytest.approx(float(auto), abs=ATOL)
+  )
   # Class ids as one-hot rows: sharing a label is being in the same class.
   num = int(max(data.query_labels.max(), data.db_labels.max())) + 1
-  onehot = data._replace(query_labels=np.eye(num, dtype=bool)[data.query_labels],
-                         db_labels=np.eye(num, dtype=bool)[data.db_labels])
+  onehot = data._replace(
+    query_labels=np.eye(num, dtype=bool)[data.query_labels],
+    db_labels=np.eye(num, dtype=bool)[data.db_labels],
+  )
   assert float(metrics.mean_average_precision(*onehot, top_k=10)) == pytest.approx(
-      float(auto), abs=ATOL)
+    float(auto), abs=ATOL
+  )
   multi = case("multi").data
   assert float(metrics.mean_average_precision(*multi, relevance="share_label")) == pytest.approx(
-      float(metrics.mean_average_precision(*multi)), abs=ATOL)
+    float(metrics.mean_average_precision(*multi)), abs=ATOL
+  )
 
 
-@pytest.mark.parametrize("name,ties", grid(
+@pytest.mark.parametrize(
+  "name,ties",
+  grid(
     itertools.product(("class", "multi"), ("aware", "index")),
-    [("class", "aware"), ("multi", "index")]))
+    [("class", "aware"), ("multi", "index")],
+  ),
+)
 def test_precision_and_recall_at_k_match_reference(name, ties):
   c = case(name)
   n = c.d.shape[1]
   ks = [1, 5, 10, 100, n - 1, n]
   want_p = ref.precision_at_k(*c.data, ks, ties)
-  np.testing.assert_allclose(np.asarray(metrics.precision_at_k(*c.data, ks, ties=ties)), want_p,
-                             atol=ATOL)
+  np.testing.assert_allclose(
+    np.asarray(metrics.precision_at_k(*c.data, ks, ties=ties)), want_p, atol=ATOL
+  )
   for no_relevant in ("zero", "skip"):
     want_r = ref.recall_at_k(*c.data, ks, ties, no_relevant=no_relevant)
     got_r = metrics.recall_at_k(*c.data, ks, ties=ties, no_relevant=no_relevant)
@@ -656,14 +765,17 @@ def test_radius_metrics_match_reference(name, average):
     want = ref.pr_curve_by_radius(*c.data, **kw)
     got = metrics.pr_curve_by_radius(*c.data, **kw)
     np.testing.assert_array_equal(np.asarray(got["radius"]), want["radius"])
-    np.testing.assert_allclose(np.asarray(got["precision"]), want["precision"], atol=ATOL,
-                               err_msg=str(kw))
-    np.testing.assert_allclose(np.asarray(got["recall"]), want["recall"], atol=ATOL,
-                               err_msg=str(kw))
+    np.testing.assert_allclose(
+      np.asarray(got["precision"]), want["precision"], atol=ATOL, err_msg=str(kw)
+    )
+    np.testing.assert_allclose(
+      np.asarray(got["recall"]), want["recall"], atol=ATOL, err_msg=str(kw)
+    )
     for radius in (0, 2):
       p, r = metrics.precision_recall_at_radius(*c.data, radius, **kw)
       assert (float(p), float(r)) == pytest.approx(
-          ref.precision_recall_at_radius(*c.data, radius, **kw), abs=ATOL), (radius, kw)
+        ref.precision_recall_at_radius(*c.data, radius, **kw), abs=ATOL
+      ), (radius, kw)
 
 
 @pytest.mark.parametrize("name", ["class", "multi"])
@@ -688,11 +800,20 @@ def test_f1_bucket_curve_with_every_small_ball_empty():
   assert np.asarray(got["f1"])[:2].tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("name,ties,gain,k", grid(
-    itertools.product(("multi", "weighted"), ("aware", "index"), ("exp", "linear"),
-                      (1, 10, 100, "n")),
-    [("multi", "aware", "exp", 10), ("multi", "index", "linear", "n"),
-     ("weighted", "aware", "linear", 100), ("weighted", "index", "exp", 1)]))
+@pytest.mark.parametrize(
+  "name,ties,gain,k",
+  grid(
+    itertools.product(
+      ("multi", "weighted"), ("aware", "index"), ("exp", "linear"), (1, 10, 100, "n")
+    ),
+    [
+      ("multi", "aware", "exp", 10),
+      ("multi", "index", "linear", "n"),
+      ("weighted", "aware", "linear", 100),
+      ("weighted", "index", "exp", 1),
+    ],
+  ),
+)
 def test_ndcg_matches_reference(name, ties, gain, k):
   # Graded relevance from multi-hot labels (0..3 shared labels) and from class ids (0/1);
   # int Hamming distances, and float weighted ones.
@@ -709,9 +830,13 @@ def test_ndcg_matches_reference(name, ties, gain, k):
   np.testing.assert_allclose(got[0], want[0], atol=ATOL)
 
 
-@pytest.mark.parametrize("name,ties,gain,k", grid(
+@pytest.mark.parametrize(
+  "name,ties,gain,k",
+  grid(
     itertools.product(("class", "multi"), ("aware", "index"), ("exp", "linear"), (1, 50, "n")),
-    [("class", "aware", "exp", "n"), ("multi", "index", "linear", 50)]))
+    [("class", "aware", "exp", "n"), ("multi", "index", "linear", 50)],
+  ),
+)
 def test_ndcg_at_k_matches_reference(name, ties, gain, k):
   c = case(name)
   k = resolve_k(k, c.d.shape[1])
@@ -720,9 +845,13 @@ def test_ndcg_at_k_matches_reference(name, ties, gain, k):
   assert float(got) == pytest.approx(want, abs=ATOL)
 
 
-@pytest.mark.parametrize("name,topk", grid(
+@pytest.mark.parametrize(
+  "name,topk",
+  grid(
     itertools.product(("class", "multi"), (-1, 1, 10, 100, "n")),
-    [("class", -1), ("multi", 10), ("multi", "n")]))
+    [("class", -1), ("multi", 10), ("multi", "n")],
+  ),
+)
 def test_deephash_map_matches_toolbox_transcription(name, topk):
   c = case(name)
   topk = resolve_k(topk, c.d.shape[1])
@@ -736,12 +865,18 @@ def make_toolbox_tied_data(num_bits, multilabel, seed=9, q=20, n=3000) -> Data:
   query_codes, db_codes = _signs(rng, (q, num_bits)), _signs(rng, (n, num_bits))
   if multilabel:
     return Data(query_codes, db_codes, rng.random((q, 6)) < 0.2, rng.random((n, 6)) < 0.2)
-  return Data(query_codes, db_codes, rng.integers(0, 5, q).astype(np.int32),
-              rng.integers(0, 5, n).astype(np.int32))
+  return Data(
+    query_codes,
+    db_codes,
+    rng.integers(0, 5, q).astype(np.int32),
+    rng.integers(0, 5, n).astype(np.int32),
+  )
 
 
-@pytest.mark.parametrize("num_bits,multilabel,topk", [
-    (4, False, 100), (8, False, 100), (8, True, -1), (8, False, 3000), (4, True, 5000)])
+@pytest.mark.parametrize(
+  "num_bits,multilabel,topk",
+  [(4, False, 100), (8, False, 100), (8, True, -1), (8, False, 3000), (4, True, 5000)],
+)
 def test_deephash_map_equals_toolbox_on_heavily_tied_codes(num_bits, multilabel, topk):
   # AP@k depends on the order of the tied items inside the top k: the preset must order
   # them as the toolbox's default np.argsort does, not by index (which differs here).
@@ -764,7 +899,9 @@ def test_deephash_map_matches_plain_argsort_on_tie_free_data(multilabel, topk):
 def test_docstring_example_of_mean_average_precision_runs():
   # The example in the docstring, run by doctest so that it cannot rot.
   runner = doctest.DocTestRunner()
-  for test in doctest.DocTestFinder().find(metrics.mean_average_precision, "mean_average_precision", globs={}):
+  for test in doctest.DocTestFinder().find(
+    metrics.mean_average_precision, "mean_average_precision", globs={}
+  ):
     runner.run(test)
   assert runner.tries > 0 and runner.failures == 0, "see the doctest report above"
 
@@ -781,7 +918,8 @@ def test_relevant_item_ranked_last(ties):
   qc, dc = codes_at(8, list(range(9)))
   ql, dl = np.array([1], np.int32), np.array([0] * 8 + [1], np.int32)
   assert float(metrics.mean_average_precision(qc, dc, ql, dl, ties=ties)) == pytest.approx(
-      1 / 9, abs=ATOL)
+    1 / 9, abs=ATOL
+  )
   tied = jnp.zeros((1, 9), jnp.int32)
   rel = jnp.asarray(dl[None] == 1)
   harmonic = sum(1 / j for j in range(1, 10)) / 9
@@ -800,15 +938,19 @@ def test_all_items_relevant(ties):
   dists = jnp.asarray(c.d, jnp.int32)
   rel = jnp.ones(c.d.shape, bool)
   np.testing.assert_allclose(low_ap(dists, rel, ties=ties, max_distance=8)[0], 1.0, atol=ATOL)
-  np.testing.assert_allclose(low_ap(dists, rel, top_k=10, ties=ties, max_distance=8)[0], 10 / n,
-                             atol=ATOL)
-  np.testing.assert_allclose(low_ap(dists, rel, top_k=10, ties=ties, normalizer="min",
-                                    max_distance=8)[0], 1.0, atol=ATOL)
-  data = c.data._replace(query_labels=np.zeros_like(c.data.query_labels),
-                         db_labels=np.zeros_like(c.data.db_labels))
+  np.testing.assert_allclose(
+    low_ap(dists, rel, top_k=10, ties=ties, max_distance=8)[0], 10 / n, atol=ATOL
+  )
+  np.testing.assert_allclose(
+    low_ap(dists, rel, top_k=10, ties=ties, normalizer="min", max_distance=8)[0], 1.0, atol=ATOL
+  )
+  data = c.data._replace(
+    query_labels=np.zeros_like(c.data.query_labels), db_labels=np.zeros_like(c.data.db_labels)
+  )
   assert float(metrics.mean_average_precision(*data, ties=ties)) == pytest.approx(1.0, abs=ATOL)
-  np.testing.assert_allclose(np.asarray(metrics.precision_at_k(*data, [1, 7, n], ties=ties)), 1.0,
-                             atol=ATOL)
+  np.testing.assert_allclose(
+    np.asarray(metrics.precision_at_k(*data, [1, 7, n], ties=ties)), 1.0, atol=ATOL
+  )
 
 
 @pytest.mark.parametrize("normalizer,ties", [("relevant", "aware"), ("min", "index")])
@@ -833,7 +975,9 @@ def test_cutoff_past_the_database_is_an_error():
   # whole ranking in mAP while precision_at_k refused k > n.
   data = make_class_data(q=6, n=40)
   want = r"in \[1, 40\] \(the database holds 40 items\); got 1000"
-  with pytest.raises(ValueError, match=r"top_k must be None \(the whole ranking\) or an int " + want):
+  with pytest.raises(
+    ValueError, match=r"top_k must be None \(the whole ranking\) or an int " + want
+  ):
     metrics.mean_average_precision(*data, top_k=1000)
   with pytest.raises(ValueError, match=r"top_k must be None .*" + want):
     metrics.average_precisions(*data, top_k=1000, ties="index")
@@ -846,9 +990,13 @@ def test_cutoff_past_the_database_is_an_error():
     metrics.average_precision(dists, rel, top_k=6)
   # k = n is the whole ranking, for both.
   assert metrics.mean_average_precision(*data, top_k=40) == pytest.approx(
-      metrics.mean_average_precision(*data), abs=ATOL)
-  np.testing.assert_allclose(metrics.precision_at_k(*data, 40), [np.mean(
-      data.query_labels[:, None] == data.db_labels[None, :])], atol=ATOL)
+    metrics.mean_average_precision(*data), abs=ATOL
+  )
+  np.testing.assert_allclose(
+    metrics.precision_at_k(*data, 40),
+    [np.mean(data.query_labels[:, None] == data.db_labels[None, :])],
+    atol=ATOL,
+  )
 
 
 def test_empty_inputs_give_empty_results_or_name_the_argument():
@@ -862,13 +1010,13 @@ def test_empty_inputs_give_empty_results_or_name_the_argument():
   assert low_ndcg(dists, rel.astype(jnp.int32), k=2, max_distance=8)[0].shape == (0,)
   assert metrics.hits_at_k(dists, rel, (1, 2)).shape == (0, 2)
   means = [
-      lambda *a: metrics.mean_average_precision(*a),
-      lambda *a: metrics.precision_at_k(*a, 1),
-      lambda *a: metrics.recall_at_k(*a, 1),
-      lambda *a: metrics.ndcg_at_k(*a, 1),
-      lambda *a: metrics.pr_curve_by_radius(*a),
-      lambda *a: metrics.f1_bucket_curve(*a),
-      lambda *a: metrics.deephash_map(*a, 10),
+    lambda *a: metrics.mean_average_precision(*a),
+    lambda *a: metrics.precision_at_k(*a, 1),
+    lambda *a: metrics.recall_at_k(*a, 1),
+    lambda *a: metrics.ndcg_at_k(*a, 1),
+    lambda *a: metrics.pr_curve_by_radius(*a),
+    lambda *a: metrics.f1_bucket_curve(*a),
+    lambda *a: metrics.deephash_map(*a, 10),
   ]
   for mean in means:
     with pytest.raises(ValueError, match=r"query_codes must hold at least one query.*\(0, 8\)"):
@@ -891,37 +1039,41 @@ def _bad_calls():
   dists = jnp.zeros((2, 5), jnp.int32)
   rel = jnp.zeros((2, 5), bool)
   return [
-      ("query_codes|db_codes", lambda: mp(qc, dc[:, :4], ql, dl)),
-      ("query_codes", lambda: mp(np.zeros_like(qc), dc, ql, dl)),
-      ("query_labels", lambda: mp(qc, dc, ql[:-1], dl)),
-      ("db_labels", lambda: mp(qc, dc, ql, dl[:-1])),
-      ("query_labels", lambda: mp(qc, dc, ql[:, None, None], dl)),
-      ("labels", lambda: mp(multi.query_codes, multi.db_codes, multi.query_labels[:, :-1],
-                            multi.db_labels)),
-      ("ties", lambda: mp(qc, dc, ql, dl, ties="random")),
-      ("normalizer", lambda: mp(qc, dc, ql, dl, normalizer="mean")),
-      ("no_relevant", lambda: mp(qc, dc, ql, dl, no_relevant="nan")),
-      ("relevance", lambda: mp(qc, dc, ql, dl, relevance="similar")),
-      # NDCG's graded relevance is not a rule of relevant / not relevant items.
-      ("relevance", lambda: mp(qc, dc, ql, dl, relevance="graded")),
-      ("relevance", lambda: metrics.precision_at_k(qc, dc, ql, dl, [1], relevance="graded")),
-      ("relevance", lambda: metrics.pr_curve_by_radius(qc, dc, ql, dl, relevance="graded")),
-      ("normalizer", lambda: mp(qc, dc, ql, dl, top_k=10, ties="aware", normalizer="retrieved")),
-      ("top_k", lambda: mp(qc, dc, ql, dl, top_k=0)),
-      ("weights", lambda: mp(qc, dc, ql, dl, weights=np.ones(5, np.float32))),
-      ("db_mask", lambda: mp(qc, np.stack([dc, dc], 1), ql, dl, db_mask=np.ones((40, 3), bool))),
-      ("normalizer", lambda: metrics.average_precision(dists, rel, top_k=2, ties="aware",
-                                                       normalizer="retrieved")),
-      ("ties", lambda: metrics.average_precision(dists, rel, ties="random")),
-      ("relevance|distances", lambda: metrics.average_precision(dists, rel[:, :4])),
-      ("ties", lambda: metrics.precision_at_k(qc, dc, ql, dl, [1], ties="random")),
-      ("no_relevant", lambda: metrics.recall_at_k(qc, dc, ql, dl, [1], no_relevant="nan")),
-      ("average", lambda: metrics.precision_recall_at_radius(qc, dc, ql, dl, 1, average="mean")),
-      ("empty", lambda: metrics.precision_recall_at_radius(qc, dc, ql, dl, 1, empty="nan")),
-      ("gain", lambda: metrics.ndcg_at_k(qc, dc, ql, dl, 5, gain="log")),
-      ("gain", lambda: metrics.ndcg(dists, rel.astype(jnp.int32), k=2, gain="log")),
-      ("ties", lambda: metrics.ndcg(dists, rel.astype(jnp.int32), k=2, ties="random")),
-      ("query_codes|db_codes", lambda: metrics.deephash_map(qc, dc[:, :4], ql, dl, 10)),
+    ("query_codes|db_codes", lambda: mp(qc, dc[:, :4], ql, dl)),
+    ("query_codes", lambda: mp(np.zeros_like(qc), dc, ql, dl)),
+    ("query_labels", lambda: mp(qc, dc, ql[:-1], dl)),
+    ("db_labels", lambda: mp(qc, dc, ql, dl[:-1])),
+    ("query_labels", lambda: mp(qc, dc, ql[:, None, None], dl)),
+    (
+      "labels",
+      lambda: mp(multi.query_codes, multi.db_codes, multi.query_labels[:, :-1], multi.db_labels),
+    ),
+    ("ties", lambda: mp(qc, dc, ql, dl, ties="random")),
+    ("normalizer", lambda: mp(qc, dc, ql, dl, normalizer="mean")),
+    ("no_relevant", lambda: mp(qc, dc, ql, dl, no_relevant="nan")),
+    ("relevance", lambda: mp(qc, dc, ql, dl, relevance="similar")),
+    # NDCG's graded relevance is not a rule of relevant / not relevant items.
+    ("relevance", lambda: mp(qc, dc, ql, dl, relevance="graded")),
+    ("relevance", lambda: metrics.precision_at_k(qc, dc, ql, dl, [1], relevance="graded")),
+    ("relevance", lambda: metrics.pr_curve_by_radius(qc, dc, ql, dl, relevance="graded")),
+    ("normalizer", lambda: mp(qc, dc, ql, dl, top_k=10, ties="aware", normalizer="retrieved")),
+    ("top_k", lambda: mp(qc, dc, ql, dl, top_k=0)),
+    ("weights", lambda: mp(qc, dc, ql, dl, weights=np.ones(5, np.float32))),
+    ("db_mask", lambda: mp(qc, np.stack([dc, dc], 1), ql, dl, db_mask=np.ones((40, 3), bool))),
+    (
+      "normalizer",
+      lambda: metrics.average_precision(dists, rel, top_k=2, ties="aware", normalizer="retrieved"),
+    ),
+    ("ties", lambda: metrics.average_precision(dists, rel, ties="random")),
+    ("relevance|distances", lambda: metrics.average_precision(dists, rel[:, :4])),
+    ("ties", lambda: metrics.precision_at_k(qc, dc, ql, dl, [1], ties="random")),
+    ("no_relevant", lambda: metrics.recall_at_k(qc, dc, ql, dl, [1], no_relevant="nan")),
+    ("average", lambda: metrics.precision_recall_at_radius(qc, dc, ql, dl, 1, average="mean")),
+    ("empty", lambda: metrics.precision_recall_at_radius(qc, dc, ql, dl, 1, empty="nan")),
+    ("gain", lambda: metrics.ndcg_at_k(qc, dc, ql, dl, 5, gain="log")),
+    ("gain", lambda: metrics.ndcg(dists, rel.astype(jnp.int32), k=2, gain="log")),
+    ("ties", lambda: metrics.ndcg(dists, rel.astype(jnp.int32), k=2, ties="random")),
+    ("query_codes|db_codes", lambda: metrics.deephash_map(qc, dc[:, :4], ql, dl, 10)),
   ]
 
 
@@ -937,6 +1089,7 @@ def test_tie_groups_leave_out_distances_past_the_largest(values, rng):
   # Items holding no code have distances past K (the largest int32 from
   # multi_code_hamming): in no group, in no other query's row either.
   from jhash.metrics import _groups
+
   d = rng.integers(0, 9, size=(5, 60)).astype(np.int32)
   far = rng.random((5, 60)) < 0.3
   d_far = np.where(far, np.array([9, 13, np.iinfo(np.int32).max])[rng.integers(0, 3, (5, 60))], d)
@@ -946,5 +1099,6 @@ def test_tie_groups_leave_out_distances_past_the_largest(values, rng):
   for a in range(5):
     keep = ~far[a]
     np.testing.assert_array_equal(got.size[a], np.bincount(d[a][keep], minlength=9))
-    np.testing.assert_allclose(got.hits[a], np.bincount(d[a][keep], weights=v[a][keep],
-                                                        minlength=9), rtol=1e-6)
+    np.testing.assert_allclose(
+      got.hits[a], np.bincount(d[a][keep], weights=v[a][keep], minlength=9), rtol=1e-6
+    )

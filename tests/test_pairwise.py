@@ -16,16 +16,22 @@ def _learnable(rng, n=256, d=8):
 
 def test_pairs_with_memory_leave_out_the_items_themselves_and_unfilled_rows():
   labels = jnp.asarray([0, 1, 0], jnp.int32)
-  memory = _memory.Memory(jnp.zeros((5, 2)), jnp.asarray([0, 1, 1, 0, 0], jnp.int32),
-                          jnp.asarray([True, True, False, True, True]))
+  memory = _memory.Memory(
+    jnp.zeros((5, 2)),
+    jnp.asarray([0, 1, 1, 0, 0], jnp.int32),
+    jnp.asarray([True, True, False, True, True]),
+  )
   s, w = _memory.pairs_with_memory(labels, jnp.asarray([3, 1, 4]), memory)
   assert s.shape == (3, 3 + 5)
   counted = np.asarray(w) > 0
-  expected = np.array([
-      [0, 1, 1, 1, 1, 0, 0, 1],    # item 3: not itself (col 3+3), not unfilled row 2
-      [1, 0, 1, 1, 0, 0, 1, 1],    # item 1: not memory row 1
-      [1, 1, 0, 1, 1, 0, 1, 0],    # item 4: not memory row 4
-  ], bool)
+  expected = np.array(
+    [
+      [0, 1, 1, 1, 1, 0, 0, 1],  # item 3: not itself (col 3+3), not unfilled row 2
+      [1, 0, 1, 1, 0, 0, 1, 1],  # item 1: not memory row 1
+      [1, 1, 0, 1, 1, 0, 1, 0],  # item 4: not memory row 4
+    ],
+    bool,
+  )
   np.testing.assert_array_equal(counted, expected)
   np.testing.assert_array_equal(np.asarray(s)[0, 3:], [1, 0, 0, 1, 1])
   np.testing.assert_allclose(np.asarray(w).sum(), expected.sum(), rtol=1e-6)
@@ -43,9 +49,11 @@ def test_memory_holds_every_item_after_an_epoch(rng):
 
 def test_activation_sees_the_optimizer_step(rng):
   seen = []
+
   def activation(logits, step):
     jax.debug.callback(lambda s: seen.append(int(s)), step)
     return jnp.tanh(logits)
+
   method = jhash.methods.pairwise(4, batch_size=32, activation=activation)
   jhash.fit(method, jax.random.key(0), _learnable(rng, n=64), num_steps=4, progress=False)
   assert sorted(seen) == [0, 1, 2, 3]
@@ -63,9 +71,11 @@ def test_a_users_own_loss_is_one_function_and_a_call(rng):
   key = jax.random.key(0)
   state, history = jhash.fit(method, key, batch, progress=False)
   labels = batch["labels"]
+
   def train_map(st):
     codes = jhash.encode(method, st, batch)
     return jhash.metrics.mean_average_precision(codes, codes, labels, labels)
+
   assert history["loss"][-4:].mean() < history["loss"][:4].mean()
   assert train_map(state) > train_map(jhash.init(method, key, batch)) + 0.1
 
@@ -91,8 +101,13 @@ def _linear_state(method, x, y, key):
   mean, std = x.mean(axis=0), x.std(axis=0)
   np.testing.assert_allclose(state.coder.mean, mean, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(state.coder.scale, 1.0 / std, rtol=1e-5)
-  return state, lambda params, rows: ((x[rows] - mean) / std) @ np.asarray(
-      params["projection"]["kernel"]) + np.asarray(params["projection"]["bias"])
+  return (
+    state,
+    lambda params, rows: (
+      ((x[rows] - mean) / std) @ np.asarray(params["projection"]["kernel"])
+      + np.asarray(params["projection"]["bias"])
+    ),
+  )
 
 
 def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
@@ -106,16 +121,21 @@ def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
     return jnp.sum(weights * (similarity - u @ v.T / u.shape[1]) ** 2) / jnp.sum(weights)
 
   net = jhash.models.backbone((3,), k, hidden=())
-  method = jhash.methods.pairwise(k, my_loss, backbone=net, memory=True,
-                                  activation=lambda z, step: jnp.tanh(z))
+  method = jhash.methods.pairwise(
+    k, my_loss, backbone=net, memory=True, activation=lambda z, step: jnp.tanh(z)
+  )
   state, logits_of = _linear_state(method, x, y, jax.random.key(0))
   bank = rng.normal(size=(n, k)).astype(np.float32)
   filled = np.array([1, 1, 0, 1, 1, 1, 0, 1, 1], bool)
-  state = state._replace(memory=_memory.Memory(jnp.asarray(bank), jnp.asarray(y),
-                                               jnp.asarray(filled)))
+  state = state._replace(
+    memory=_memory.Memory(jnp.asarray(bank), jnp.asarray(y), jnp.asarray(filled))
+  )
   index = np.array([7, 2, 5])
-  new, metrics = jax.jit(method.update)(state, {"views": (x[index],), "labels": y[index],
-                                                "index": jnp.asarray(index)}, jax.random.key(1))
+  new, metrics = jax.jit(method.update)(
+    state,
+    {"views": (x[index],), "labels": y[index], "index": jnp.asarray(index)},
+    jax.random.key(1),
+  )
   logits = logits_of(state.coder.train.params, index)
   u = np.tanh(logits)
   v = np.concatenate([u, bank])
@@ -126,9 +146,11 @@ def test_update_with_memory_is_the_loss_on_in_batch_then_memory_pairs(rng):
   w = _np_balanced_weights(s, mask)
   want = np.sum(w * (s - u @ v.T / k) ** 2) / np.sum(w)
   np.testing.assert_allclose(metrics["loss"], want, rtol=1e-5)
-  np.testing.assert_allclose(metrics["bit_balance"],
-                             np.mean(np.abs(np.mean(np.where(logits >= 0, 1.0, -1.0), axis=0))),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    metrics["bit_balance"],
+    np.mean(np.abs(np.mean(np.where(logits >= 0, 1.0, -1.0), axis=0))),
+    rtol=1e-6,
+  )
   # The memory: rows `index` hold the step's u (before the update) and labels, set filled.
   want_bank = bank.copy()
   want_bank[index] = u
@@ -144,10 +166,12 @@ def test_scores_are_the_heads_outputs_on_standardised_inputs(rng):
   method = jhash.methods.pairwise(5, backbone=jhash.models.backbone((3,), 5, hidden=()))
   state, logits_of = _linear_state(method, x, y, jax.random.key(0))
   scores = np.asarray(method.extras.scores(state, {"views": (x,)}))
-  np.testing.assert_allclose(scores, logits_of(state.coder.train.params, np.arange(12)), rtol=1e-5,
-                             atol=1e-5)
-  np.testing.assert_array_equal(jhash.encode(method, state, {"views": (x,)}),
-                                np.where(scores >= 0, 1, -1))
+  np.testing.assert_allclose(
+    scores, logits_of(state.coder.train.params, np.arange(12)), rtol=1e-5, atol=1e-5
+  )
+  np.testing.assert_array_equal(
+    jhash.encode(method, state, {"views": (x,)}), np.where(scores >= 0, 1, -1)
+  )
 
 
 def test_bit_balance_is_the_mean_over_bits_of_each_bits_mean_code(rng):
@@ -160,7 +184,8 @@ def test_bit_balance_is_the_mean_over_bits_of_each_bits_mean_code(rng):
   method = jhash.methods.pairwise(4, backbone=jhash.models.backbone((3,), 4, hidden=()))
   state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": y})
   head = {"kernel": jnp.zeros((3, 4)), "bias": jnp.asarray([2.0, 0.0, -1.0, 3.0])}
-  state = state._replace(coder=state.coder._replace(
-      train=state.coder.train._replace(params={"projection": head})))
+  state = state._replace(
+    coder=state.coder._replace(train=state.coder.train._replace(params={"projection": head}))
+  )
   _, metrics = jax.jit(method.update)(state, {"views": (x,), "labels": y}, jax.random.key(1))
   np.testing.assert_allclose(metrics["bit_balance"], 1.0, rtol=1e-6)

@@ -25,6 +25,7 @@ BIT_LENGTHS = [1, 7, 31, 32, 33, 48, 64, 100, 128]
 # ----------------------------------------------------------------------------------------------
 # NumPy references, written for clarity.
 
+
 def np_pack(bits):
   """0/1 bits [n, K] -> uint32 words [n, ceil(K/32)]: bit j is bit j % 32 of word j // 32."""
   n, k = bits.shape
@@ -53,6 +54,7 @@ def assert_topk_equal(got, want_dist, want_idx):
 
 # ----------------------------------------------------------------------------------------------
 # Distances and packing.
+
 
 @pytest.mark.parametrize("num_bits", BIT_LENGTHS)
 def test_distances_equal_bit_count(num_bits, rng):
@@ -84,6 +86,7 @@ def test_pack_unpack_round_trip(num_bits, rng):
 # "auto" runs the native CPU kernel where it is built (jhash.native), "xor" the array code.
 TOPK_METHODS = ["auto", "xor"]
 
+
 def test_top_k_keeps_lower_index_first_on_ties():
   # Every selection in jhash.search relies on this documented property of lax.top_k.
   keys = jnp.asarray([[3.0, 5.0, 5.0, 1.0, 5.0, 3.0, 5.0, 0.0, -0.0]])
@@ -111,8 +114,9 @@ def test_hamming_topk_longer_codes(method, num_bits, rng):
   bits[600:900] = bits[:300]  # exact duplicates at larger indices
   db = np_pack(bits)
   # Queries: database rows, a complement (distance num_bits to row 7), random codes.
-  q = np_pack(np.concatenate([bits[[5, 650, 1199]], 1 - bits[[7]],
-                              rng.integers(0, 2, size=(5, num_bits))]))
+  q = np_pack(
+    np.concatenate([bits[[5, 650, 1199]], 1 - bits[[7]], rng.integers(0, 2, size=(5, num_bits))])
+  )
   want = np_topk(np_popcount_dist(q, db), 50)
   got = search.hamming_topk(q, db, 50, query_chunk=4, db_block=256, method=method)
   assert_topk_equal(got, *want)
@@ -255,6 +259,7 @@ def test_docstring_example_of_hamming_topk_runs():
 # ----------------------------------------------------------------------------------------------
 # Weighted and multi-code top-k.
 
+
 def test_weighted_hamming_topk(rng):
   num_bits = 40
   # Weights in multiples of 1/8 (some negative) keep float32 sums exact, so ties are real.
@@ -280,17 +285,22 @@ def test_weighted_topk_distances_are_weighted_hamming_distance(rng):
 
 
 def test_weight_units_round_to_one_power_of_two(rng):
-  for weights in (rng.normal(size=48), rng.normal(size=300) * 1e-6, np.array([3.0, -0.3, 0.0]),
-                  np.array([3e38, 3e38, 1.0, -2e38]), np.array([1e-30, 3e-31])):
+  for weights in (
+    rng.normal(size=48),
+    rng.normal(size=300) * 1e-6,
+    np.array([3.0, -0.3, 0.0]),
+    np.array([3e38, 3e38, 1.0, -2e38]),
+    np.array([1e-30, 3e-31]),
+  ):
     units, unit = (np.asarray(x, np.float64) for x in search.weight_units(weights))
-    w32 = weights.astype(np.float32).astype(np.float64)    # the weights as used
-    span = np.abs(w32).sum()                                # float64: no overflow
-    assert np.log2(unit) == np.round(np.log2(unit))                 # a power of two
-    assert span / 2**23 <= unit <= span / 2**22                     # 2^-23 of the span
-    np.testing.assert_array_equal(units, np.round(units))           # integers
+    w32 = weights.astype(np.float32).astype(np.float64)  # the weights as used
+    span = np.abs(w32).sum()  # float64: no overflow
+    assert np.log2(unit) == np.round(np.log2(unit))  # a power of two
+    assert span / 2**23 <= unit <= span / 2**22  # 2^-23 of the span
+    np.testing.assert_array_equal(units, np.round(units))  # integers
     assert np.abs(units * unit - w32).max() <= unit / 2
     assert np.abs(units).sum() < 2**23 + len(weights)
-  ints = rng.integers(-40, 41, size=64).astype(np.float32)          # dyadic: kept exactly
+  ints = rng.integers(-40, 41, size=64).astype(np.float32)  # dyadic: kept exactly
   units, unit = search.weight_units(ints)
   np.testing.assert_array_equal(np.asarray(units) * np.asarray(unit), ints)
 
@@ -305,8 +315,9 @@ def test_weighted_distance_is_the_exact_sum_of_the_units(rng):
   got = search.weighted_hamming_distance(q, db, weights)
   np.testing.assert_array_equal(np.asarray(got, np.float64), want * float(unit))
   d, i = search.weighted_hamming_topk(q, db, weights, 30)
-  np.testing.assert_array_equal(np.asarray(d, np.float64),
-                                np.take_along_axis(want, np.asarray(i), 1) * float(unit))
+  np.testing.assert_array_equal(
+    np.asarray(d, np.float64), np.take_along_axis(want, np.asarray(i), 1) * float(unit)
+  )
   np.testing.assert_array_equal(i, np.argsort(want, axis=1, kind="stable")[:, :30])
 
 
@@ -362,14 +373,16 @@ def test_sharded_equals_single_device():
   root = pathlib.Path(__file__).resolve().parents[1]
   env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
   env["JAX_PLATFORMS"] = "cpu"  # the forced host devices are CPU devices, on any machine
-  out = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True,
-                       text=True, timeout=300)
+  out = subprocess.run(
+    [sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert "sharded ok" in out.stdout
 
 
 # ----------------------------------------------------------------------------------------------
 # Bad input is refused at the door, naming the argument.
+
 
 def _small(rng, words=1, n=10):
   return rng.integers(0, 2**32, size=(n, words), dtype=np.uint64).astype(np.uint32)
@@ -415,8 +428,9 @@ def test_padding_bits_set_are_refused(rng):
   with pytest.raises(ValueError, match=r"query_packed sets bits past num_bits=12 .*code 1"):
     search.hamming_topk(bad[3:5], db, 2, num_bits=12)
   # Without num_bits every one of the 32 bits counts, as documented.
-  np.testing.assert_array_equal(search.hamming_distance(q, bad)[:, 4],
-                                np_popcount_dist(q, bad)[:, 4])
+  np.testing.assert_array_equal(
+    search.hamming_distance(q, bad)[:, 4], np_popcount_dist(q, bad)[:, 4]
+  )
 
 
 def test_no_queries_give_empty_results(rng):
@@ -425,10 +439,10 @@ def test_no_queries_give_empty_results(rng):
   signs = rng.choice(np.array([-1, 1], np.int8), size=(40, 6))
   mask = np.ones((20, 2), bool)
   results = [
-      search.hamming_topk(q0, db, 5, num_bits=32),
-      search.multi_code_topk(q0, db.reshape(20, 2, 1), mask, 5),
-      search.weighted_hamming_topk(signs[:0], signs, np.ones(6), 5),
-      jax.jit(lambda q, d: search.hamming_topk_unchecked(q, d, 5))(q0, db),
+    search.hamming_topk(q0, db, 5, num_bits=32),
+    search.multi_code_topk(q0, db.reshape(20, 2, 1), mask, 5),
+    search.weighted_hamming_topk(signs[:0], signs, np.ones(6), 5),
+    jax.jit(lambda q, d: search.hamming_topk_unchecked(q, d, 5))(q0, db),
   ]
   for d, i in results:
     assert d.shape == (0, 5) and i.shape == (0, 5) and i.dtype == np.int32

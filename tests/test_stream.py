@@ -32,7 +32,7 @@ def _image_list(tmp_path, n=24, size=(20, 16), classes=4, seed=0):
   jpg = _write_images(tmp_path / "jpg", pixels[1::2], ".jpg")
   paths = [p for pair in zip(png, jpg) for p in pair]
   labels = rng.random((n, classes)) < 0.5
-  labels[np.arange(n), rng.integers(0, classes, n)] = True     # every image has a label
+  labels[np.arange(n), rng.integers(0, classes, n)] = True  # every image has a label
   return data.ImageList(paths, labels), pixels
 
 
@@ -45,12 +45,13 @@ def _live_threads(before, timeout=2.0):
 
 # ----------------------------------------------------------------------------- read_images
 
+
 def test_read_images_png_pixels_grayscale_and_float(tmp_path, rng):
   pixels = rng.integers(0, 256, (5, 12, 10, 3), dtype=np.uint8)
   paths = _write_images(tmp_path, pixels)
   images = data.read_images(paths, num_threads=2)
   assert images.dtype == np.uint8 and images.shape == (5, 12, 10, 3)
-  np.testing.assert_array_equal(images, pixels)            # PNG is lossless
+  np.testing.assert_array_equal(images, pixels)  # PNG is lossless
   gray = data.read_images(paths, channels=1)
   expected = np.stack([np.asarray(Image.fromarray(p).convert("L")) for p in pixels])
   np.testing.assert_array_equal(gray, expected[..., None])
@@ -63,8 +64,10 @@ def test_read_images_resizes_with_pil_bilinear(tmp_path, rng):
   paths = _write_images(tmp_path, pixels, ".jpg")
   images = data.read_images(paths, size=(28, 28))
   assert images.shape == (3, 28, 28, 3)
-  expected = [np.asarray(Image.open(p).convert("RGB").resize((28, 28), Image.Resampling.BILINEAR))
-              for p in paths]
+  expected = [
+    np.asarray(Image.open(p).convert("RGB").resize((28, 28), Image.Resampling.BILINEAR))
+    for p in paths
+  ]
   np.testing.assert_array_equal(images, np.stack(expected))
 
 
@@ -107,15 +110,16 @@ def test_read_images_bad_arguments(tmp_path, rng):
 
 # ----------------------------------------------------------------------------- order
 
+
 def test_the_order_is_the_documented_permutation():
   # One definition serves the device sampling, jhash.minibatches and the streams; pin it
   # to the formula the docs give, so a change of the order is a visible decision.
   for key in (jax.random.PRNGKey(0), jax.random.key(7)):
     for epoch, phase in ((0, 0), (3, 0), (1, 2)):
-      k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**32 - 1), epoch),
-                             phase)
-      np.testing.assert_array_equal(jhash.epoch_permutation(key, epoch, 50, phase),
-                                    jax.random.permutation(k, 50))
+      k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**32 - 1), epoch), phase)
+      np.testing.assert_array_equal(
+        jhash.epoch_permutation(key, epoch, 50, phase), jax.random.permutation(k, 50)
+      )
 
 
 def _assert_same_minibatches(streamed, expected):
@@ -129,34 +133,43 @@ def _assert_same_minibatches(streamed, expected):
 
 
 def test_image_stream_equals_minibatches_in_memory_and_resumes(tmp_path):
-  listing, _ = _image_list(tmp_path, n=26)           # 3 steps an epoch of 8, 2 items left out
+  listing, _ = _image_list(tmp_path, n=26)  # 3 steps an epoch of 8, 2 items left out
   key = jax.random.key(5)
   batch = {"views": (data.read_images(listing.paths, size=(14, 12)),), "labels": listing.labels}
   expected = list(jhash.minibatches(batch, 8, key, 8))
   stream = data.image_stream(listing, 8, key, 8, size=(14, 12), num_threads=2)
   assert len(stream) == 8
   _assert_same_minibatches(list(stream), expected)
-  _assert_same_minibatches(list(stream), expected)   # each iteration starts over
+  _assert_same_minibatches(list(stream), expected)  # each iteration starts over
   resumed = data.image_stream(listing, 8, key, 3, size=(14, 12), start_step=5, prefetch=0)
   _assert_same_minibatches(list(resumed), expected[5:])
   phase = data.image_stream(listing, 8, key, 4, size=(14, 12), phase=1, dtype=np.float32)
-  floats = {"views": (batch["views"][0].astype(np.float32) / np.float32(255),),
-            "labels": listing.labels}
+  floats = {
+    "views": (batch["views"][0].astype(np.float32) / np.float32(255),),
+    "labels": listing.labels,
+  }
   _assert_same_minibatches(list(phase), list(jhash.minibatches(floats, 8, key, 4, phase=1)))
 
 
 def test_array_stream_of_a_memmap_equals_minibatches(tmp_path, rng):
   x = rng.normal(size=(30, 5)).astype(np.float32)
-  mapped = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float32,
-                                     shape=x.shape)
+  mapped = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float32, shape=x.shape)
   mapped[:] = x
   mapped.flush()
   labels = rng.integers(0, 3, 30).astype(np.int32)
   key = jax.random.key(1)
-  stream = data.array_stream({"views": (np.load(tmp_path / "x.npy", mmap_mode="r"),),
-                              "labels": labels}, 7, key, 9, start_step=2, num_threads=2)
-  _assert_same_minibatches(list(stream), list(jhash.minibatches(
-      {"views": (x,), "labels": labels}, 7, key, 9, start_step=2)))
+  stream = data.array_stream(
+    {"views": (np.load(tmp_path / "x.npy", mmap_mode="r"),), "labels": labels},
+    7,
+    key,
+    9,
+    start_step=2,
+    num_threads=2,
+  )
+  _assert_same_minibatches(
+    list(stream),
+    list(jhash.minibatches({"views": (x,), "labels": labels}, 7, key, 9, start_step=2)),
+  )
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
@@ -180,19 +193,22 @@ def test_a_stream_starts_exactly_prefetch_minibatches_ahead(monkeypatch, prefetc
 
 # ----------------------------------------------------------------------------- training
 
+
 def test_fit_on_an_image_stream_equals_the_in_memory_fit(tmp_path):
   listing, _ = _image_list(tmp_path, n=32, size=(28, 28), classes=3, seed=1)
   images = data.read_images(listing.paths, size=(28, 28), channels=1, dtype=np.float32)
   batch = {"views": (images,), "labels": listing.labels}
-  small = jhash.models.backbone((28, 28, 1), 4, channels=(4,), dense=16)   # compiles faster
+  small = jhash.models.backbone((28, 28, 1), 4, channels=(4,), dense=16)  # compiles faster
   method = jhash.methods.pairwise(4, batch_size=8, num_epochs=1, backbone=small)
   key = jax.random.key(0)
   state, history = jhash.fit(method, key, batch, progress=False)
-  stream = data.image_stream(listing, 8, key, 6, size=(28, 28), channels=1, dtype=np.float32,
-                             num_threads=2)                    # 2 minibatches more than read
+  stream = data.image_stream(
+    listing, 8, key, 6, size=(28, 28), channels=1, dtype=np.float32, num_threads=2
+  )  # 2 minibatches more than read
   before = threading.active_count()
-  streamed, streamed_history = jhash.fit(method, key, stream, 4, progress=False,
-                                         state=jhash.init(method, key, batch))
+  streamed, streamed_history = jhash.fit(
+    method, key, stream, 4, progress=False, state=jhash.init(method, key, batch)
+  )
   assert _live_threads(before) == before
   jax.tree.map(np.testing.assert_array_equal, state, streamed)
   np.testing.assert_array_equal(history["loss"], streamed_history["loss"])
@@ -200,12 +216,13 @@ def test_fit_on_an_image_stream_equals_the_in_memory_fit(tmp_path):
 
 # ----------------------------------------------------------------------------- stopping
 
+
 def test_early_stop_leaves_no_threads(tmp_path):
   listing, _ = _image_list(tmp_path, n=24)
   stream = data.image_stream(listing, 4, jax.random.key(0), 30, size=(8, 8), num_threads=3)
   before = threading.active_count()
   for step, _ in enumerate(stream):
-    assert threading.active_count() > before                  # decoding in the background
+    assert threading.active_count() > before  # decoding in the background
     if step == 2:
       break
   assert _live_threads(before) == before

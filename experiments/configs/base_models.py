@@ -28,8 +28,13 @@ DEEP = ("ksh", "hashnet", "adsh", "dch", "mmhh")
 
 def _methods(epochs: int, adsh_steps: int) -> dict:
   deep = {name: {"method": name, "batch_size": 64, "num_epochs": epochs} for name in DEEP}
-  deep["adsh"] = {"method": "adsh", "batch_size": 64, "rounds": 10,
-                  "steps_per_round": adsh_steps, "num_samples": 2000}
+  deep["adsh"] = {
+    "method": "adsh",
+    "batch_size": 64,
+    "rounds": 10,
+    "steps_per_round": adsh_steps,
+    "num_samples": 2000,
+  }
   return {**deep, "itq": {"method": "itq", "num_iters": 50}, "lsh": {"method": "lsh"}}
 
 
@@ -41,23 +46,41 @@ def get_config(arg=None):
   config.num_seeds = 1
   config.bits = (16, 32, 64)
   if arg in ("fashion", "quick"):
-    config.datasets = {"fashion_mnist": {
-        "protocol": "fashion-mnist", "query_per_class": 100, "train_per_class": 500,
-        "images": True, "database_limit": config_dict.placeholder(int)}}
+    config.datasets = {
+      "fashion_mnist": {
+        "protocol": "fashion-mnist",
+        "query_per_class": 100,
+        "train_per_class": 500,
+        "images": True,
+        "database_limit": config_dict.placeholder(int),
+      }
+    }
   elif arg == "canvases":
-    config.datasets = {"canvases": {
-        "protocol": "canvases", "num_items": 10000, "num_queries": 1000, "num_train": 5000,
-        "grid": (2, 2), "num_objects": (1, 3), "images": True,
-        "database_limit": config_dict.placeholder(int)}}
+    config.datasets = {
+      "canvases": {
+        "protocol": "canvases",
+        "num_items": 10000,
+        "num_queries": 1000,
+        "num_train": 5000,
+        "grid": (2, 2),
+        "num_objects": (1, 3),
+        "images": True,
+        "database_limit": config_dict.placeholder(int),
+      }
+    }
   else:
     raise ValueError(f"unknown config argument {arg!r}; use 'fashion', 'canvases' or 'quick'.")
   # 20 epochs of 5,000 images at batch 64 is 1,560 steps; ADSH gets as many (10 x 156).
   config.methods = _methods(epochs=20, adsh_steps=156)
-  config.evaluation = {"map_ties": ("aware",), "precision_at": (100,), "radius": 2,
-                       "ndcg_at": config_dict.placeholder(int), "weighted": False}
+  config.evaluation = {
+    "map_ties": ("aware",),
+    "precision_at": (100,),
+    "radius": 2,
+    "ndcg_at": config_dict.placeholder(int),
+    "weighted": False,
+  }
   config.tables = ("map", "precision_radius_2")
-  config.plots = {"pr_curve_bits": 32,
-                  "curves": {"training": {"metric": "loss", "methods": DEEP}}}
+  config.plots = {"pr_curve_bits": 32, "curves": {"training": {"metric": "loss", "methods": DEEP}}}
   config.checkpoint_every = 400
   if arg == "quick":
     config.bits = (16,)

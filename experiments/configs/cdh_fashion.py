@@ -45,7 +45,7 @@ def get_config(arg=None):
   config.cdh = {"max_inner": 16, "w_iters": 300, "num_sweeps": 2, "chunk_size": 10_000}
   config.baselines = ("cvh", "scm", "cmfh")
   config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}}
-  config.checkpoint_every = 1            # CDH: a checkpoint after every sweep
+  config.checkpoint_every = 1  # CDH: a checkpoint after every sweep
   config.baseline_checkpoint_every = 25  # the baselines' cheap steps (SCM: one per bit)
   if arg == "quick":
     config.bits = (16,)

@@ -40,10 +40,10 @@ def get_config(arg=None):
   # jhash.methods.cdh options besides gamma (chunk_size above n: one chunk).
   config.cdh = {"max_inner": 16, "w_iters": 300, "num_sweeps": 2}
   config.gamma_grid = (0.001, 0.003, 0.01, 0.03, 0.1)
-  config.select_bits = 0          # 0: choose gamma per code length; else at this length
+  config.select_bits = 0  # 0: choose gamma per code length; else at this length
   config.baselines = ("cvh", "scm", "cmfh")
   config.baseline_options = {"cvh": {}, "scm": {}, "cmfh": {"num_iters": 100}}
-  config.checkpoint_every = 1            # CDH: a checkpoint after every sweep
+  config.checkpoint_every = 1  # CDH: a checkpoint after every sweep
   config.baseline_checkpoint_every = 25  # the baselines' cheap steps (SCM: one per bit)
   if arg == "quick":
     config.bits = (32,)

@@ -40,21 +40,30 @@ def get_config(arg=None):
   config.seeds = (0, 1, 2, 3, 4)
   config.bits = (16, 32, 64)
   config.datasets = {
-      "canvases": {"num_items": 4000, "num_train": 3000, "num_queries": 500,
-                   "num_validation": 500, "grid": (2, 2), "num_objects": (1, 3),
-                   "split": "halves"},
-      "yeast": {"num_train": 1700, "num_queries": 417, "num_validation": 300, "cut": 52},
+    "canvases": {
+      "num_items": 4000,
+      "num_train": 3000,
+      "num_queries": 500,
+      "num_validation": 500,
+      "grid": (2, 2),
+      "num_objects": (1, 3),
+      "split": "halves",
+    },
+    "yeast": {"num_train": 1700, "num_queries": 417, "num_validation": 300, "cut": 52},
   }
   # jhash.methods.cdh options besides gamma (chunk_size above n: one chunk).
   config.cdh = {"max_inner": 16, "w_iters": 300, "num_sweeps": 2}
   # CDH's gamma, chosen on validation queries; gamma = 0 (CDH-0) is fitted besides. The
   # values cdh_mfeat's validation chose (0.001-0.03) and one above.
   config.gamma_grid = (0.001, 0.003, 0.01, 0.03)
-  if arg == "quick":   # the canvases only: CDH's sweep compiles once per data set
+  if arg == "quick":  # the canvases only: CDH's sweep compiles once per data set
     config.seeds = (0, 1)
     config.bits = (16,)
-    config.datasets = {"canvases": dict(config.datasets.canvases, num_items=500,
-                                        num_train=300, num_queries=100, num_validation=100)}
+    config.datasets = {
+      "canvases": dict(
+        config.datasets.canvases, num_items=500, num_train=300, num_queries=100, num_validation=100
+      )
+    }
     config.cdh.w_iters = 50
     config.gamma_grid = (0.003, 0.03)
   elif arg:

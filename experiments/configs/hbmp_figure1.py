@@ -36,8 +36,10 @@ def get_config(arg=None):
   config.map_bits = (4, 8, 16, 24, 32, 48, 64)
   config.step_size = "regress"
   # Solver settings of the pursuit (``hbmp`` keyword arguments) to compare.
-  config.solvers = {"default": {},
-                    "budget": {"num_restarts": 1, "num_iters": 8, "local_search": False}}
+  config.solvers = {
+    "default": {},
+    "budget": {"num_restarts": 1, "num_iters": 8, "local_search": False},
+  }
   if arg == "quick":
     config.repeats = 1
     config.instances_per_class = 50

@@ -25,8 +25,14 @@ from ml_collections import config_dict
 
 def hbmp(kind: str, **options) -> dict:
   """HBMP over the training set's label sets with hash functions ``kind``."""
-  return {"method": "hbmp", "level": "label_sets", "metric": "shared_count",
-          "step_size": "regress", "hash_function": kind, "hash_options": options}
+  return {
+    "method": "hbmp",
+    "level": "label_sets",
+    "metric": "shared_count",
+    "step_size": "regress",
+    "hash_function": kind,
+    "hash_options": options,
+  }
 
 
 def get_config(arg=None):
@@ -37,25 +43,29 @@ def get_config(arg=None):
   config.bits = (12, 24, 32, 48)
   config.datasets = {"yeast": {"protocol": "yeast", "num_queries": 417}}
   config.methods = {
-      "hbmp_linear": hbmp("linear", num_epochs=40, batch_size=100),
-      "hbmp_mlp": hbmp("mlp", num_epochs=40, batch_size=100, hidden=(256,),
-                       weight_decay=1e-4),
-      "itq": {"method": "itq", "num_iters": 50},
-      "lsh": {"method": "lsh"},
+    "hbmp_linear": hbmp("linear", num_epochs=40, batch_size=100),
+    "hbmp_mlp": hbmp("mlp", num_epochs=40, batch_size=100, hidden=(256,), weight_decay=1e-4),
+    "itq": {"method": "itq", "num_iters": 50},
+    "lsh": {"method": "lsh"},
   }
-  config.evaluation = {"map_ties": ("aware",), "precision_at": (),
-                       "radius": config_dict.placeholder(int), "ndcg_at": 100,
-                       "weighted": True}
+  config.evaluation = {
+    "map_ties": ("aware",),
+    "precision_at": (),
+    "radius": config_dict.placeholder(int),
+    "ndcg_at": 100,
+    "weighted": True,
+  }
   config.tables = ("map", "map_weighted", "ndcg_at_100", "ndcg_at_100_weighted")
-  config.plots = {"pr_curve_bits": config_dict.placeholder(int),
-                  "curves": {"training": {"metric": "bit_error",
-                                          "methods": ("hbmp_linear", "hbmp_mlp")}}}
-  config.checkpoint_every = 100   # steps: HBMP's minibatches, ITQ's iterations
+  config.plots = {
+    "pr_curve_bits": config_dict.placeholder(int),
+    "curves": {"training": {"metric": "bit_error", "methods": ("hbmp_linear", "hbmp_mlp")}},
+  }
+  config.checkpoint_every = 100  # steps: HBMP's minibatches, ITQ's iterations
   if arg == "quick":
     config.bits = (12,)
     config.methods.hbmp_linear = hbmp("linear", num_epochs=10, batch_size=100)
     config.methods.hbmp_mlp = hbmp("mlp", num_epochs=10, batch_size=100, hidden=(128,))
-    del config.methods["itq"]   # the tests compare HBMP with LSH; ITQ's cells went unread
+    del config.methods["itq"]  # the tests compare HBMP with LSH; ITQ's cells went unread
     config.checkpoint_every = 40
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; use 'quick' or nothing.")

@@ -24,8 +24,7 @@ from ml_collections import config_dict
 
 def hbmp(kind: str, **options) -> dict:
   """Class-level HBMP with hash functions ``kind`` (``hash_functions`` options)."""
-  return {"method": "hbmp", "step_size": "regress", "hash_function": kind,
-          "hash_options": options}
+  return {"method": "hbmp", "step_size": "regress", "hash_function": kind, "hash_options": options}
 
 
 def get_config(arg=None):
@@ -35,31 +34,42 @@ def get_config(arg=None):
   config.num_seeds = 1
   config.bits = (12, 24, 32, 48)
   config.datasets = {
-      "fashion_mnist": {"protocol": "fashion-mnist", "query_per_class": 100,
-                        "train_per_class": 500, "images": True,
-                        "database_limit": config_dict.placeholder(int)}}
+    "fashion_mnist": {
+      "protocol": "fashion-mnist",
+      "query_per_class": 100,
+      "train_per_class": 500,
+      "images": True,
+      "database_limit": config_dict.placeholder(int),
+    }
+  }
   # Learning rates default to 1e-2 (linear) and 1e-3 (mlp, cnn).
   config.methods = {
-      "hbmp_linear": hbmp("linear", num_epochs=20, batch_size=128),
-      "hbmp_mlp": hbmp("mlp", num_epochs=20, batch_size=128, hidden=(512,)),
-      "hbmp_cnn": hbmp("cnn", num_epochs=20, batch_size=128, channels=(16, 32), dense=128),
-      "itq": {"method": "itq", "num_iters": 50},
-      "lsh": {"method": "lsh"},
+    "hbmp_linear": hbmp("linear", num_epochs=20, batch_size=128),
+    "hbmp_mlp": hbmp("mlp", num_epochs=20, batch_size=128, hidden=(512,)),
+    "hbmp_cnn": hbmp("cnn", num_epochs=20, batch_size=128, channels=(16, 32), dense=128),
+    "itq": {"method": "itq", "num_iters": 50},
+    "lsh": {"method": "lsh"},
   }
-  config.evaluation = {"map_ties": ("aware",), "precision_at": (),
-                       "radius": config_dict.placeholder(int),
-                       "ndcg_at": config_dict.placeholder(int), "weighted": True}
+  config.evaluation = {
+    "map_ties": ("aware",),
+    "precision_at": (),
+    "radius": config_dict.placeholder(int),
+    "ndcg_at": config_dict.placeholder(int),
+    "weighted": True,
+  }
   config.tables = ("map", "map_weighted")
-  config.plots = {"pr_curve_bits": config_dict.placeholder(int),
-                  "curves": {"training": {"metric": "bit_error",
-                                          "methods": ("hbmp_linear", "hbmp_mlp", "hbmp_cnn")}}}
-  config.checkpoint_every = 200   # steps: HBMP's minibatches, ITQ's iterations
+  config.plots = {
+    "pr_curve_bits": config_dict.placeholder(int),
+    "curves": {
+      "training": {"metric": "bit_error", "methods": ("hbmp_linear", "hbmp_mlp", "hbmp_cnn")}
+    },
+  }
+  config.checkpoint_every = 200  # steps: HBMP's minibatches, ITQ's iterations
   if arg == "quick":
     config.bits = (12,)
-    del config.methods["hbmp_mlp"]   # the MLP shares the linear one's code path
+    del config.methods["hbmp_mlp"]  # the MLP shares the linear one's code path
     config.methods.hbmp_linear = hbmp("linear", num_epochs=8, batch_size=100)
-    config.methods.hbmp_cnn = hbmp("cnn", num_epochs=8, batch_size=100, channels=(8, 16),
-                                   dense=64)
+    config.methods.hbmp_cnn = hbmp("cnn", num_epochs=8, batch_size=100, channels=(8, 16), dense=64)
     config.methods.itq.num_iters = 20
     config.plots.curves.training.methods = ("hbmp_linear", "hbmp_cnn")
     config.datasets.fashion_mnist.query_per_class = 20

@@ -31,9 +31,12 @@ def get_config(arg=None):
   config.hash_function = "mlp"
   config.hash_options = {"mlp": {"num_epochs": 20, "batch_size": 128, "hidden": (512,)}}
   # jhash.data.load_protocol("fashion-mnist", images=True) options.
-  config.dataset = {"query_per_class": 100, "train_per_class": 500,
-                    "database_limit": config_dict.placeholder(int)}
-  config.checkpoint_every = 200   # steps: the pursuit's bits, then minibatches
+  config.dataset = {
+    "query_per_class": 100,
+    "train_per_class": 500,
+    "database_limit": config_dict.placeholder(int),
+  }
+  config.checkpoint_every = 200  # steps: the pursuit's bits, then minibatches
   if arg == "quick":
     # regress first, 16 bits: the residual cell's pursuit is then hbmp_figure1:quick's
     # class-level one (the same compiled whole pursuit when both run in one process).

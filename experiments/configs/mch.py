@@ -30,54 +30,96 @@ import ml_collections
 BASES = ("ksh", "hashnet", "adsh", "dch", "mmhh")
 
 
-def _base_options(name: str, epochs: int, adsh_steps: int, adsh_rounds: int,
-                  adsh_samples: int) -> dict:
+def _base_options(
+  name: str, epochs: int, adsh_steps: int, adsh_rounds: int, adsh_samples: int
+) -> dict:
   if name == "adsh":
-    return {"batch_size": 64, "rounds": adsh_rounds, "steps_per_round": adsh_steps,
-            "num_samples": adsh_samples}
+    return {
+      "batch_size": 64,
+      "rounds": adsh_rounds,
+      "steps_per_round": adsh_steps,
+      "num_samples": adsh_samples,
+    }
   return {"batch_size": 64, "num_epochs": epochs}
 
 
-def _methods(bases, epochs=20, adsh_steps=156, adsh_rounds=10, adsh_samples=2000,
-             agent_epochs=5, **mch_options) -> dict:
-  return {f"mch_{name}": {"method": "mch", "base": name,
-                          "base_options": _base_options(name, epochs, adsh_steps, adsh_rounds,
-                                                        adsh_samples),
-                          "agent_epochs": agent_epochs, **mch_options}
-          for name in bases}
+def _methods(
+  bases, epochs=20, adsh_steps=156, adsh_rounds=10, adsh_samples=2000, agent_epochs=5, **mch_options
+) -> dict:
+  return {
+    f"mch_{name}": {
+      "method": "mch",
+      "base": name,
+      "base_options": _base_options(name, epochs, adsh_steps, adsh_rounds, adsh_samples),
+      "agent_epochs": agent_epochs,
+      **mch_options,
+    }
+    for name in bases
+  }
 
 
 def get_config(arg=None):
   arg = arg or "canvases"
   if arg not in ("canvases", "sensitivity", "quick"):
-    raise ValueError(f"unknown config argument {arg!r}; use 'canvases', 'sensitivity' or "
-                     "'quick'.")
+    raise ValueError(f"unknown config argument {arg!r}; use 'canvases', 'sensitivity' or 'quick'.")
   config = ml_collections.ConfigDict()
   config.trainer = "experiments.retrieval"
   config.seed = 0
   config.num_seeds = 1
   config.bits = (16, 32, 64)
-  config.datasets = {"canvases": {
-      "protocol": "canvases", "num_items": 10000, "num_queries": 1000, "num_train": 5000,
-      "grid": (2, 2), "num_objects": (1, 3), "images": True}}
+  config.datasets = {
+    "canvases": {
+      "protocol": "canvases",
+      "num_items": 10000,
+      "num_queries": 1000,
+      "num_train": 5000,
+      "grid": (2, 2),
+      "num_objects": (1, 3),
+      "images": True,
+    }
+  }
   config.methods = _methods(BASES)
-  config.evaluation = {"map_ties": ("aware",), "precision_at": (), "radius": (0, 2),
-                       "ndcg_at": None, "weighted": False, "f1_buckets": True}
-  config.tables = ("recall_radius_0", "recall_radius_0_multi", "precision_radius_0",
-                   "precision_radius_0_multi", "recall_radius_2", "recall_radius_2_multi",
-                   "precision_radius_2", "precision_radius_2_multi", "map", "map_multi",
-                   "codes_per_item_multi")
-  config.plots = {"pr_curve_bits": None, "f1_bucket_bits": 32,
-                  "curves": {"agent": {"metric": "reward",
-                                       "methods": tuple(f"mch_{b}" for b in BASES)}}}
+  config.evaluation = {
+    "map_ties": ("aware",),
+    "precision_at": (),
+    "radius": (0, 2),
+    "ndcg_at": None,
+    "weighted": False,
+    "f1_buckets": True,
+  }
+  config.tables = (
+    "recall_radius_0",
+    "recall_radius_0_multi",
+    "precision_radius_0",
+    "precision_radius_0_multi",
+    "recall_radius_2",
+    "recall_radius_2_multi",
+    "precision_radius_2",
+    "precision_radius_2_multi",
+    "map",
+    "map_multi",
+    "codes_per_item_multi",
+  )
+  config.plots = {
+    "pr_curve_bits": None,
+    "f1_bucket_bits": 32,
+    "curves": {"agent": {"metric": "reward", "methods": tuple(f"mch_{b}" for b in BASES)}},
+  }
   config.checkpoint_every = 400
   if arg == "sensitivity":
     config.bits = (32,)
     config.methods = _methods(("dch", "mmhh"), crop_range=(0.3, 1.0))
-    config.evaluation.sweep = {"sigma": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-                               "xi": (0.1, 0.3, 0.5, 0.7, 0.9)}
-    config.tables = ("recall_radius_0", "recall_radius_0_multi", "map", "map_multi",
-                     "codes_per_item_multi")
+    config.evaluation.sweep = {
+      "sigma": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+      "xi": (0.1, 0.3, 0.5, 0.7, 0.9),
+    }
+    config.tables = (
+      "recall_radius_0",
+      "recall_radius_0_multi",
+      "map",
+      "map_multi",
+      "codes_per_item_multi",
+    )
     config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch", "mch_mmhh")}}
   if arg == "quick":
     config.bits = (16,)

@@ -27,17 +27,31 @@ def get_config(arg=None):
   config.num_seeds = 1
   config.bits = (16, 32, 64)
   config.datasets = {
-      "mfeat": {"protocol": "mfeat", "query_per_class": 20,
-                "train_per_class": config_dict.placeholder(int)},
-      "fashion_mnist": {"protocol": "fashion-mnist", "query_per_class": 100,
-                        "train_per_class": 500, "database_limit": config_dict.placeholder(int)},
+    "mfeat": {
+      "protocol": "mfeat",
+      "query_per_class": 20,
+      "train_per_class": config_dict.placeholder(int),
+    },
+    "fashion_mnist": {
+      "protocol": "fashion-mnist",
+      "query_per_class": 100,
+      "train_per_class": 500,
+      "database_limit": config_dict.placeholder(int),
+    },
   }
   config.methods = {"lsh": {"method": "lsh"}, "itq": {"method": "itq", "num_iters": 50}}
-  config.evaluation = {"map_ties": ("aware", "index"), "precision_at": (100,), "radius": 2,
-                       "ndcg_at": config_dict.placeholder(int), "weighted": True}
+  config.evaluation = {
+    "map_ties": ("aware", "index"),
+    "precision_at": (100,),
+    "radius": 2,
+    "ndcg_at": config_dict.placeholder(int),
+    "weighted": True,
+  }
   config.tables = ("map",)
-  config.plots = {"pr_curve_bits": 32,
-                  "curves": {"itq_loss": {"metric": "quantization_loss", "methods": ("itq",)}}}
+  config.plots = {
+    "pr_curve_bits": 32,
+    "curves": {"itq_loss": {"metric": "quantization_loss", "methods": ("itq",)}},
+  }
   config.checkpoint_every = 10
   if arg == "quick":
     config.datasets.mfeat.query_per_class = 10
@@ -46,7 +60,7 @@ def get_config(arg=None):
     config.datasets.fashion_mnist.database_limit = 5000
     config.methods.itq.num_iters = 20
     config.checkpoint_every = 5
-  elif arg == "tiny":   # the tests: mfeat only, checkpoints inside ITQ's loop
+  elif arg == "tiny":  # the tests: mfeat only, checkpoints inside ITQ's loop
     del config.datasets["fashion_mnist"]
     config.datasets.mfeat.query_per_class = 10
     config.datasets.mfeat.train_per_class = 60

@@ -22,8 +22,10 @@ def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
   labels = np.asarray(labels)
   _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
   if _checks.label_array(labels, "labels", num_items=images.shape[0]) != "class_ids":
-    raise ValueError(f"labels must be integer class ids [n] (single-label source images); "
-                     f"got {_checks.describe(labels)}.")
+    raise ValueError(
+      f"labels must be integer class ids [n] (single-label source images); "
+      f"got {_checks.describe(labels)}."
+    )
   if labels.size and labels.min() < 0:
     raise ValueError(f"labels must be class ids >= 0; found {int(labels.min())}.")
   return images, labels
@@ -35,13 +37,22 @@ def _object_range(num_objects: Any, num_cells: int) -> tuple[int, int]:
   else:
     lo, hi = (int(v) for v in num_objects)
   if not 1 <= lo <= hi <= num_cells:
-    raise ValueError(f"num_objects must be an int or an inclusive (min, max) range with "
-                     f"1 <= min <= max <= {num_cells} (the grid's cells); got {num_objects!r}.")
+    raise ValueError(
+      f"num_objects must be an int or an inclusive (min, max) range with "
+      f"1 <= min <= max <= {num_cells} (the grid's cells); got {num_objects!r}."
+    )
   return lo, hi
 
 
-def _draw_layout(rng: np.random.Generator, num_items: int, num_cells: int, lo: int, hi: int,
-                 num_sources: int, placement: str) -> np.ndarray:
+def _draw_layout(
+  rng: np.random.Generator,
+  num_items: int,
+  num_cells: int,
+  lo: int,
+  hi: int,
+  num_sources: int,
+  placement: str,
+) -> np.ndarray:
   """int32 [num_items, num_cells]: the source index in each cell, -1 where empty."""
   counts = rng.integers(lo, hi + 1, size=num_items)
   if placement == "random":
@@ -60,15 +71,23 @@ def _draw_layout(rng: np.random.Generator, num_items: int, num_cells: int, lo: i
       break
     sources[repeated] = rng.integers(0, num_sources, size=(repeated.size, num_cells))
   else:
-    raise ValueError(f"could not draw distinct source images per canvas from only "
-                     f"{num_sources} images.")
+    raise ValueError(
+      f"could not draw distinct source images per canvas from only {num_sources} images."
+    )
   return np.where(occupied, sources, -1).astype(np.int32)
 
 
-def make_canvas_dataset(images: Any, labels: Any, *, grid: tuple[int, int] = (2, 2),
-                        num_objects: int | tuple[int, int] = (1, 3), seed: int = 0,
-                        num_items: int | None = None, placement: str = "random",
-                        num_classes: int | None = None) -> Dataset:
+def make_canvas_dataset(
+  images: Any,
+  labels: Any,
+  *,
+  grid: tuple[int, int] = (2, 2),
+  num_objects: int | tuple[int, int] = (1, 3),
+  seed: int = 0,
+  num_items: int | None = None,
+  placement: str = "random",
+  num_classes: int | None = None,
+) -> Dataset:
   """Multi-label images composed of single-label ones placed on a grid of cells.
 
   Each canvas is a ``grid_h x grid_w`` grid of cells of the source image size.
@@ -111,16 +130,21 @@ def make_canvas_dataset(images: Any, labels: Any, *, grid: tuple[int, int] = (2,
   if placement not in ("random", "fixed"):
     raise ValueError(f"placement must be 'random' or 'fixed'; got {placement!r}.")
   n = images.shape[0] if num_items is None else _checks.positive_int(num_items, "num_items")
-  c = int(labels.max()) + 1 if num_classes is None else _checks.positive_int(num_classes,
-                                                                          "num_classes")
+  c = (
+    int(labels.max()) + 1
+    if num_classes is None
+    else _checks.positive_int(num_classes, "num_classes")
+  )
   if labels.max() >= c:
     raise ValueError(f"labels must be below num_classes={c}; found {int(labels.max())}.")
   if images.shape[0] < hi:
-    raise ValueError(f"images must hold at least {hi} images (num_objects max); "
-                     f"got {images.shape[0]}.")
+    raise ValueError(
+      f"images must hold at least {hi} images (num_objects max); got {images.shape[0]}."
+    )
 
-  cells = _draw_layout(np.random.default_rng(seed), n, num_cells, lo, hi, images.shape[0],
-                       placement)
+  cells = _draw_layout(
+    np.random.default_rng(seed), n, num_cells, lo, hi, images.shape[0], placement
+  )
   h, w = images.shape[1:3]
   canvas = np.zeros((n, grid_h * h, grid_w * w) + images.shape[3:], images.dtype)
   cell_labels = np.where(cells >= 0, labels[np.maximum(cells, 0)], -1).astype(np.int32)
@@ -128,15 +152,20 @@ def make_canvas_dataset(images: Any, labels: Any, *, grid: tuple[int, int] = (2,
   for k in range(num_cells):
     filled = np.flatnonzero(cells[:, k] >= 0)
     top, left = (k // grid_w) * h, (k % grid_w) * w
-    canvas[filled, top:top + h, left:left + w] = images[cells[filled, k]]
+    canvas[filled, top : top + h, left : left + w] = images[cells[filled, k]]
     multi_hot[filled, cell_labels[filled, k]] = True
-  extras = {"cells": cells, "cell_labels": cell_labels, "grid": (grid_h, grid_w),
-            "cell_shape": (h, w)}
+  extras = {
+    "cells": cells,
+    "cell_labels": cell_labels,
+    "grid": (grid_h, grid_w),
+    "cell_shape": (h, w),
+  }
   return make_dataset((canvas,), multi_hot, ("image",), name="canvas", extras=extras)
 
 
-def make_two_view(images: Any, labels: Any, split: str = "halves",
-                  scale: float | None = None) -> Dataset:
+def make_two_view(
+  images: Any, labels: Any, split: str = "halves", scale: float | None = None
+) -> Dataset:
   """Two aligned views of one image set: its top/bottom or left/right halves.
 
   Gives cross-view and multi-view methods real data at scale with a known
@@ -170,7 +199,6 @@ def make_two_view(images: Any, labels: Any, split: str = "halves",
     raise ValueError(f"split must be 'halves' or 'left_right'; got {split!r}.")
   if scale is None:
     scale = 255.0 if images.dtype == np.uint8 else float(images.max(initial=0)) or 1.0
-  views = tuple((p.reshape(p.shape[0], -1) / np.float32(scale)).astype(np.float32)
-                for p in parts)
+  views = tuple((p.reshape(p.shape[0], -1) / np.float32(scale)).astype(np.float32) for p in parts)
   extras = {"split": split, "image_shape": images.shape[1:], "scale": float(scale)}
   return make_dataset(views, labels, names, name="two-view", extras=extras)

@@ -9,7 +9,6 @@ import numpy as np
 from jhash import _checks
 
 
-
 class _NoExtras(dict):
   """The shared default of ``Dataset.extras``: an empty dict that refuses writes.
 
@@ -18,8 +17,10 @@ class _NoExtras(dict):
   """
 
   def _refuse(self, *args, **kwargs):
-    raise TypeError("this Dataset was built without extras; pass extras={...} to "
-                    "Dataset(...) or use dataset._replace(extras={...}).")
+    raise TypeError(
+      "this Dataset was built without extras; pass extras={...} to "
+      "Dataset(...) or use dataset._replace(extras={...})."
+    )
 
   __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _refuse
   __ior__ = _refuse
@@ -40,6 +41,7 @@ class Dataset(NamedTuple):
     extras: anything else a loader knows (e.g. a canvas's cell layout). Arrays in
       it whose first axis has ``n`` entries are per item, and ``take`` indexes them.
   """
+
   views: tuple[np.ndarray, ...]
   labels: np.ndarray
   view_names: tuple[str, ...]
@@ -60,8 +62,9 @@ class Dataset(NamedTuple):
     """The items at ``index`` (int array, bool mask or slice), per-item extras included."""
     n = self.num_items
     extras = {k: (v[index] if _is_per_item(v, n) else v) for k, v in self.extras.items()}
-    return self._replace(views=tuple(v[index] for v in self.views),
-                         labels=self.labels[index], extras=extras)
+    return self._replace(
+      views=tuple(v[index] for v in self.views), labels=self.labels[index], extras=extras
+    )
 
   def batch(self, index: Any = None) -> dict[str, Any]:
     """The library's batch dict ``{"views": tuple, "labels": array}`` (see ``as_batch``)."""
@@ -96,13 +99,19 @@ def check_batch(batch: Any) -> int:
   return _checks.batch(batch)
 
 
-def make_dataset(views, labels, view_names, name: str, extras: Mapping[str, Any] | None = None
-                 ) -> Dataset:
+def make_dataset(
+  views, labels, view_names, name: str, extras: Mapping[str, Any] | None = None
+) -> Dataset:
   """A ``Dataset``, checked: views of equal length, finite features, valid labels."""
   views = tuple(views)
   view_names = tuple(view_names)
   if len(view_names) != len(views):
     raise ValueError(f"view_names must name each of the {len(views)} views; got {view_names}.")
   _checks.batch({"views": views, "labels": labels})
-  return Dataset(views=views, labels=labels, view_names=view_names, name=name,
-                 extras=dict(extras) if extras else {})
+  return Dataset(
+    views=views,
+    labels=labels,
+    view_names=view_names,
+    name=name,
+    extras=dict(extras) if extras else {},
+  )

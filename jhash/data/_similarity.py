@@ -39,14 +39,18 @@ def similarity(labels_a: Any, labels_b: Any, kind: str = "share_label") -> np.nd
   kind_a = _checks.label_array(a, "labels_a")
   kind_b = _checks.label_array(b, "labels_b")
   if kind_a != kind_b:
-    raise ValueError(f"labels_a and labels_b must both be class ids or both multi-hot; got "
-                     f"labels_a: {_checks.describe(a)}, labels_b: {_checks.describe(b)}.")
+    raise ValueError(
+      f"labels_a and labels_b must both be class ids or both multi-hot; got "
+      f"labels_a: {_checks.describe(a)}, labels_b: {_checks.describe(b)}."
+    )
   if kind_a == "class_ids":
     same = a[:, None] == b[None, :]
     return same.astype(np.int32) if kind == "graded" else same
   if a.shape[1] != b.shape[1]:
-    raise ValueError(f"labels_a and labels_b must have the same number of label columns; "
-                     f"got {a.shape[1]} and {b.shape[1]}.")
+    raise ValueError(
+      f"labels_a and labels_b must have the same number of label columns; "
+      f"got {a.shape[1]} and {b.shape[1]}."
+    )
   shared = a.astype(np.int32) @ b.astype(np.int32).T
   if kind == "same_class":  # equal sets: the overlap is as large as both sets
     return (shared == a.sum(axis=1)[:, None]) & (shared == b.sum(axis=1)[None, :])

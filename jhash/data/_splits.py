@@ -18,13 +18,16 @@ from jhash import _checks
 def _result(n: int, query: np.ndarray, train: np.ndarray) -> dict[str, np.ndarray]:
   in_query = np.zeros(n, bool)
   in_query[query] = True
-  return {"query": np.sort(query).astype(np.int64),
-          "train": np.sort(train).astype(np.int64),
-          "database": np.flatnonzero(~in_query).astype(np.int64)}
+  return {
+    "query": np.sort(query).astype(np.int64),
+    "train": np.sort(train).astype(np.int64),
+    "database": np.flatnonzero(~in_query).astype(np.int64),
+  }
 
 
-def split_per_class(labels: Any, num_query_per_class: int, num_train_per_class: int,
-                    seed: int = 0) -> dict[str, np.ndarray]:
+def split_per_class(
+  labels: Any, num_query_per_class: int, num_train_per_class: int, seed: int = 0
+) -> dict[str, np.ndarray]:
   """Queries and training items drawn per class (the CIFAR-10 protocol).
 
   From each class, ``num_query_per_class`` random items become queries and
@@ -45,16 +48,20 @@ def split_per_class(labels: Any, num_query_per_class: int, num_train_per_class: 
   """
   labels = np.asarray(labels)
   if _checks.label_array(labels, "labels") != "class_ids":
-    raise ValueError(f"labels must be integer class ids [n]; got {_checks.describe(labels)} "
-                     f"(for multi-hot labels use split_per_label).")
+    raise ValueError(
+      f"labels must be integer class ids [n]; got {_checks.describe(labels)} "
+      f"(for multi-hot labels use split_per_label)."
+    )
   q = _checks.nonneg_int(num_query_per_class, "num_query_per_class")
   t = _checks.nonneg_int(num_train_per_class, "num_train_per_class")
   classes, counts = np.unique(labels, return_counts=True)
   if counts.size and counts.min() < q + t:
     short = classes[counts < q + t]
-    raise ValueError(f"labels: class {int(short[0])} has {int(counts[classes == short[0]][0])} "
-                     f"items, fewer than num_query_per_class + num_train_per_class = {q + t} "
-                     f"({short.size} classes are short).")
+    raise ValueError(
+      f"labels: class {int(short[0])} has {int(counts[classes == short[0]][0])} "
+      f"items, fewer than num_query_per_class + num_train_per_class = {q + t} "
+      f"({short.size} classes are short)."
+    )
   rng = np.random.default_rng(seed)
   shuffled = rng.permutation(labels.shape[0])
   order = shuffled[np.argsort(labels[shuffled], kind="stable")]  # by class, random within
@@ -63,8 +70,7 @@ def split_per_class(labels: Any, num_query_per_class: int, num_train_per_class: 
   return _result(labels.shape[0], order[rank < q], order[(rank >= q) & (rank < q + t)])
 
 
-def split_random(n: int, num_query: int, num_train: int, seed: int = 0
-                 ) -> dict[str, np.ndarray]:
+def split_random(n: int, num_query: int, num_train: int, seed: int = 0) -> dict[str, np.ndarray]:
   """Queries and training items drawn uniformly (MS-COCO, MIRFlickr protocols).
 
   Args:
@@ -82,11 +88,12 @@ def split_random(n: int, num_query: int, num_train: int, seed: int = 0
   if q + t > n:
     raise ValueError(f"num_query + num_train = {q + t} exceeds n = {n}.")
   order = np.random.default_rng(seed).permutation(n)
-  return _result(n, order[:q], order[q:q + t])
+  return _result(n, order[:q], order[q : q + t])
 
 
-def split_per_label(labels: Any, num_query_per_label: int, num_train_per_label: int,
-                    seed: int = 0) -> dict[str, np.ndarray]:
+def split_per_label(
+  labels: Any, num_query_per_label: int, num_train_per_label: int, seed: int = 0
+) -> dict[str, np.ndarray]:
   """Queries and training items drawn per label of multi-label data (NUS-WIDE protocol).
 
   For each label in turn (column 0 first), ``num_query_per_label`` queries and
@@ -108,8 +115,10 @@ def split_per_label(labels: Any, num_query_per_label: int, num_train_per_label: 
   """
   labels = np.asarray(labels)
   if _checks.label_array(labels, "labels") != "multi_hot":
-    raise ValueError(f"labels must be multi-hot bool [n, C]; got {_checks.describe(labels)} "
-                     f"(for class ids use split_per_class).")
+    raise ValueError(
+      f"labels must be multi-hot bool [n, C]; got {_checks.describe(labels)} "
+      f"(for class ids use split_per_class)."
+    )
   q = _checks.nonneg_int(num_query_per_label, "num_query_per_label")
   t = _checks.nonneg_int(num_train_per_label, "num_train_per_label")
   rng = np.random.default_rng(seed)
@@ -118,12 +127,15 @@ def split_per_label(labels: Any, num_query_per_label: int, num_train_per_label: 
   for c in range(labels.shape[1]):
     pool = np.flatnonzero(labels[:, c] & ~drawn)
     if pool.size < q + t:
-      raise ValueError(f"labels: label {c} has only {pool.size} items not drawn for earlier "
-                       f"labels, fewer than num_query_per_label + num_train_per_label = {q + t}.")
+      raise ValueError(
+        f"labels: label {c} has only {pool.size} items not drawn for earlier "
+        f"labels, fewer than num_query_per_label + num_train_per_label = {q + t}."
+      )
     chosen = rng.choice(pool, size=q + t, replace=False)
     drawn[chosen] = True
     queries.append(chosen[:q])
     train.append(chosen[q:])
   empty = np.zeros(0, np.int64)
-  return _result(labels.shape[0], np.concatenate(queries or [empty]),
-                 np.concatenate(train or [empty]))
+  return _result(
+    labels.shape[0], np.concatenate(queries or [empty]), np.concatenate(train or [empty])
+  )

@@ -45,14 +45,20 @@ from jhash.data._layouts import check_image_files
 _DTYPES = (np.uint8, np.float32)
 
 Minibatch = dict
-Finish = Callable[[], Minibatch]   # waits for a minibatch's reads and returns it
+Finish = Callable[[], Minibatch]  # waits for a minibatch's reads and returns it
 
 
 # ----------------------------------------------------------------------------- images
 
 
-def read_images(paths: Sequence[str], size: tuple[int, int] | None = None, channels: int = 3,
-                *, dtype=np.uint8, num_threads: int | None = None) -> np.ndarray:
+def read_images(
+  paths: Sequence[str],
+  size: tuple[int, int] | None = None,
+  channels: int = 3,
+  *,
+  dtype=np.uint8,
+  num_threads: int | None = None,
+) -> np.ndarray:
   """Decode image files into one array, on ``num_threads`` threads.
 
   Each file is opened with PIL, converted to RGB (``channels=3``) or grayscale
@@ -104,12 +110,14 @@ class _ImageReader:
     except (FileNotFoundError, PermissionError):
       raise
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBomb...
-      raise _errors.DataFormatError(f"{path} could not be decoded as an image "
-                                    f"({type(e).__name__}: {e}).") from e
+      raise _errors.DataFormatError(
+        f"{path} could not be decoded as an image ({type(e).__name__}: {e})."
+      ) from e
     if found != width_height and not self.resize:
       raise _errors.DataFormatError(
-          f"{path} is {found[1]} x {found[0]} (H x W) but the first image is {self.size[0]} "
-          f"x {self.size[1]}; pass size=(H, W) to resize every image.")
+        f"{path} is {found[1]} x {found[0]} (H x W) but the first image is {self.size[0]} "
+        f"x {self.size[1]}; pass size=(H, W) to resize every image."
+      )
     pixels = pixels.reshape(self.shape)
     out[j] = pixels if self.dtype == np.uint8 else pixels.astype(np.float32) / np.float32(255)
 
@@ -120,18 +128,22 @@ def _image_reader(paths, size, channels, dtype) -> _ImageReader:
   if _dtype_or_none(dtype) not in _DTYPES:
     raise ValueError(f"dtype must be np.uint8 or np.float32; got {dtype!r}.")
   if size is not None:
-    if (not isinstance(size, (tuple, list)) or len(size) != 2 or
-        any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in size)):
+    if (
+      not isinstance(size, (tuple, list))
+      or len(size) != 2
+      or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in size)
+    ):
       raise ValueError(f"size must be (H, W), two ints >= 1, or None; got {size!r}.")
     return _ImageReader(tuple(int(s) for s in size), channels, dtype, resize=True)
   from PIL import Image
 
   try:
-    with Image.open(paths[0]) as image:   # reads the header only
+    with Image.open(paths[0]) as image:  # reads the header only
       width, height = image.size
   except Exception as e:
-    raise _errors.DataFormatError(f"{paths[0]} could not be decoded as an image "
-                                  f"({type(e).__name__}: {e}).") from e
+    raise _errors.DataFormatError(
+      f"{paths[0]} could not be decoded as an image ({type(e).__name__}: {e})."
+    ) from e
   return _ImageReader((height, width), channels, dtype, resize=False)
 
 
@@ -170,8 +182,13 @@ _minibatch_order = _order.minibatch_order
 class _Stream:
   """An iterable of ``num_steps`` minibatches; each iteration runs its own threads."""
 
-  def __init__(self, starts: Callable[[futures.Executor], Iterator[Finish]], num_steps: int,
-               prefetch: int, num_threads: int):
+  def __init__(
+    self,
+    starts: Callable[[futures.Executor], Iterator[Finish]],
+    num_steps: int,
+    prefetch: int,
+    num_threads: int,
+  ):
     self._starts, self._num_steps = starts, num_steps
     self._prefetch, self._num_threads = prefetch, num_threads
 
@@ -201,10 +218,21 @@ def _run_ahead(starts, prefetch: int, num_threads: int) -> Iterator[Minibatch]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def image_stream(images: ImageList, batch_size: int, key: jax.Array, num_steps: int, *,
-                 size: tuple[int, int] | None = None, channels: int = 3, dtype=np.uint8,
-                 start_step: int = 0, phase: int = 0, prefetch: int = 2,
-                 num_threads: int | None = None, check_files: bool = True) -> _Stream:
+def image_stream(
+  images: ImageList,
+  batch_size: int,
+  key: jax.Array,
+  num_steps: int,
+  *,
+  size: tuple[int, int] | None = None,
+  channels: int = 3,
+  dtype=np.uint8,
+  start_step: int = 0,
+  phase: int = 0,
+  prefetch: int = 2,
+  num_threads: int | None = None,
+  check_files: bool = True,
+) -> _Stream:
   """Minibatches of images read from files, in ``jhash.minibatches``' order.
 
   For a training set too large for memory: ``jhash.fit(method, key, stream, num_steps,
@@ -229,8 +257,9 @@ def image_stream(images: ImageList, batch_size: int, key: jax.Array, num_steps: 
     ``close()`` on the iterator (or dropping it) stops them.
   """
   if not isinstance(images, ImageList):
-    raise ValueError(f"images must be an ImageList (jhash.data.load_image_list); got "
-                     f"{_checks.describe(images)}.")
+    raise ValueError(
+      f"images must be an ImageList (jhash.data.load_image_list); got {_checks.describe(images)}."
+    )
   paths = list(images.paths)
   labels = _check_labels(images.labels, len(paths))
   order = _order_arguments(len(paths), batch_size, key, num_steps, start_step, phase)
@@ -241,19 +270,33 @@ def image_stream(images: ImageList, batch_size: int, key: jax.Array, num_steps: 
   def start(pool, index):
     out = np.empty((len(index),) + read.shape, read.dtype)
     reads = [pool.submit(read, out, j, paths[i]) for j, i in enumerate(index)]
+
     def finish():
       for done in reads:
         done.result()
       return {"views": (out,), "labels": labels[index], "index": index}
+
     return finish
 
-  return _Stream(lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
-                 num_steps, _checks.nonneg_int(prefetch, "prefetch"), _num_threads(num_threads))
+  return _Stream(
+    lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
+    num_steps,
+    _checks.nonneg_int(prefetch, "prefetch"),
+    _num_threads(num_threads),
+  )
 
 
-def array_stream(batch: dict, batch_size: int, key: jax.Array, num_steps: int, *,
-                 start_step: int = 0, phase: int = 0, prefetch: int = 2,
-                 num_threads: int = 1) -> _Stream:
+def array_stream(
+  batch: dict,
+  batch_size: int,
+  key: jax.Array,
+  num_steps: int,
+  *,
+  start_step: int = 0,
+  phase: int = 0,
+  prefetch: int = 2,
+  num_threads: int = 1,
+) -> _Stream:
   """Minibatches of a batch of arrays (``np.memmap`` ones included), gathered ahead.
 
   The sequence of ``jhash.minibatches(batch, batch_size, key, num_steps, start_step,
@@ -276,9 +319,12 @@ def array_stream(batch: dict, batch_size: int, key: jax.Array, num_steps: int, *
   def start(pool, index):
     return pool.submit(_take, batch, index, n).result
 
-  return _Stream(lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
-                 num_steps, _checks.nonneg_int(prefetch, "prefetch"),
-                 _checks.positive_int(num_threads, "num_threads"))
+  return _Stream(
+    lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
+    num_steps,
+    _checks.nonneg_int(prefetch, "prefetch"),
+    _checks.positive_int(num_threads, "num_threads"),
+  )
 
 
 def _take(batch: dict, index: np.ndarray, n: int) -> Minibatch:
@@ -300,12 +346,19 @@ def _take(batch: dict, index: np.ndarray, n: int) -> Minibatch:
 
 def _order_arguments(n, batch_size, key, num_steps, start_step, phase) -> tuple:
   if not isinstance(key, jax.Array) or not (
-      jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
-    raise ValueError(f"key must be a JAX PRNG key (jax.random.key(seed)); got "
-                     f"{_checks.describe(key)}.")
-  return (key, n, _checks.positive_int(batch_size, "batch_size"),
-          _checks.nonneg_int(num_steps, "num_steps"),
-          _checks.nonneg_int(start_step, "start_step"), _checks.nonneg_int(phase, "phase"))
+    jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)
+  ):
+    raise ValueError(
+      f"key must be a JAX PRNG key (jax.random.key(seed)); got {_checks.describe(key)}."
+    )
+  return (
+    key,
+    n,
+    _checks.positive_int(batch_size, "batch_size"),
+    _checks.nonneg_int(num_steps, "num_steps"),
+    _checks.nonneg_int(start_step, "start_step"),
+    _checks.nonneg_int(phase, "phase"),
+  )
 
 
 def _check_labels(labels, n: int) -> np.ndarray:
@@ -319,8 +372,7 @@ def _check_labels(labels, n: int) -> np.ndarray:
 def _check_arrays(batch) -> int:
   """Check a batch's ranks, dtypes and lengths reading one item of each array; return n."""
   if not isinstance(batch, Mapping) or not isinstance(batch.get("views"), (tuple, list)):
-    raise ValueError(f"batch must be a dict with a tuple 'views'; got "
-                     f"{_checks.describe(batch)}.")
+    raise ValueError(f"batch must be a dict with a tuple 'views'; got {_checks.describe(batch)}.")
   head = {"views": tuple(None if v is None else v[:1] for v in batch["views"])}
   if batch.get("labels") is not None:
     head["labels"] = batch["labels"][:1]

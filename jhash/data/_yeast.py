@@ -32,8 +32,9 @@ def load_yeast() -> Dataset:
   width = YEAST_NUM_FEATURES + YEAST_NUM_LABELS
   if table.ndim != 2 or table.shape[1] != width:
     raise _errors.DataFormatError(
-        f"{path} should hold rows of {YEAST_NUM_FEATURES} features and {YEAST_NUM_LABELS} "
-        f"labels; got a table of shape {table.shape}.")
+      f"{path} should hold rows of {YEAST_NUM_FEATURES} features and {YEAST_NUM_LABELS} "
+      f"labels; got a table of shape {table.shape}."
+    )
   labels = table[:, YEAST_NUM_FEATURES:]
   if not np.isin(labels, (0.0, 1.0)).all():
     raise _errors.DataFormatError(f"{path}: the label columns must hold only 0 and 1.")

@@ -80,15 +80,16 @@ class BucketIndex(NamedTuple):
   ``B`` buckets, ``S`` stored (item, code) pairs, ``n`` items with up to ``m``
   distinct codes each, ``W = ceil(K / 32)`` words per key.
   """
-  keys: jax.Array            # uint32 [B, W]: unique codes, sorted as integers.
-  offsets: jax.Array         # int32 [B + 1]: bucket b holds bucket_items[offsets[b]:offsets[b+1]].
-  bucket_items: jax.Array    # int32 [S]: item number of every stored code, bucket by bucket.
-  item_ids: jax.Array        # int32 [n]: the caller's id of each item number (increasing).
-  item_codes: jax.Array      # uint32 [n, m, W]: each item's distinct codes.
+
+  keys: jax.Array  # uint32 [B, W]: unique codes, sorted as integers.
+  offsets: jax.Array  # int32 [B + 1]: bucket b holds bucket_items[offsets[b]:offsets[b+1]].
+  bucket_items: jax.Array  # int32 [S]: item number of every stored code, bucket by bucket.
+  item_ids: jax.Array  # int32 [n]: the caller's id of each item number (increasing).
+  item_codes: jax.Array  # uint32 [n, m, W]: each item's distinct codes.
   item_code_mask: jax.Array  # bool [n, m]: True for the real entries of item_codes.
-  directory: jax.Array       # int32 [2**p + 1]: first bucket whose key has top p bits >= s.
-  search_steps: jax.Array    # int32 []: binary-search halvings inside one directory slot.
-  bit_masks: jax.Array       # uint32 [K, W]: the packed code with only bit j set (gives K).
+  directory: jax.Array  # int32 [2**p + 1]: first bucket whose key has top p bits >= s.
+  search_steps: jax.Array  # int32 []: binary-search halvings inside one directory slot.
+  bit_masks: jax.Array  # uint32 [K, W]: the packed code with only bit j set (gives K).
   # Optional substring tables (None when built with num_substrings=0), s of them:
   substring_offsets: jax.Array | None = None  # int32 [sum_j (2**L_j + 1)]: per table, by value.
   substring_buckets: jax.Array | None = None  # int32 [s, B]: bucket numbers by substring value.
@@ -122,9 +123,11 @@ class BucketIndex(NamedTuple):
 def check_num_bits(num_bits: Any) -> int:
   num_bits = _checks.positive_int(num_bits, "num_bits")
   if num_bits > MAX_BITS:
-    raise ValueError(f"num_bits must be <= {MAX_BITS} for the hash-bucket index (a bucket key "
-                     f"is the code as an integer of at most {MAX_BITS} bits); got {num_bits}. "
-                     "For longer codes use Hamming ranking (jhash.search).")
+    raise ValueError(
+      f"num_bits must be <= {MAX_BITS} for the hash-bucket index (a bucket key "
+      f"is the code as an integer of at most {MAX_BITS} bits); got {num_bits}. "
+      "For longer codes use Hamming ranking (jhash.search)."
+    )
   return num_bits
 
 
@@ -134,14 +137,18 @@ def _to_packed(codes_or_packed: Any, num_bits: int, name: str) -> np.ndarray:
   w = codes_lib.num_words(num_bits)
   if a.dtype == np.uint32:
     if a.shape[-1] != w:
-      raise ValueError(f"{name} holds packed codes (uint32) and must have {w} words per code "
-                       f"for num_bits={num_bits}; got shape {a.shape}.")
+      raise ValueError(
+        f"{name} holds packed codes (uint32) and must have {w} words per code "
+        f"for num_bits={num_bits}; got shape {a.shape}."
+      )
     codes_lib.check_padding(a, num_bits, name)
     return np.ascontiguousarray(a)
   if a.shape[-1] != num_bits:
-    raise ValueError(f"{name} must have {num_bits} columns (num_bits) of -1/+1 entries, or "
-                     f"{w} uint32 words per code when packed; got shape {a.shape} and dtype "
-                     f"{a.dtype}.")
+    raise ValueError(
+      f"{name} must have {num_bits} columns (num_bits) of -1/+1 entries, or "
+      f"{w} uint32 words per code when packed; got shape {a.shape} and dtype "
+      f"{a.dtype}."
+    )
   _checks.signed_codes(a.reshape(-1, num_bits), name, num_bits)
   bits = (a > 0).reshape(-1, num_bits)
   bits = np.concatenate([bits, np.zeros((bits.shape[0], 32 * w - num_bits), bool)], axis=1)
@@ -189,10 +196,12 @@ def _check_num_substrings(num_substrings: Any, num_bits: int) -> int | None:
   count = _checks.nonneg_int(num_substrings, "num_substrings")
   fewest = max(2, -(-num_bits // MAX_SUBSTRING_BITS))
   if count != 0 and not fewest <= count <= num_bits:
-    raise ValueError(f"num_substrings must be 0 (no substring tables) or from "
-                     f"{fewest} to {num_bits} for "
-                     f"num_bits={num_bits} (substrings of 1 to {MAX_SUBSTRING_BITS} bits); "
-                     f"got {count}.")
+    raise ValueError(
+      f"num_substrings must be 0 (no substring tables) or from "
+      f"{fewest} to {num_bits} for "
+      f"num_bits={num_bits} (substrings of 1 to {MAX_SUBSTRING_BITS} bits); "
+      f"got {count}."
+    )
   return count
 
 
@@ -215,7 +224,7 @@ def _substring_tables(bucket_keys: np.ndarray, num_bits: int, num_substrings: in
     else:
       buckets[j] = np.sort((value << np.uint64(32)) | number) & np.uint64(0xFFFFFFFF)
     counts = np.bincount(value.astype(np.uint32), minlength=1 << length)
-    offsets[base:base + counts.size + 1] = _running_total(counts, j * num_buckets)
+    offsets[base : base + counts.size + 1] = _running_total(counts, j * num_buckets)
     base += counts.size + 1
   return offsets, buckets
 
@@ -230,9 +239,11 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
   a = codes_or_packed
   nd = np.ndim(a)
   if nd not in (2, 3):
-    raise ValueError("codes_or_packed must be 2-D codes [n, num_bits] (or packed [n, words]) or "
-                     f"3-D multi-codes [n, m, num_bits] (or [n, m, words]); got "
-                     f"{_checks.describe(a)}.")
+    raise ValueError(
+      "codes_or_packed must be 2-D codes [n, num_bits] (or packed [n, words]) or "
+      f"3-D multi-codes [n, m, num_bits] (or [n, m, words]); got "
+      f"{_checks.describe(a)}."
+    )
   if np.shape(a)[0] < 1 or (nd == 3 and np.shape(a)[1] < 1):
     raise ValueError(f"codes_or_packed must hold at least one code; got {_checks.describe(a)}.")
   packed = _to_packed(a, num_bits, "codes_or_packed")
@@ -242,16 +253,22 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
   else:
     ids = np.asarray(item_ids)
     if ids.shape != (n,) or ids.dtype.kind not in "iu":
-      raise ValueError(f"item_ids must be integers of shape ({n},) (one per row of "
-                       f"codes_or_packed); got {_checks.describe(item_ids)}.")
+      raise ValueError(
+        f"item_ids must be integers of shape ({n},) (one per row of "
+        f"codes_or_packed); got {_checks.describe(item_ids)}."
+      )
     ids = ids.astype(np.int64)
     if ids.min() < 0 or ids.max() > np.iinfo(np.int32).max:
-      raise ValueError("item_ids must lie in [0, 2**31 - 1] (-1 marks empty result slots); got "
-                       f"values from {ids.min()} to {ids.max()}.")
+      raise ValueError(
+        "item_ids must lie in [0, 2**31 - 1] (-1 marks empty result slots); got "
+        f"values from {ids.min()} to {ids.max()}."
+      )
   if nd == 2:
     if mask is not None:
-      raise ValueError("mask is only for 3-D multi-code input [n, m, num_bits]; codes_or_packed "
-                       f"is 2-D ({_checks.describe(a)}). Pass repeated item_ids instead.")
+      raise ValueError(
+        "mask is only for 3-D multi-code input [n, m, num_bits]; codes_or_packed "
+        f"is 2-D ({_checks.describe(a)}). Pass repeated item_ids instead."
+      )
     return packed, ids
   m = packed.shape[1]
   if mask is None:
@@ -259,15 +276,23 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
   else:
     keep = np.asarray(mask)
     if keep.shape != (n, m) or keep.dtype != np.bool_:
-      raise ValueError(f"mask must be bool of shape ({n}, {m}) (which codes each item holds); "
-                       f"got {_checks.describe(mask)}.")
+      raise ValueError(
+        f"mask must be bool of shape ({n}, {m}) (which codes each item holds); "
+        f"got {_checks.describe(mask)}."
+      )
     if not keep.any():
       raise ValueError("mask must keep at least one code; it is all False.")
   return packed[keep], np.broadcast_to(ids[:, None], (n, m))[keep]
 
 
-def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
-                mask: Any = None, num_substrings: int | None = 0) -> BucketIndex:
+def build_index(
+  codes_or_packed: Any,
+  *,
+  num_bits: int,
+  item_ids: Any = None,
+  mask: Any = None,
+  num_substrings: int | None = 0,
+) -> BucketIndex:
   """Group codes into hash buckets keyed by the code itself (host-side build).
 
   Accepts one code per item (``[n, K]``), several codes per item as ``[n, m, K]``
@@ -318,23 +343,24 @@ def build_index(codes_or_packed: Any, *, num_bits: int, item_ids: Any = None,
     num_substrings = suggested_num_substrings(bucket_keys.size, num_bits)
   tables = (None, None)
   if num_substrings:
-    tables = tuple(jnp.asarray(a) for a in _substring_tables(bucket_keys, num_bits,
-                                                             num_substrings))
+    tables = tuple(jnp.asarray(a) for a in _substring_tables(bucket_keys, num_bits, num_substrings))
   bit_masks = np.zeros((num_bits, w), np.uint32)
-  bit_masks[np.arange(num_bits), np.arange(num_bits) // 32] = (
-      np.uint32(1) << (np.arange(num_bits) % 32).astype(np.uint32))
+  bit_masks[np.arange(num_bits), np.arange(num_bits) // 32] = np.uint32(1) << (
+    np.arange(num_bits) % 32
+  ).astype(np.uint32)
   return BucketIndex(
-      keys=jnp.asarray(_from_uint64(bucket_keys, w)),
-      offsets=jnp.asarray(offsets),
-      bucket_items=jnp.asarray(number.astype(np.int32)),
-      item_ids=jnp.asarray(unique_ids.astype(np.int32)),
-      item_codes=jnp.asarray(item_codes),
-      item_code_mask=jnp.asarray(item_code_mask),
-      directory=jnp.asarray(directory),
-      search_steps=jnp.asarray(steps, jnp.int32),
-      bit_masks=jnp.asarray(bit_masks),
-      substring_offsets=tables[0],
-      substring_buckets=tables[1])
+    keys=jnp.asarray(_from_uint64(bucket_keys, w)),
+    offsets=jnp.asarray(offsets),
+    bucket_items=jnp.asarray(number.astype(np.int32)),
+    item_ids=jnp.asarray(unique_ids.astype(np.int32)),
+    item_codes=jnp.asarray(item_codes),
+    item_code_mask=jnp.asarray(item_code_mask),
+    directory=jnp.asarray(directory),
+    search_steps=jnp.asarray(steps, jnp.int32),
+    bit_masks=jnp.asarray(bit_masks),
+    substring_offsets=tables[0],
+    substring_buckets=tables[1],
+  )
 
 
 def _sort_pairs(key: np.ndarray, number: np.ndarray, num_bits: int, number_in_order: bool):

@@ -28,8 +28,9 @@ def _import_faiss():
   try:
     import faiss  # pylint: disable=import-outside-toplevel
   except ImportError as err:
-    raise ImportError("FAISS export needs the faiss package: pip install faiss-cpu "
-                      "(or faiss-gpu).") from err
+    raise ImportError(
+      "FAISS export needs the faiss package: pip install faiss-cpu (or faiss-gpu)."
+    ) from err
   return faiss
 
 
@@ -37,7 +38,7 @@ def _faiss_bytes(packed: Any, num_bits: int, name: str) -> np.ndarray:
   """Packed uint32 [n, W] -> uint8 [n, ceil(K / 8)] in FAISS's layout."""
   codes_lib.check_packed(packed, name, codes_lib.num_words(num_bits))
   codes_lib.check_padding(packed, num_bits, name)
-  return np.ascontiguousarray(codes_lib.to_bytes(packed)[:, :-(-num_bits // 8)])
+  return np.ascontiguousarray(codes_lib.to_bytes(packed)[:, : -(-num_bits // 8)])
 
 
 def faiss_dimension(num_bits: int) -> int:

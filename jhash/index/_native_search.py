@@ -16,8 +16,16 @@ import numpy as np
 from jhash.index import _build
 
 
-def search(index: _build.BucketIndex, query_packed: jax.Array, num_wanted, *, max_radius: int,
-           max_results: int, num_substrings: int, flips: int):
+def search(
+  index: _build.BucketIndex,
+  query_packed: jax.Array,
+  num_wanted,
+  *,
+  max_radius: int,
+  max_results: int,
+  num_substrings: int,
+  flips: int,
+):
   """``SearchResults`` fields (ids, radii [q, R]; found, visited, nonempty, radius [q]).
 
   ``num_substrings`` > 0 searches through the index's substring tables with
@@ -32,19 +40,38 @@ def search(index: _build.BucketIndex, query_packed: jax.Array, num_wanted, *, ma
     sub_offsets = sub_buckets = jnp.zeros((1,), jnp.int32)
   slots = jax.ShapeDtypeStruct((q, max_results), jnp.int32)
   per_query = jax.ShapeDtypeStruct((q,), jnp.int32)
-  call = jax.ffi.ffi_call("jhash_bucket_search", (slots, slots) + (per_query,) * 4,
-                          vmap_method="sequential")
-  return call(jnp.asarray(query_packed, jnp.uint32), index.keys, index.offsets,
-              index.bucket_items, index.item_ids, index.item_codes, index.item_code_mask,
-              index.directory, sub_offsets, sub_buckets, jnp.asarray(num_wanted, jnp.int32),
-              num_bits=np.int64(index.num_bits), max_radius=np.int64(max_radius),
-              directory_bits=np.int64(index.directory_bits),
-              num_substrings=np.int64(num_substrings), flips=np.int64(flips))
+  call = jax.ffi.ffi_call(
+    "jhash_bucket_search", (slots, slots) + (per_query,) * 4, vmap_method="sequential"
+  )
+  return call(
+    jnp.asarray(query_packed, jnp.uint32),
+    index.keys,
+    index.offsets,
+    index.bucket_items,
+    index.item_ids,
+    index.item_codes,
+    index.item_code_mask,
+    index.directory,
+    sub_offsets,
+    sub_buckets,
+    jnp.asarray(num_wanted, jnp.int32),
+    num_bits=np.int64(index.num_bits),
+    max_radius=np.int64(max_radius),
+    directory_bits=np.int64(index.directory_bits),
+    num_substrings=np.int64(num_substrings),
+    flips=np.int64(flips),
+  )
 
 
 def lookup(index: _build.BucketIndex, query_packed: jax.Array):
   """``lookup``'s ``(start, count)``, int32 [q] each, by the native kernel (CPU only)."""
   per_query = jax.ShapeDtypeStruct((query_packed.shape[0],), jnp.int32)
   call = jax.ffi.ffi_call("jhash_lookup", (per_query, per_query), vmap_method="sequential")
-  return call(jnp.asarray(query_packed, jnp.uint32), index.keys, index.offsets, index.directory,
-              num_bits=np.int64(index.num_bits), directory_bits=np.int64(index.directory_bits))
+  return call(
+    jnp.asarray(query_packed, jnp.uint32),
+    index.keys,
+    index.offsets,
+    index.directory,
+    num_bits=np.int64(index.num_bits),
+    directory_bits=np.int64(index.directory_bits),
+  )

@@ -76,8 +76,9 @@ def pairs(index_array: jax.Array) -> jax.Array:
   return jnp.stack([index_array, index_array + 1], axis=-1)
 
 
-def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None = None,
-                 scan: bool = False):
+def find_buckets(
+  index: _build.BucketIndex, probes: jax.Array, steps: int | None = None, scan: bool = False
+):
   """Position of each probe key among the sorted bucket keys.
 
   The directory gives the run of keys sharing the probe's top bits; a binary
@@ -107,7 +108,7 @@ def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None
     bounds = index.directory[pairs(slot)]
     lo, hi = bounds[..., 0], bounds[..., 1]
     ranks = jnp.arange(1 << steps, dtype=jnp.int32).reshape((1,) * lo.ndim + (-1,))
-    run = keys[jnp.minimum(lo[..., None] + ranks, num_keys - 1)]           # [..., run, W]
+    run = keys[jnp.minimum(lo[..., None] + ranks, num_keys - 1)]  # [..., run, W]
     in_run = ranks < (hi - lo)[..., None]
     below = in_run & key_less(run, probes[..., None, :])
     found = jnp.any(in_run & key_equal(run, probes[..., None, :]), axis=-1)
@@ -133,8 +134,9 @@ def find_buckets(index: _build.BucketIndex, probes: jax.Array, steps: int | None
   return position, found
 
 
-def bucket_ranges(index: _build.BucketIndex, probes: jax.Array, steps: int | None = None,
-                  scan: bool = False):
+def bucket_ranges(
+  index: _build.BucketIndex, probes: jax.Array, steps: int | None = None, scan: bool = False
+):
   """``(start, count, found)`` of the bucket of each probe: int32, int32, bool [...].
 
   When the bucket is absent ``count`` is 0 and ``start`` the insertion point, so
@@ -163,8 +165,9 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   w = -(-num_bits // 32)
   if radius == 0:
     return np.zeros((1, w), np.uint32)
-  combos = np.fromiter(itertools.chain.from_iterable(
-      itertools.combinations(range(num_bits), radius)), np.int64).reshape(-1, radius)
+  combos = np.fromiter(
+    itertools.chain.from_iterable(itertools.combinations(range(num_bits), radius)), np.int64
+  ).reshape(-1, radius)
   value = np.bitwise_or.reduce(np.uint64(1) << combos.astype(np.uint64), axis=1)
   value = np.sort(value)
   words = [(value & np.uint64(0xFFFFFFFF)).astype(np.uint32)]
@@ -180,6 +183,7 @@ def _lookup(index, query_packed, steps, use_native):
   def array_code(index, query_packed):
     start, count, _ = bucket_ranges(index, query_packed, steps, scan=True)
     return start, count
+
   if not use_native:
     return array_code(index, query_packed)
   return native.on_cpu(_native_search.lookup, array_code, index, query_packed)
@@ -190,8 +194,9 @@ def check_queries(index: _build.BucketIndex, query_packed, name: str = "query_pa
   codes_lib.check_packed(query_packed, name)
   if query_packed.shape[1] != index.keys.shape[1]:
     raise ValueError(
-        f"{name} must have {index.keys.shape[1]} words per code, as the index (num_bits={k}); "
-        f"got shape {tuple(query_packed.shape)}.")
+      f"{name} must have {index.keys.shape[1]} words per code, as the index (num_bits={k}); "
+      f"got shape {tuple(query_packed.shape)}."
+    )
   codes_lib.check_padding(query_packed, k, name)
 
 

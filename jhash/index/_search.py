@@ -99,12 +99,13 @@ class SearchResults(NamedTuple):
   ``max_results`` slots per query; found items past the last slot are counted
   in ``num_found`` but not returned.
   """
-  item_ids: jax.Array          # int32 [q, max_results]: item ids, -1 in empty slots.
-  radii: jax.Array             # int32 [q, max_results]: radius each was found at, -1 if empty.
-  num_found: jax.Array         # int32 [q]: distinct items within radius_reached.
-  buckets_visited: jax.Array   # int32 [q]: buckets probed, sum_{i <= radius_reached} C(K, i).
+
+  item_ids: jax.Array  # int32 [q, max_results]: item ids, -1 in empty slots.
+  radii: jax.Array  # int32 [q, max_results]: radius each was found at, -1 if empty.
+  num_found: jax.Array  # int32 [q]: distinct items within radius_reached.
+  buckets_visited: jax.Array  # int32 [q]: buckets probed, sum_{i <= radius_reached} C(K, i).
   buckets_nonempty: jax.Array  # int32 [q]: probed buckets that exist in the index.
-  radius_reached: jax.Array    # int32 [q]: the last radius searched.
+  radius_reached: jax.Array  # int32 [q]: the last radius searched.
 
 
 def default_searchsorted_method() -> str:
@@ -146,29 +147,50 @@ def mask_chunks(num_bits: int, max_radius: int, chunk: int):
     m = _probe.flip_masks(num_bits, r)
     count = -(-m.shape[0] // chunk)
     padded = np.zeros((count * chunk, m.shape[1]), np.uint32)
-    padded[:m.shape[0]] = m
+    padded[: m.shape[0]] = m
     masks.append(padded.reshape(count, chunk, -1))
     valid.append((np.arange(count * chunk) < m.shape[0]).reshape(count, chunk))
     radius.append(np.full((count,), r, np.int32))
     ends.append(np.arange(count) == count - 1)
   w = -(-num_bits // 32)
   if not masks:
-    return (np.zeros((0, chunk, w), np.uint32), np.zeros((0, chunk), bool),
-            np.zeros((0,), np.int32), np.zeros((0,), bool))
-  return (np.concatenate(masks), np.concatenate(valid), np.concatenate(radius),
-          np.concatenate(ends))
+    return (
+      np.zeros((0, chunk, w), np.uint32),
+      np.zeros((0, chunk), bool),
+      np.zeros((0,), np.int32),
+      np.zeros((0,), bool),
+    )
+  return (
+    np.concatenate(masks),
+    np.concatenate(valid),
+    np.concatenate(radius),
+    np.concatenate(ends),
+  )
 
 
-def _probe_chunk(index, queries, num_wanted, window, method, state, masks, valid, radius,
-                 ends_radius):
+def _probe_chunk(
+  index, queries, num_wanted, window, method, state, masks, valid, radius, ends_radius
+):
   """Probe one chunk of flip masks (all of one radius) for a block of queries. The
   binary search stays a loop here: unrolled it ran 1.4x slower (1M codes, radius 2)."""
   probes = queries[:, None, :] ^ masks[None, :, :]
   start, count, exists = _probe.bucket_ranges(index, probes)
   exists &= valid[None, :]
-  return _visit.visit(index, queries, num_wanted, window, method, state, start,
-                      jnp.where(exists, count, 0), exists, lambda probe: masks[probe], radius,
-                      jnp.sum(valid, dtype=jnp.int32), ends_radius)
+  return _visit.visit(
+    index,
+    queries,
+    num_wanted,
+    window,
+    method,
+    state,
+    start,
+    jnp.where(exists, count, 0),
+    exists,
+    lambda probe: masks[probe],
+    radius,
+    jnp.sum(valid, dtype=jnp.int32),
+    ends_radius,
+  )
 
 
 def _probe_own_bucket(index, queries, num_wanted, steps, state):
@@ -182,10 +204,14 @@ def _probe_own_bucket(index, queries, num_wanted, steps, state):
   act = state.active
   found = jnp.where(act, count, 0)
   return _visit.State(
-      items=jnp.where(take, index.bucket_items[entry], state.items),
-      radii=jnp.where(take, 0, state.radii), found=found,
-      visited=jnp.where(act, 1, 0), nonempty=jnp.where(act, exists.astype(jnp.int32), 0),
-      radius=jnp.zeros_like(state.radius), active=act & (found < num_wanted))
+    items=jnp.where(take, index.bucket_items[entry], state.items),
+    radii=jnp.where(take, 0, state.radii),
+    found=found,
+    visited=jnp.where(act, 1, 0),
+    nonempty=jnp.where(act, exists.astype(jnp.int32), 0),
+    radius=jnp.zeros_like(state.radius),
+    active=act & (found < num_wanted),
+  )
 
 
 def _probe_flip_masks(index, chunks, num_wanted, window, method, queries, state):
@@ -218,17 +244,20 @@ def _in_blocks(run, queries, live, block_size):
   pad = num_blocks * block_size - num_q
   queries = jnp.concatenate([queries, jnp.zeros((pad, num_words), jnp.uint32)])
   live = jnp.concatenate([live, jnp.zeros((pad,), bool)])
-  state = lax.map(run, (queries.reshape(num_blocks, block_size, num_words),
-                        live.reshape(num_blocks, block_size)))
+  state = lax.map(
+    run, (queries.reshape(num_blocks, block_size, num_words), live.reshape(num_blocks, block_size))
+  )
   return jax.tree.map(lambda a: a.reshape(num_blocks * block_size, *a.shape[2:])[:num_q], state)
 
 
-def _search_by_flip_masks(index, chunks, num_wanted, window, method, steps, num_slots,
-                          max_radius, block):
+def _search_by_flip_masks(
+  index, chunks, num_wanted, window, method, steps, num_slots, max_radius, block
+):
   """Radius 0 from the query's own bucket, then radii 1..max_radius by flip masks."""
   queries, live = block
-  state = _probe_own_bucket(index, queries, num_wanted, steps,
-                            _visit.empty_state(queries.shape[0], num_slots, live))
+  state = _probe_own_bucket(
+    index, queries, num_wanted, steps, _visit.empty_state(queries.shape[0], num_slots, live)
+  )
   if max_radius == 0:
     return state
   return _probe_flip_masks(index, chunks, num_wanted, window, method, queries, state)
@@ -238,39 +267,93 @@ def _flips_in_blocks(by_flip_masks, block_size, block):
   return _in_blocks(by_flip_masks, *block, block_size)
 
 
-@functools.partial(jax.jit, static_argnames=("max_radius", "max_results", "block_size",
-                                             "flip_block_size", "window", "method", "steps",
-                                             "plan", "fall_back", "use_native"))
-def _bucket_search(index, query_packed, chunks, num_wanted, *, max_radius, max_results,
-                   block_size, flip_block_size, window, method, steps, plan, fall_back,
-                   use_native):
+@functools.partial(
+  jax.jit,
+  static_argnames=(
+    "max_radius",
+    "max_results",
+    "block_size",
+    "flip_block_size",
+    "window",
+    "method",
+    "steps",
+    "plan",
+    "fall_back",
+    "use_native",
+  ),
+)
+def _bucket_search(
+  index,
+  query_packed,
+  chunks,
+  num_wanted,
+  *,
+  max_radius,
+  max_results,
+  block_size,
+  flip_block_size,
+  window,
+  method,
+  steps,
+  plan,
+  fall_back,
+  use_native,
+):
   """The search; also returns the most buckets within reach of one query through the
   substring tables (0 without them, and from the native kernel, which needs no second
   run), to tell an eager caller to run again. ``use_native``: on the CPU, the kernel of
   ``_native_search`` (the same results)."""
   array_code = functools.partial(
-      _array_search, max_radius=max_radius, max_results=max_results, block_size=block_size,
-      flip_block_size=flip_block_size, window=window, method=method, steps=steps, plan=plan,
-      fall_back=fall_back)
+    _array_search,
+    max_radius=max_radius,
+    max_results=max_results,
+    block_size=block_size,
+    flip_block_size=flip_block_size,
+    window=window,
+    method=method,
+    steps=steps,
+    plan=plan,
+    fall_back=fall_back,
+  )
   if not use_native:
     return array_code(index, query_packed, chunks, num_wanted)
 
   def native_kernel(index, query_packed, chunks, num_wanted):
     del chunks
     out = _native_search.search(
-        index, query_packed, num_wanted, max_radius=max_radius, max_results=max_results,
-        num_substrings=0 if plan is None else len(plan.layout),
-        flips=0 if plan is None else plan.flips)
+      index,
+      query_packed,
+      num_wanted,
+      max_radius=max_radius,
+      max_results=max_results,
+      num_substrings=0 if plan is None else len(plan.layout),
+      flips=0 if plan is None else plan.flips,
+    )
     return SearchResults(*out), jnp.int32(0)
 
   return native.on_cpu(native_kernel, array_code, index, query_packed, chunks, num_wanted)
 
 
-def _array_search(index, query_packed, chunks, num_wanted, *, max_radius, max_results,
-                  block_size, flip_block_size, window, method, steps, plan, fall_back):
+def _array_search(
+  index,
+  query_packed,
+  chunks,
+  num_wanted,
+  *,
+  max_radius,
+  max_results,
+  block_size,
+  flip_block_size,
+  window,
+  method,
+  steps,
+  plan,
+  fall_back,
+):
   live = jnp.ones((query_packed.shape[0],), bool)
-  by_flip_masks = functools.partial(_search_by_flip_masks, index, chunks, num_wanted, window,
-                                    method, steps, max_results, max_radius)
+  by_flip_masks = functools.partial(
+    _search_by_flip_masks, index, chunks, num_wanted, window, method, steps, max_results, max_radius
+  )
   most = jnp.int32(0)
   if plan is None:
     state = _in_blocks(by_flip_masks, query_packed, live, flip_block_size)
@@ -278,14 +361,26 @@ def _array_search(index, query_packed, chunks, num_wanted, *, max_radius, max_re
     flips_in_blocks = None
     if fall_back:
       flips_in_blocks = functools.partial(_flips_in_blocks, by_flip_masks, flip_block_size)
-    run = functools.partial(_substrings.search_by_substrings, index, num_wanted, max_results,
-                            max_radius, plan, flips_in_blocks)
+    run = functools.partial(
+      _substrings.search_by_substrings,
+      index,
+      num_wanted,
+      max_results,
+      max_radius,
+      plan,
+      flips_in_blocks,
+    )
     state, count = _in_blocks(run, query_packed, live, block_size)
     most = jnp.max(count, initial=0)
   ids = jnp.where(state.items >= 0, index.item_ids[jnp.maximum(state.items, 0)], -1)
-  return SearchResults(item_ids=ids, radii=state.radii, num_found=state.found,
-                       buckets_visited=state.visited, buckets_nonempty=state.nonempty,
-                       radius_reached=state.radius), most
+  return SearchResults(
+    item_ids=ids,
+    radii=state.radii,
+    num_found=state.found,
+    buckets_visited=state.visited,
+    buckets_nonempty=state.nonempty,
+    radius_reached=state.radius,
+  ), most
 
 
 def _check_search_args(index, query_packed, max_radius, max_results):
@@ -301,8 +396,11 @@ def _check_search_args(index, query_packed, max_radius, max_results):
 def _check_num_wanted(num_wanted: Any) -> jax.Array | np.int32:
   if type(num_wanted) is int and num_wanted >= 1:  # the common case, quickly
     return np.int32(min(num_wanted, _INT32_MAX))
-  if isinstance(num_wanted, (bool, np.bool_)) or np.ndim(num_wanted) != 0 or (
-      np.dtype(getattr(num_wanted, "dtype", type(num_wanted))).kind not in "iu"):
+  if (
+    isinstance(num_wanted, (bool, np.bool_))
+    or np.ndim(num_wanted) != 0
+    or (np.dtype(getattr(num_wanted, "dtype", type(num_wanted))).kind not in "iu")
+  ):
     raise ValueError(f"num_wanted must be an integer >= 1; got {_checks.describe(num_wanted)}.")
   if _checks.is_concrete(num_wanted):
     value = int(np.asarray(num_wanted))
@@ -321,22 +419,32 @@ def _check_tuning(probes_per_block: Any, searchsorted_method: Any) -> tuple[int,
   if searchsorted_method is None:
     searchsorted_method = default_searchsorted_method()
   if searchsorted_method not in SEARCHSORTED_METHODS:
-    raise ValueError(f"searchsorted_method must be one of {SEARCHSORTED_METHODS}; "
-                     f"got {searchsorted_method!r}.")
+    raise ValueError(
+      f"searchsorted_method must be one of {SEARCHSORTED_METHODS}; got {searchsorted_method!r}."
+    )
   return probes_per_block, searchsorted_method
 
 
 def _check_use_substrings(use_substrings: Any) -> bool | None:
   if use_substrings is not None and not isinstance(use_substrings, (bool, np.bool_)):
-    raise ValueError("use_substrings must be None (decide by cost), True or False; got "
-                     f"{_checks.describe(use_substrings)}.")
+    raise ValueError(
+      "use_substrings must be None (decide by cost), True or False; got "
+      f"{_checks.describe(use_substrings)}."
+    )
   return None if use_substrings is None else bool(use_substrings)
 
 
-def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wanted: Any,
-                  max_radius: int, max_results: int, probes_per_block: int | None = None,
-                  searchsorted_method: str | None = None,
-                  use_substrings: bool | None = None) -> SearchResults:
+def bucket_search(
+  index: _build.BucketIndex,
+  query_packed: jax.Array,
+  *,
+  num_wanted: Any,
+  max_radius: int,
+  max_results: int,
+  probes_per_block: int | None = None,
+  searchsorted_method: str | None = None,
+  use_substrings: bool | None = None,
+) -> SearchResults:
   """Hash-bucket search with a widening radius (MCH, Algorithm 1), batched and jitted.
 
   For ``r = 0, 1, ..., max_radius`` every bucket at Hamming distance exactly
@@ -383,8 +491,12 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   probes, method = _check_tuning(probes_per_block, searchsorted_method)
   use_native = native.enabled()
   # The plan's costs are the kernel's where it will run (programs compiled for the CPU).
-  plan = _substrings.substring_plan(index, max_radius, _check_use_substrings(use_substrings),
-                                    native_kernel=use_native and jax.default_backend() == "cpu")
+  plan = _substrings.substring_plan(
+    index,
+    max_radius,
+    _check_use_substrings(use_substrings),
+    native_kernel=use_native and jax.default_backend() == "cpu",
+  )
   if plan is None and index.num_substrings:
     index = index._replace(substring_offsets=None, substring_buckets=None)  # not passed in
   multi = index.max_codes_per_item > 1
@@ -398,9 +510,19 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
   num_q = query_packed.shape[0]
   # NumPy queries go to jit as they are: its dispatch copies them faster than jnp.asarray.
   search = functools.partial(
-      _bucket_search, index, query_packed, chunks, num_wanted, max_radius=max_radius,
-      max_results=max_results, flip_block_size=max(1, min(num_q, probes // per_query)),
-      window=window, method=method, steps=_probe.static_steps(index), use_native=use_native)
+    _bucket_search,
+    index,
+    query_packed,
+    chunks,
+    num_wanted,
+    max_radius=max_radius,
+    max_results=max_results,
+    flip_block_size=max(1, min(num_q, probes // per_query)),
+    window=window,
+    method=method,
+    steps=_probe.static_steps(index),
+    use_native=use_native,
+  )
   if plan is None:
     return search(block_size=1, plan=None, fall_back=False)[0]
   traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))
@@ -410,10 +532,14 @@ def bucket_search(index: _build.BucketIndex, query_packed: jax.Array, *, num_wan
 def _search_by_substrings(search, plan, probes, num_q, traced):
   """The substring search: eagerly, few slots first, more (then flip masks) only where
   some query needs them; inside a trace, one program that falls back on its own."""
+
   def run(hits, fall_back):
     # About ``hits`` buckets and a window of entries per query.
-    return search(block_size=max(1, min(num_q, probes // hits)), plan=plan._replace(hits=hits),
-                  fall_back=fall_back)
+    return search(
+      block_size=max(1, min(num_q, probes // hits)),
+      plan=plan._replace(hits=hits),
+      fall_back=fall_back,
+    )
 
   if not traced:
     for hits in (_substrings.FEW_HITS, _substrings.HITS):
@@ -427,8 +553,7 @@ def _search_by_substrings(search, plan, probes, num_q, traced):
   return run(_substrings.HITS, True)[0]
 
 
-def radius_search(index: _build.BucketIndex, query_packed: jax.Array,
-                  radius: int) -> SearchResults:
+def radius_search(index: _build.BucketIndex, query_packed: jax.Array, radius: int) -> SearchResults:
   """Every item within Hamming distance ``radius`` of each query, each once.
 
   The bucket search without early stop, with ``_RADIUS_SLOTS`` (64) result
@@ -447,10 +572,16 @@ def radius_search(index: _build.BucketIndex, query_packed: jax.Array,
   """
   radius = _checks.nonneg_int(radius, "radius")
   never = index.num_items + 1
-  res = bucket_search(index, query_packed, num_wanted=never, max_radius=radius,
-                      max_results=_RADIUS_SLOTS)
+  res = bucket_search(
+    index, query_packed, num_wanted=never, max_radius=radius, max_results=_RADIUS_SLOTS
+  )
   most = int(np.max(np.asarray(res.num_found), initial=0))
   if most <= _RADIUS_SLOTS:
     return res
-  return bucket_search(index, query_packed, num_wanted=never, max_radius=radius,
-                       max_results=1 << (most - 1).bit_length())
+  return bucket_search(
+    index,
+    query_packed,
+    num_wanted=never,
+    max_radius=radius,
+    max_results=1 << (most - 1).bit_length(),
+  )

@@ -45,10 +45,11 @@ WINDOW_MAX = 128
 
 class SubstringPlan(NamedTuple):
   """Static description of a search through the substring tables (hashable)."""
+
   layout: tuple[tuple[int, int], ...]  # (first bit, length) of each substring.
-  flips: int                           # flips per substring: floor(max_radius / s).
-  hits: int                            # H: buckets within max_radius kept per query.
-  window: int                          # lookup entries examined per loop step.
+  flips: int  # flips per substring: floor(max_radius / s).
+  hits: int  # H: buckets within max_radius kept per query.
+  window: int  # lookup entries examined per loop step.
 
 
 @functools.lru_cache(maxsize=64)
@@ -62,8 +63,7 @@ def _lookups(layout, flips):
       xors += mask.tolist()
       bases += [base] * mask.size
     base += (1 << length) + 1
-  return (np.asarray(tables, np.int32), np.asarray(xors, np.int32),
-          np.asarray(bases, np.int32))
+  return (np.asarray(tables, np.int32), np.asarray(xors, np.int32), np.asarray(bases, np.int32))
 
 
 # The native kernel's costs, relative to one flip-mask probe (a directory read and a
@@ -82,8 +82,10 @@ def _plan(num_bits, num_substrings, num_buckets, max_radius, use_substrings, nat
   flips = max_radius // num_substrings
   lookups = _lookups(layout, flips)[0].size
   # Entries the lookups find on uniform codes, each examined against the full code.
-  expected = sum(num_buckets / 2**length * sum(math.comb(length, r) for r in range(flips + 1))
-                 for _, length in layout)
+  expected = sum(
+    num_buckets / 2**length * sum(math.comb(length, r) for r in range(flips + 1))
+    for _, length in layout
+  )
   probes = sum(math.comb(num_bits, r) for r in range(1, max_radius + 1))
   if native_kernel:
     cost = lookups + _NATIVE_ENTRY_COST * expected
@@ -95,9 +97,12 @@ def _plan(num_bits, num_substrings, num_buckets, max_radius, use_substrings, nat
   return SubstringPlan(layout, flips, HITS, window)
 
 
-def substring_plan(index: _build.BucketIndex, max_radius: int,
-                   use_substrings: bool | None = None,
-                   native_kernel: bool = False) -> SubstringPlan | None:
+def substring_plan(
+  index: _build.BucketIndex,
+  max_radius: int,
+  use_substrings: bool | None = None,
+  native_kernel: bool = False,
+) -> SubstringPlan | None:
   """How ``bucket_search`` uses the substring tables for radii 0..``max_radius``, or None.
 
   With ``s`` tables each query's substrings are looked up with up to
@@ -111,8 +116,14 @@ def substring_plan(index: _build.BucketIndex, max_radius: int,
   """
   if max_radius == 0:
     return None
-  return _plan(index.num_bits, index.num_substrings, index.num_buckets, max_radius,
-               use_substrings, native_kernel)
+  return _plan(
+    index.num_bits,
+    index.num_substrings,
+    index.num_buckets,
+    max_radius,
+    use_substrings,
+    native_kernel,
+  )
 
 
 def _substring_values(queries, layout):
@@ -151,7 +162,7 @@ def find_hits(index, queries, live, plan, max_radius):
   table, xor, base = (jnp.asarray(a) for a in _lookups(plan.layout, plan.flips))
   num_q, num_words = queries.shape
   position = base[None, :] + (_substring_values(queries, plan.layout)[:, table] ^ xor[None, :])
-  ends = index.substring_offsets[_probe.pairs(position)]            # [Q, P, 2]
+  ends = index.substring_offsets[_probe.pairs(position)]  # [Q, P, 2]
   start, count = ends[..., 0], ends[..., 1] - ends[..., 0]
   cum = _visit.prefix_sum(count)
   total = jnp.where(live, cum[:, -1], 0)
@@ -166,21 +177,30 @@ def find_hits(index, queries, live, plan, max_radius):
     found = ranks < total[:, None]
     probe, entry = _visit.entries(flat.shape[0], start, count, cum, ranks, None)
     b = jnp.where(found, flat[jnp.where(found, entry, 0)], 0)  # dead slots read one line
-    x = index.keys[b] ^ queries[:, None, :]                     # [Q, window, W]
+    x = index.keys[b] ^ queries[:, None, :]  # [Q, window, W]
     d = jnp.sum(lax.population_count(x).astype(jnp.int32), axis=-1)
-    sub = jnp.sum(lax.population_count(x[:, :, None, :] & masks[None, None]).astype(jnp.int32),
-                  axis=-1)
+    sub = jnp.sum(
+      lax.population_count(x[:, :, None, :] & masks[None, None]).astype(jnp.int32), axis=-1
+    )
     first = jnp.argmax(sub <= plan.flips, axis=-1)
     hit = found & (first == table[probe]) & (d <= max_radius)
     slot = num[:, None] + _visit.prefix_sum(hit.astype(jnp.int32)) - 1
-    slot = jnp.where(hit & (slot < plan.hits), slot, plan.hits)   # plan.hits: dropped
-    return (offset + window, bucket.at[rows, slot].set(b, mode="drop"),
-            diff.at[rows, slot].set(x, mode="drop"), dist.at[rows, slot].set(d, mode="drop"),
-            num + jnp.sum(hit, axis=1, dtype=jnp.int32))
+    slot = jnp.where(hit & (slot < plan.hits), slot, plan.hits)  # plan.hits: dropped
+    return (
+      offset + window,
+      bucket.at[rows, slot].set(b, mode="drop"),
+      diff.at[rows, slot].set(x, mode="drop"),
+      dist.at[rows, slot].set(d, mode="drop"),
+      num + jnp.sum(hit, axis=1, dtype=jnp.int32),
+    )
 
-  carry = (jnp.int32(0), jnp.zeros((num_q, plan.hits), jnp.int32),
-           jnp.zeros((num_q, plan.hits, num_words), jnp.uint32),
-           jnp.full((num_q, plan.hits), max_radius + 1, jnp.int32), jnp.zeros((num_q,), jnp.int32))
+  carry = (
+    jnp.int32(0),
+    jnp.zeros((num_q, plan.hits), jnp.int32),
+    jnp.zeros((num_q, plan.hits, num_words), jnp.uint32),
+    jnp.full((num_q, plan.hits), max_radius + 1, jnp.int32),
+    jnp.zeros((num_q,), jnp.int32),
+  )
   _, bucket, diff, dist, num = lax.while_loop(lambda c: c[0] < jnp.max(total), step, carry)
   return bucket, diff, dist, jnp.where(live, num, 0)
 
@@ -191,9 +211,9 @@ def _rank_rows(keys):
   counting, no sort (XLA's CPU sort is slow; C is small)."""
   num_slots = keys[0].shape[1]
   index = jnp.arange(num_slots)
-  less = (index[None, :] < index[:, None])[None]         # [1, i, j]: j before i on ties
+  less = (index[None, :] < index[:, None])[None]  # [1, i, j]: j before i on ties
   for key in reversed(keys):
-    a, b = key[:, None, :], key[:, :, None]              # a: entry j, b: entry i
+    a, b = key[:, None, :], key[:, :, None]  # a: entry j, b: entry i
     less = (a < b) | ((a == b) & less)
   return jnp.sum(less, axis=2, dtype=jnp.int32)
 
@@ -231,22 +251,27 @@ def _fill_in_order(index, queries, max_radius, num_slots, window, bucket, diff, 
     if multi:
       mask = jnp.take_along_axis(diff, probe[..., None], axis=1)
       kept &= _visit.first_visit(index, queries, item, mask, radius[..., None])
-      found_at += jnp.sum(kept[:, :, None] & (radius[:, :, None] == radii[None, None]), axis=1,
-                          dtype=jnp.int32)
+      found_at += jnp.sum(
+        kept[:, :, None] & (radius[:, :, None] == radii[None, None]), axis=1, dtype=jnp.int32
+      )
     slot = written[:, None] + _visit.prefix_sum(kept.astype(jnp.int32)) - 1
     slot = jnp.where(kept & (slot < num_slots), slot, num_slots)  # num_slots: dropped
-    return (offset + window, items.at[rows, slot].set(item, mode="drop"),
-            item_radii.at[rows, slot].set(radius, mode="drop"),
-            written + jnp.sum(kept, axis=1, dtype=jnp.int32), found_at)
+    return (
+      offset + window,
+      items.at[rows, slot].set(item, mode="drop"),
+      item_radii.at[rows, slot].set(radius, mode="drop"),
+      written + jnp.sum(kept, axis=1, dtype=jnp.int32),
+      found_at,
+    )
 
   empty = jnp.full((num_q, num_slots), -1, jnp.int32)
   found_at = jnp.zeros((num_q, max_radius + 1), jnp.int32)
   if not multi:  # every item of a bucket is new: count them from the bucket sizes
-    found_at = jnp.sum(jnp.where(dist[:, :, None] == radii[None, None], size[:, :, None], 0),
-                       axis=1, dtype=jnp.int32)
+    found_at = jnp.sum(
+      jnp.where(dist[:, :, None] == radii[None, None], size[:, :, None], 0), axis=1, dtype=jnp.int32
+    )
   carry = (jnp.int32(0), empty, empty, jnp.zeros((num_q,), jnp.int32), found_at)
-  _, items, item_radii, _, found_at = lax.while_loop(lambda c: c[0] < jnp.max(limit), step,
-                                                     carry)
+  _, items, item_radii, _, found_at = lax.while_loop(lambda c: c[0] < jnp.max(limit), step, carry)
   return items, item_radii, found_at
 
 
@@ -254,7 +279,7 @@ def _stop_at_enough(num_bits, num_wanted, max_radius, items, item_radii, found_a
   """Each query's result at the first radius where it has ``num_wanted`` items (or
   ``max_radius``): the slots past the items found by then are emptied."""
   num_q, num_slots = items.shape
-  found_within = _visit.prefix_sum(found_at)                        # [Q, max_radius + 1]
+  found_within = _visit.prefix_sum(found_at)  # [Q, max_radius + 1]
   enough = found_within >= num_wanted
   reached = jnp.where(jnp.any(enough, axis=1), jnp.argmax(enough, axis=1), max_radius)
   found = jnp.take_along_axis(found_within, reached[:, None], axis=1)[:, 0]
@@ -262,10 +287,14 @@ def _stop_at_enough(num_bits, num_wanted, max_radius, items, item_radii, found_a
   visited = np.cumsum([math.comb(num_bits, r) for r in range(max_radius + 1)])
   visited = jnp.asarray(np.minimum(visited, np.iinfo(np.int32).max), jnp.int32)
   return _visit.State(
-      items=jnp.where(shown, items, -1), radii=jnp.where(shown, item_radii, -1), found=found,
-      visited=visited[reached],
-      nonempty=jnp.sum(dist <= reached[:, None], axis=1, dtype=jnp.int32),
-      radius=reached.astype(jnp.int32), active=jnp.zeros((num_q,), bool))
+    items=jnp.where(shown, items, -1),
+    radii=jnp.where(shown, item_radii, -1),
+    found=found,
+    visited=visited[reached],
+    nonempty=jnp.sum(dist <= reached[:, None], axis=1, dtype=jnp.int32),
+    radius=reached.astype(jnp.int32),
+    active=jnp.zeros((num_q,), bool),
+  )
 
 
 def visit_hits(index, queries, num_wanted, max_radius, num_slots, window, bucket, diff, dist):
@@ -274,10 +303,10 @@ def visit_hits(index, queries, num_wanted, max_radius, num_slots, window, bucket
   flip-mask search's results, in the same order. Items are written in visit order,
   so the items within the radius reached are the first ``num_found`` slots."""
   bucket, diff, dist = _in_visit_order(bucket, diff, dist)
-  items, item_radii, found_at = _fill_in_order(index, queries, max_radius, num_slots, window,
-                                               bucket, diff, dist)
-  return _stop_at_enough(index.num_bits, num_wanted, max_radius, items, item_radii, found_at,
-                         dist)
+  items, item_radii, found_at = _fill_in_order(
+    index, queries, max_radius, num_slots, window, bucket, diff, dist
+  )
+  return _stop_at_enough(index.num_bits, num_wanted, max_radius, items, item_radii, found_at, dist)
 
 
 def search_by_substrings(index, num_wanted, num_slots, max_radius, plan, by_flip_masks, block):
@@ -294,12 +323,14 @@ def search_by_substrings(index, num_wanted, num_slots, max_radius, plan, by_flip
   queries, live = block
   bucket, diff, dist, count = find_hits(index, queries, live, plan, max_radius)
   most = jnp.max(count)
-  visit = functools.partial(visit_hits, index, queries, num_wanted, max_radius, num_slots,
-                            WINDOW)
+  visit = functools.partial(visit_hits, index, queries, num_wanted, max_radius, num_slots, WINDOW)
   if by_flip_masks is None:
     empty = _visit.empty_state(queries.shape[0], num_slots, live)
     return lax.cond(most > plan.hits, lambda: empty, lambda: visit(bucket, diff, dist)), count
   few = min(FEW_HITS, plan.hits)
-  branches = [lambda: visit(bucket[:, :few], diff[:, :few], dist[:, :few]),
-              lambda: visit(bucket, diff, dist), lambda: by_flip_masks(block)]
+  branches = [
+    lambda: visit(bucket[:, :few], diff[:, :few], dist[:, :few]),
+    lambda: visit(bucket, diff, dist),
+    lambda: by_flip_masks(block),
+  ]
   return lax.switch((most > few).astype(jnp.int32) + (most > plan.hits), branches), count

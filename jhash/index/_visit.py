@@ -23,13 +23,14 @@ from jhash.index import _probe
 
 class State(NamedTuple):
   """Per query of a block: the result slots and the search's progress."""
-  items: jax.Array      # int32 [Q, R] item numbers, -1 empty.
-  radii: jax.Array      # int32 [Q, R].
-  found: jax.Array      # int32 [Q] distinct items found so far.
-  visited: jax.Array    # int32 [Q] buckets probed.
-  nonempty: jax.Array   # int32 [Q] probed buckets that exist.
-  radius: jax.Array     # int32 [Q] last radius searched.
-  active: jax.Array     # bool [Q] still searching.
+
+  items: jax.Array  # int32 [Q, R] item numbers, -1 empty.
+  radii: jax.Array  # int32 [Q, R].
+  found: jax.Array  # int32 [Q] distinct items found so far.
+  visited: jax.Array  # int32 [Q] buckets probed.
+  nonempty: jax.Array  # int32 [Q] probed buckets that exist.
+  radius: jax.Array  # int32 [Q] last radius searched.
+  active: jax.Array  # bool [Q] still searching.
 
 
 def empty_state(num_q, num_slots, live):
@@ -52,7 +53,8 @@ def prefix_sum(x):
 def batched_searchsorted(sorted_rows, values, method):
   """Per row ``searchsorted(side='right')``: [Q, C], [Q, R] -> int32 [Q, R]."""
   return jax.vmap(lambda a, v: jnp.searchsorted(a, v, side="right", method=method))(
-      sorted_rows, values).astype(jnp.int32)
+    sorted_rows, values
+  ).astype(jnp.int32)
 
 
 def entries(num_entries, start, count, cum, ranks, method):
@@ -79,12 +81,13 @@ def first_visit(index, queries, items, masks_of_probe, radius):
   """True where (item, bucket) is the item's first visit: no code of the item has a
   smaller (distance, query XOR code) than this bucket's (radius, flip mask).
   ``radius`` is a scalar or [Q, N, 1] (one per candidate)."""
-  codes = index.item_codes[items]                       # [Q, N, m, W]
-  valid = index.item_code_mask[items]                   # [Q, N, m]
+  codes = index.item_codes[items]  # [Q, N, m, W]
+  valid = index.item_code_mask[items]  # [Q, N, m]
   diff = codes ^ queries[:, None, None, :]
   dist = jnp.sum(lax.population_count(diff).astype(jnp.int32), axis=-1)
-  earlier = (dist < radius) | ((dist == radius)
-                               & _probe.key_less(diff, masks_of_probe[:, :, None, :]))
+  earlier = (dist < radius) | (
+    (dist == radius) & _probe.key_less(diff, masks_of_probe[:, :, None, :])
+  )
   return ~jnp.any(valid & earlier, axis=-1)
 
 
@@ -121,21 +124,38 @@ def fill(index, state, queries, mask_of_probe, start, count, cum, radius, window
   return items, radii, kept_total if multi else total
 
 
-def visit(index, queries, num_wanted, window, method, state, start, count, exists,
-          mask_of_probe, radius, num_probed, ends_radius):
+def visit(
+  index,
+  queries,
+  num_wanted,
+  window,
+  method,
+  state,
+  start,
+  count,
+  exists,
+  mask_of_probe,
+  radius,
+  num_probed,
+  ends_radius,
+):
   """Visit a row of probed buckets of one radius, in order, for a block of queries.
 
   ``start``, ``count`` and ``exists`` [Q, C] give each probe's bucket (``count`` 0
   where it does not exist); ``num_probed`` (scalar) is added to ``visited``.
   """
   cum = prefix_sum(count)
-  items, radii, new = fill(index, state, queries, mask_of_probe, start, count, cum, radius,
-                           window, method)
+  items, radii, new = fill(
+    index, state, queries, mask_of_probe, start, count, cum, radius, window, method
+  )
   act = state.active
   found = state.found + jnp.where(act, new, 0)
   return State(
-      items=items, radii=radii, found=found,
-      visited=state.visited + jnp.where(act, num_probed, 0),
-      nonempty=state.nonempty + jnp.where(act, jnp.sum(exists, axis=1, dtype=jnp.int32), 0),
-      radius=jnp.where(act, radius, state.radius),
-      active=act & ~(ends_radius & (found >= num_wanted)))
+    items=items,
+    radii=radii,
+    found=found,
+    visited=state.visited + jnp.where(act, num_probed, 0),
+    nonempty=state.nonempty + jnp.where(act, jnp.sum(exists, axis=1, dtype=jnp.int32), 0),
+    radius=jnp.where(act, radius, state.radius),
+    active=act & ~(ends_radius & (found >= num_wanted)),
+  )

@@ -33,8 +33,15 @@ import numpy as np
 from jhash import _checks
 
 
-def adsh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Array, *,
-              gamma: float = 200.0, own_codes: jax.Array | None = None) -> jax.Array:
+def adsh_loss(
+  u: jax.Array,
+  v: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  *,
+  gamma: float = 200.0,
+  own_codes: jax.Array | None = None,
+) -> jax.Array:
   """ADSH's objective as a function of the network outputs, the codes held fixed.
 
       t_i = tanh(u_i),   c_j = sign(v_j) (no gradient),   S~_ij = 2 s_ij - 1,
@@ -65,16 +72,22 @@ def adsh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Ar
   own = lax.stop_gradient(_sign(u) if own_codes is None else own_codes.astype(jnp.float32))
   error = t @ codes.T - u.shape[1] * (2.0 * similarity - 1.0)
   quant = jnp.sum(jnp.square(own - t))
-  return ((jnp.sum(weights * jnp.square(error)) + gamma * quant)
-          / jnp.maximum(jnp.sum(weights), 1e-12))
+  return (jnp.sum(weights * jnp.square(error)) + gamma * quant) / jnp.maximum(
+    jnp.sum(weights), 1e-12
+  )
 
 
 def _sign(x):
   return jnp.where(x >= 0, 1.0, -1.0)
 
 
-def adsh_objective(codes: jax.Array, outputs: jax.Array, s_tilde: jax.Array,
-                   sampled_index: jax.Array, gamma: float = 200.0) -> jax.Array:
+def adsh_objective(
+  codes: jax.Array,
+  outputs: jax.Array,
+  s_tilde: jax.Array,
+  sampled_index: jax.Array,
+  gamma: float = 200.0,
+) -> jax.Array:
   """The paper's ``J(U, V) = ||U V^T - K S~||_F^2 + gamma ||V[idx] - U||_F^2`` (a sum, not a mean).
 
   Args:
@@ -91,8 +104,13 @@ def adsh_objective(codes: jax.Array, outputs: jax.Array, s_tilde: jax.Array,
   return pair + gamma * jnp.sum(jnp.square(codes[sampled_index] - outputs))
 
 
-def adsh_update_codes(codes: jax.Array, outputs: jax.Array, s_tilde: jax.Array,
-                      sampled_index: jax.Array, gamma: float = 200.0) -> jax.Array:
+def adsh_update_codes(
+  codes: jax.Array,
+  outputs: jax.Array,
+  s_tilde: jax.Array,
+  sampled_index: jax.Array,
+  gamma: float = 200.0,
+) -> jax.Array:
   """ADSH's discrete step: each column of ``V`` in turn set to its closed-form minimiser.
 
   With the other columns fixed, ``J`` is linear in column ``k`` (``||V_k||^2 = n`` is
@@ -119,9 +137,11 @@ def adsh_update_codes(codes: jax.Array, outputs: jax.Array, s_tilde: jax.Array,
   _checks.rank(sampled_index, 1, "sampled_index", "[b]")
   (n, k), b = np.shape(codes), np.shape(outputs)[0]
   if np.shape(outputs)[1] != k or np.shape(s_tilde) != (b, n) or np.shape(sampled_index) != (b,):
-    raise ValueError(f"expected codes [n, K], outputs [b, K], s_tilde [b, n] and sampled_index "
-                     f"[b]; got codes {np.shape(codes)}, outputs {np.shape(outputs)}, s_tilde "
-                     f"{np.shape(s_tilde)}, sampled_index {np.shape(sampled_index)}.")
+    raise ValueError(
+      f"expected codes [n, K], outputs [b, K], s_tilde [b, n] and sampled_index "
+      f"[b]; got codes {np.shape(codes)}, outputs {np.shape(outputs)}, s_tilde "
+      f"{np.shape(s_tilde)}, sampled_index {np.shape(sampled_index)}."
+    )
   v = jnp.asarray(codes, jnp.float32)
   u = jnp.asarray(outputs, jnp.float32)
   # Full float32 products: each code is the sign of a sum, which reduced-precision

@@ -47,9 +47,16 @@ def cosine_hamming_distance(u: jax.Array, v: jax.Array) -> jax.Array:
   return 0.5 * u.shape[1] * jnp.maximum(1.0 - cos, 0.0)
 
 
-def dch_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Array, *,
-             gamma: float = 20.0, quantization: float = 0.1,
-             epsilon: float = 1e-6) -> jax.Array:
+def dch_loss(
+  u: jax.Array,
+  v: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  *,
+  gamma: float = 20.0,
+  quantization: float = 0.1,
+  epsilon: float = 1e-6,
+) -> jax.Array:
   """DCH's Cauchy cross-entropy over pairs plus its Cauchy quantisation term.
 
       h_i = tanh(u_i),   h'_j = tanh(v_j),   d_ij = (K/2) (1 - cos(h_i, h'_j)),
@@ -76,8 +83,7 @@ def dch_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Arr
     _checks.rank(a, 2, name)
   h = jnp.tanh(u)
   d = cosine_hamming_distance(h, jnp.tanh(v))
-  nll = (similarity * jnp.log1p(d / gamma)
-         + (1.0 - similarity) * jnp.log1p(gamma / (d + epsilon)))
+  nll = similarity * jnp.log1p(d / gamma) + (1.0 - similarity) * jnp.log1p(gamma / (d + epsilon))
   pair_term = jnp.sum(weights * nll) / jnp.maximum(jnp.sum(weights), 1e-12)
   to_vertex = cosine_hamming_distance(jnp.abs(h), jnp.ones((1, h.shape[1]), h.dtype))[:, 0]
   return pair_term + quantization * jnp.mean(jnp.log1p(to_vertex / gamma))

@@ -22,8 +22,9 @@ import jax.numpy as jnp
 from jhash import _checks
 
 
-def hashnet_beta(step: jax.Array, *, period: int = 200, rate: float = 0.005,
-                 power: float = 0.5) -> jax.Array:
+def hashnet_beta(
+  step: jax.Array, *, period: int = 200, rate: float = 0.005, power: float = 0.5
+) -> jax.Array:
   """HashNet's continuation: ``beta = (1 + rate * period * (step // period)) ** power``.
 
   The authors' code sets ``beta = (1 + 0.005 t)^0.5`` at every iteration ``t`` that is a
@@ -42,8 +43,15 @@ def hashnet_beta(step: jax.Array, *, period: int = 200, rate: float = 0.005,
   return jnp.power(1.0 + rate * period * stage, power)
 
 
-def hashnet_loss(z: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Array, *,
-                 beta: jax.Array | float = 1.0, alpha: float | None = None) -> jax.Array:
+def hashnet_loss(
+  z: jax.Array,
+  v: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  *,
+  beta: jax.Array | float = 1.0,
+  alpha: float | None = None,
+) -> jax.Array:
   """HashNet's weighted negative log-likelihood of the pair labels on ``tanh(beta z)``.
 
       h_i = tanh(beta z_i),   h'_j = tanh(beta v_j),   theta_ij = alpha <h_i, h'_j>,

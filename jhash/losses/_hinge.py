@@ -43,8 +43,10 @@ def _check_scores_targets(scores, targets) -> None:
   _checks.rank(scores, 2, "scores", "[n, b]")
   _checks.rank(targets, 2, "targets", "codes [n, b] in {-1,+1}")
   if np.shape(scores) != np.shape(targets):
-    raise ValueError(f"scores and targets must have the same shape [n, b]; got "
-                     f"{_checks.describe(scores)} and {_checks.describe(targets)}.")
+    raise ValueError(
+      f"scores and targets must have the same shape [n, b]; got "
+      f"{_checks.describe(scores)} and {_checks.describe(targets)}."
+    )
 
 
 def hinge_loss(scores, targets) -> jax.Array:

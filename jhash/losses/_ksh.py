@@ -30,8 +30,9 @@ import numpy as np
 from jhash import _checks
 
 
-def rbf_anchor_features(x: jax.Array, anchors: jax.Array, sigma: jax.Array,
-                        mu: jax.Array | None = None) -> jax.Array:
+def rbf_anchor_features(
+  x: jax.Array, anchors: jax.Array, sigma: jax.Array, mu: jax.Array | None = None
+) -> jax.Array:
   """Gaussian kernel features over anchors, centred by their training mean.
 
       k(x)_j = exp(-||x - x_(j)||^2 / (2 sigma^2)) - mu_j
@@ -71,13 +72,15 @@ def rbf_anchor_statistics(x: jax.Array, anchors: jax.Array) -> tuple[jax.Array, 
 
 
 def _squared_distances(x: jax.Array, y: jax.Array) -> jax.Array:
-  sq = (jnp.sum(x * x, axis=1)[:, None] + jnp.sum(y * y, axis=1)[None, :]
-        - 2.0 * jnp.matmul(x, y.T, precision=lax.Precision.HIGHEST))
+  sq = (
+    jnp.sum(x * x, axis=1)[:, None]
+    + jnp.sum(y * y, axis=1)[None, :]
+    - 2.0 * jnp.matmul(x, y.T, precision=lax.Precision.HIGHEST)
+  )
   return jnp.maximum(sq, 0.0)
 
 
-def ksh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array,
-             weights: jax.Array) -> jax.Array:
+def ksh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Array) -> jax.Array:
   """KSH's l2 loss on code inner products, relaxed by ``2 sigmoid(.) - 1``.
 
       h_i = 2 sigmoid(u_i) - 1,   h'_j = 2 sigmoid(v_j) - 1,   S~_ij = 2 s_ij - 1,
@@ -96,7 +99,7 @@ def ksh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array,
   """
   for name, a in (("u", u), ("v", v), ("similarity", similarity), ("weights", weights)):
     _checks.rank(a, 2, name)
-  h, g = jnp.tanh(u / 2.0), jnp.tanh(v / 2.0)    # 2 sigmoid(x) - 1 = tanh(x / 2)
+  h, g = jnp.tanh(u / 2.0), jnp.tanh(v / 2.0)  # 2 sigmoid(x) - 1 = tanh(x / 2)
   error = (h @ g.T) / u.shape[1] - (2.0 * similarity - 1.0)
   return jnp.sum(weights * jnp.square(error)) / jnp.maximum(jnp.sum(weights), 1e-12)
 
@@ -125,7 +128,7 @@ def _descend(a, features, residual, num_steps, tol):
     def too_long(c):
       b, z_cost, z = c
       bound = cost + grad @ (z - a) + 0.5 * b * jnp.sum(jnp.square(z - a))
-      return (z_cost > bound) & (b < beta * 2.0 ** 50)
+      return (z_cost > bound) & (b < beta * 2.0**50)
 
     def longer(c):
       b = 2.0 * c[0]
@@ -133,17 +136,28 @@ def _descend(a, features, residual, num_steps, tol):
       return b, _smoothed_cost(z, features, residual), z
 
     z0 = a - grad / beta
-    beta, new_cost, z = lax.while_loop(too_long, longer,
-                                       (beta, _smoothed_cost(z0, features, residual), z0))
+    beta, new_cost, z = lax.while_loop(
+      too_long, longer, (beta, _smoothed_cost(z0, features, residual), z0)
+    )
     accept = new_cost <= cost
-    return (t + 1, jnp.where(accept, z, a), beta, jnp.where(accept, new_cost, cost),
-            ~accept | (jnp.abs(cost - new_cost) <= tol * l))
+    return (
+      t + 1,
+      jnp.where(accept, z, a),
+      beta,
+      jnp.where(accept, new_cost, cost),
+      ~accept | (jnp.abs(cost - new_cost) <= tol * l),
+    )
 
   def running(carry):
     return (carry[0] < num_steps) & ~carry[4]
 
-  start = (jnp.int32(0), a, jnp.float32(1.0), _smoothed_cost(a, features, residual),
-           jnp.bool_(False))
+  start = (
+    jnp.int32(0),
+    a,
+    jnp.float32(1.0),
+    _smoothed_cost(a, features, residual),
+    jnp.bool_(False),
+  )
   return lax.while_loop(running, step, start)[1]
 
 
@@ -164,8 +178,15 @@ def _bits(features, a):
   return jnp.where(features @ a >= 0, 1.0, -1.0)
 
 
-def ksh_greedy_fit(kernel_features: jax.Array, s_tilde: jax.Array, num_bits: int, *,
-                   num_steps: int = 500, tol: float = 1e-2, ridge: float = 1e-6) -> jax.Array:
+def ksh_greedy_fit(
+  kernel_features: jax.Array,
+  s_tilde: jax.Array,
+  num_bits: int,
+  *,
+  num_steps: int = 500,
+  tol: float = 1e-2,
+  ridge: float = 1e-6,
+) -> jax.Array:
   """KSH's projections, fitted greedily one bit at a time on the residual.
 
   For bit ``k`` with residual ``R_{k-1} = K S~ - sum_{t<k} h_t h_t^T`` (``R_0 = K S~``),
@@ -197,8 +218,10 @@ def ksh_greedy_fit(kernel_features: jax.Array, s_tilde: jax.Array, num_bits: int
   _checks.rank(s_tilde, 2, "s_tilde", "[l, l]")
   l = np.shape(kernel_features)[0]
   if np.shape(s_tilde) != (l, l):
-    raise ValueError(f"s_tilde must be [l, l] with l = {l} (the rows of kernel_features); "
-                     f"got {_checks.describe(s_tilde)}.")
+    raise ValueError(
+      f"s_tilde must be [l, l] with l = {l} (the rows of kernel_features); "
+      f"got {_checks.describe(s_tilde)}."
+    )
   num_bits = _checks.positive_int(num_bits, "num_bits")
   num_steps = _checks.positive_int(num_steps, "num_steps")
   features = jnp.asarray(kernel_features, jnp.float32)

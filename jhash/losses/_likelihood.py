@@ -17,9 +17,15 @@ import jax
 import jax.numpy as jnp
 
 
-def pairwise_likelihood(u: jax.Array, v: jax.Array, similarity: jax.Array,
-                        weights: jax.Array, *, alpha: float = 0.5,
-                        quantization: float = 0.1) -> jax.Array:
+def pairwise_likelihood(
+  u: jax.Array,
+  v: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  *,
+  alpha: float = 0.5,
+  quantization: float = 0.1,
+) -> jax.Array:
   """DPSH's negative log-likelihood of the pair labels plus a quantisation term.
 
   Args:

@@ -26,8 +26,9 @@ def codes_at_distance(num_bits: int) -> jax.Array:
   return jnp.where(bits[None, :] < jnp.arange(num_bits + 1)[:, None], -1.0, 1.0)
 
 
-def code_loss_table(loss: Callable, num_bits: int,
-                    activation: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
+def code_loss_table(
+  loss: Callable, num_bits: int, activation: Callable[[jax.Array], jax.Array] | None = None
+) -> jax.Array:
   """A pairwise loss on binary codes, as a table over similarity and Hamming distance.
 
   ``T[s, d] = loss(a(1), a(c_d), [[s]], [[1]])``: the loss of one pair of weight 1, the
@@ -49,8 +50,9 @@ def code_loss_table(loss: Callable, num_bits: int,
   others = act(codes_at_distance(num_bits))
 
   def one(s, other):
-    return loss(anchor, other[None, :], jnp.full((1, 1), s, jnp.float32),
-                jnp.ones((1, 1), jnp.float32))
+    return loss(
+      anchor, other[None, :], jnp.full((1, 1), s, jnp.float32), jnp.ones((1, 1), jnp.float32)
+    )
 
   return jax.vmap(lambda s: jax.vmap(lambda o: one(s, o))(others))(jnp.array([0.0, 1.0]))
 
@@ -62,8 +64,14 @@ def hamming_of_signs(a: jax.Array, b: jax.Array) -> jax.Array:
   return jnp.round((k - inner) / 2.0).astype(jnp.int32)
 
 
-def keep_rewards(codes: jax.Array, crop_codes: jax.Array, others: jax.Array,
-                 similarity: jax.Array, weights: jax.Array, table: jax.Array) -> jax.Array:
+def keep_rewards(
+  codes: jax.Array,
+  crop_codes: jax.Array,
+  others: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  table: jax.Array,
+) -> jax.Array:
   """The reward of keeping each crop's code: the weighted mean fall of the pair loss.
 
       r_i = sum_j w_ij (T[s_ij, d_ij] - T[s_ij, min(d_ij, d*_ij)]) / sum_j w_ij,
@@ -83,8 +91,14 @@ def keep_rewards(codes: jax.Array, crop_codes: jax.Array, others: jax.Array,
   Returns:
     float32 [b].
   """
-  for name, a in (("codes", codes), ("crop_codes", crop_codes), ("others", others),
-                  ("similarity", similarity), ("weights", weights), ("table", table)):
+  for name, a in (
+    ("codes", codes),
+    ("crop_codes", crop_codes),
+    ("others", others),
+    ("similarity", similarity),
+    ("weights", weights),
+    ("table", table),
+  ):
     _checks.rank(a, 2, name)
   d = hamming_of_signs(codes, others)
   d_kept = jnp.minimum(d, hamming_of_signs(crop_codes, others))

@@ -30,10 +30,17 @@ from jhash import _checks
 from jhash.losses._dch import cosine_hamming_distance
 
 
-def mmhh_margin_weights(similarity: jax.Array, weights: jax.Array, distance: jax.Array, *,
-                        margin: float = 2.0, similar_inside: float = 0.5,
-                        dissimilar_inside: float = 0.8, similar_outside: float = 1.0,
-                        dissimilar_outside: float = 1.0) -> jax.Array:
+def mmhh_margin_weights(
+  similarity: jax.Array,
+  weights: jax.Array,
+  distance: jax.Array,
+  *,
+  margin: float = 2.0,
+  similar_inside: float = 0.5,
+  dissimilar_inside: float = 0.8,
+  similar_outside: float = 1.0,
+  dissimilar_outside: float = 1.0,
+) -> jax.Array:
   """Pair weights scaled by label and by the side of the Hamming ball ``d <= margin``.
 
       w'_ij = w_ij * { similar_inside      if s_ij = 1 and d_ij <= H
@@ -55,15 +62,28 @@ def mmhh_margin_weights(similarity: jax.Array, weights: jax.Array, distance: jax
   """
   inside = lax.stop_gradient(distance) <= margin
   similar = similarity > 0
-  factor = jnp.where(inside, jnp.where(similar, similar_inside, dissimilar_inside),
-                     jnp.where(similar, similar_outside, dissimilar_outside))
+  factor = jnp.where(
+    inside,
+    jnp.where(similar, similar_inside, dissimilar_inside),
+    jnp.where(similar, similar_outside, dissimilar_outside),
+  )
   return weights * factor
 
 
-def mmhh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Array, *,
-              gamma: float = 10.0, margin: float = 2.0, similar_inside: float = 0.5,
-              dissimilar_inside: float = 0.8, similar_outside: float = 1.0,
-              dissimilar_outside: float = 1.0, quantization: float = 0.001) -> jax.Array:
+def mmhh_loss(
+  u: jax.Array,
+  v: jax.Array,
+  similarity: jax.Array,
+  weights: jax.Array,
+  *,
+  gamma: float = 10.0,
+  margin: float = 2.0,
+  similar_inside: float = 0.5,
+  dissimilar_inside: float = 0.8,
+  similar_outside: float = 1.0,
+  dissimilar_outside: float = 1.0,
+  quantization: float = 0.001,
+) -> jax.Array:
   """MMHH's margin-weighted t-distribution cross-entropy plus its log-cosh quantisation.
 
       h_i = tanh(u_i),   h'_j = tanh(v_j),   d_ij = (K/2) (1 - cos(h_i, h'_j)),
@@ -94,13 +114,19 @@ def mmhh_loss(u: jax.Array, v: jax.Array, similarity: jax.Array, weights: jax.Ar
   h = jnp.tanh(u)
   d = cosine_hamming_distance(h, jnp.tanh(v))
   # log(1/p) = log 2 + log(1 + d/gamma);  log(1/(1-p)) = log(1 + 0.5 gamma / (d + 0.5 gamma)).
-  nll = (similarity * (jnp.log(2.0) + jnp.log1p(d / gamma))
-         + (1.0 - similarity) * jnp.log1p(0.5 * gamma / (d + 0.5 * gamma)))
-  scaled = mmhh_margin_weights(similarity, weights, d, margin=margin,
-                               similar_inside=similar_inside,
-                               dissimilar_inside=dissimilar_inside,
-                               similar_outside=similar_outside,
-                               dissimilar_outside=dissimilar_outside)
+  nll = similarity * (jnp.log(2.0) + jnp.log1p(d / gamma)) + (1.0 - similarity) * jnp.log1p(
+    0.5 * gamma / (d + 0.5 * gamma)
+  )
+  scaled = mmhh_margin_weights(
+    similarity,
+    weights,
+    d,
+    margin=margin,
+    similar_inside=similar_inside,
+    dissimilar_inside=dissimilar_inside,
+    similar_outside=similar_outside,
+    dissimilar_outside=dissimilar_outside,
+  )
   pair_term = jnp.sum(scaled * nll) / jnp.maximum(jnp.sum(weights), 1e-12)
   quant = jnp.mean(jnp.sum(_log_cosh(jnp.abs(h) - 1.0), axis=1))
   return pair_term + quantization * quant

@@ -36,29 +36,32 @@ from jhash.methods import mch_parts
 
 # name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {
-    "lsh": lsh,
-    "itq": itq,
-    "cdh": cdh,
-    "hbmp": hbmp,
-    "cvh": cvh,
-    "scm": scm,
-    "cmfh": cmfh,
-    "pairwise": pairwise,
-    "ksh": ksh,
-    "hashnet": hashnet,
-    "adsh": adsh,
-    "dch": dch,
-    "mmhh": mmhh,
+  "lsh": lsh,
+  "itq": itq,
+  "cdh": cdh,
+  "hbmp": hbmp,
+  "cvh": cvh,
+  "scm": scm,
+  "cmfh": cmfh,
+  "pairwise": pairwise,
+  "ksh": ksh,
+  "hashnet": hashnet,
+  "adsh": adsh,
+  "dch": dch,
+  "mmhh": mmhh,
 }
 
 
-def mch_of(num_bits: int, *, base: str = "dch", base_options: dict | None = None,
-           **options) -> HashingMethod:
+def mch_of(
+  num_bits: int, *, base: str = "dch", base_options: dict | None = None, **options
+) -> HashingMethod:
   """``mch`` over a base model named in ``REGISTRY`` (for configs): ``mch(REGISTRY[base](
   num_bits, **base_options), **options)``."""
   if base not in REGISTRY or base == "mch":
-    raise ValueError(f"base must name a deep base model in jhash.methods.REGISTRY (ksh, "
-                     f"hashnet, adsh, dch, mmhh, pairwise); got {base!r}.")
+    raise ValueError(
+      f"base must name a deep base model in jhash.methods.REGISTRY (ksh, "
+      f"hashnet, adsh, dch, mmhh, pairwise); got {base!r}."
+    )
   return mch(REGISTRY[base](num_bits, **dict(base_options or {})), **options)
 
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-NUM_FIXED = 5   # four corners, then the centre
+NUM_FIXED = 5  # four corners, then the centre
 
 
 def check_ratio(ratio, name: str, side: int | None = None) -> float:
@@ -39,8 +39,10 @@ def check_ratio(ratio, name: str, side: int | None = None) -> float:
   if not 0.0 < value <= 1.0:
     raise ValueError(f"{name} must be in (0, 1]; got {ratio!r}.")
   if side is not None and value * side < 1.0:
-    raise ValueError(f"{name}={value} cuts crops smaller than a pixel from images of side "
-                     f"{side}: it must be at least {1.0 / side:.4g}.")
+    raise ValueError(
+      f"{name}={value} cuts crops smaller than a pixel from images of side "
+      f"{side}: it must be at least {1.0 / side:.4g}."
+    )
   return value
 
 
@@ -48,8 +50,10 @@ def check_image_ratio(x, ratio: float, what: str, name: str) -> None:
   """Raise unless ``x`` (an array or shape struct) holds images [n, H, W, C] from which
   ``ratio`` cuts crops of at least one pixel; ``what`` names the ratio, ``name`` the method."""
   if len(x.shape) != 4:
-    raise ValueError(f"{what} crops images: {name}'s view must hold images [n, H, W] or "
-                     f"[n, H, W, C]; got {tuple(x.shape)}.")
+    raise ValueError(
+      f"{what} crops images: {name}'s view must hold images [n, H, W] or "
+      f"[n, H, W, C]; got {tuple(x.shape)}."
+    )
   check_ratio(ratio, what, min(x.shape[1:3]))
 
 
@@ -69,8 +73,13 @@ def fixed_boxes(height: int, width: int, sigma: float) -> np.ndarray:
   return np.array([(t, l, h, w) for t, l in zip(tops, lefts)], np.int32)
 
 
-def fixed_crop(image: jax.Array, top: jax.Array, left: jax.Array, size: tuple[int, int],
-               out_shape: tuple[int, int]) -> jax.Array:
+def fixed_crop(
+  image: jax.Array,
+  top: jax.Array,
+  left: jax.Array,
+  size: tuple[int, int],
+  out_shape: tuple[int, int],
+) -> jax.Array:
   """The ``size`` pixels at ``(top, left)`` of ``image`` [H, W, C], resized to ``out_shape``.
 
   ``lax.dynamic_slice`` (``size`` static, the position traced) then ``jax.image.resize``
@@ -97,8 +106,9 @@ def five_crops(images: jax.Array, sigma: float) -> jax.Array:
   boxes = fixed_boxes(height, width, sigma)
   size = tuple(int(s) for s in boxes[0, 2:])
   tops, lefts = jnp.asarray(boxes[:, 0]), jnp.asarray(boxes[:, 1])
-  one_image = lambda image: jax.vmap(
-      lambda t, l: fixed_crop(image, t, l, size, (height, width)))(tops, lefts)
+  one_image = lambda image: jax.vmap(lambda t, l: fixed_crop(image, t, l, size, (height, width)))(
+    tops, lefts
+  )
   return jax.vmap(one_image)(images.astype(jnp.float32))
 
 
@@ -114,12 +124,19 @@ def crop_resize(image: jax.Array, box: jax.Array, out_shape: tuple[int, int]) ->
   scale = jnp.stack([h / height, w / width])
   translation = jnp.stack([-top * scale[0], -left * scale[1]])
   return jax.image.scale_and_translate(
-      image.astype(jnp.float32), (h, w, image.shape[-1]), (0, 1), scale, translation,
-      method="linear", antialias=True)
+    image.astype(jnp.float32),
+    (h, w, image.shape[-1]),
+    (0, 1),
+    scale,
+    translation,
+    method="linear",
+    antialias=True,
+  )
 
 
-def random_boxes(key: jax.Array, num: int, height: int, width: int,
-                 ratio_range: tuple[float, float]) -> jax.Array:
+def random_boxes(
+  key: jax.Array, num: int, height: int, width: int, ratio_range: tuple[float, float]
+) -> jax.Array:
   """``num`` random boxes: side ratio uniform in ``ratio_range`` (the same for both
   sides), position uniform over the places the box fits.
 
@@ -135,8 +152,9 @@ def random_boxes(key: jax.Array, num: int, height: int, width: int,
   return jnp.stack([top, left, h, w], axis=1)
 
 
-def random_crops(key: jax.Array, images: jax.Array,
-                 ratio_range: tuple[float, float]) -> tuple[jax.Array, jax.Array]:
+def random_crops(
+  key: jax.Array, images: jax.Array, ratio_range: tuple[float, float]
+) -> tuple[jax.Array, jax.Array]:
   """One random crop of each image, resized back to the image's size.
 
   Args:

@@ -40,8 +40,9 @@ from jhash.methods import _memory
 from jhash.methods import _pairwise
 
 
-def dch(num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1,
-        **options) -> _api.HashingMethod:
+def dch(
+  num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1, **options
+) -> _api.HashingMethod:
   """Deep Cauchy Hashing (Cao et al., CVPR 2018): ``jhash.losses.dch_loss`` on minibatch pairs.
 
   Args:
@@ -67,10 +68,18 @@ def dch(num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1,
   return _pairwise.pairwise(num_bits, loss, **{"name": "dch", **options})
 
 
-def mmhh(num_bits: int, *, gamma: float = 10.0, margin: float = 2.0,
-         similar_inside: float = 0.5, dissimilar_inside: float = 0.8,
-         similar_outside: float = 1.0, dissimilar_outside: float = 1.0,
-         quantization: float = 0.001, **options) -> _api.HashingMethod:
+def mmhh(
+  num_bits: int,
+  *,
+  gamma: float = 10.0,
+  margin: float = 2.0,
+  similar_inside: float = 0.5,
+  dissimilar_inside: float = 0.8,
+  similar_outside: float = 1.0,
+  dissimilar_outside: float = 1.0,
+  quantization: float = 0.001,
+  **options,
+) -> _api.HashingMethod:
   """Maximum-margin Hamming hashing (Kang et al., ICCV 2019): ``jhash.losses.mmhh_loss``.
 
   Args:
@@ -92,9 +101,15 @@ def mmhh(num_bits: int, *, gamma: float = 10.0, margin: float = 2.0,
     (2,)
   """
   loss = functools.partial(
-      losses.mmhh_loss, gamma=gamma, margin=margin, similar_inside=similar_inside,
-      dissimilar_inside=dissimilar_inside, similar_outside=similar_outside,
-      dissimilar_outside=dissimilar_outside, quantization=quantization)
+    losses.mmhh_loss,
+    gamma=gamma,
+    margin=margin,
+    similar_inside=similar_inside,
+    dissimilar_inside=dissimilar_inside,
+    similar_outside=similar_outside,
+    dissimilar_outside=dissimilar_outside,
+    quantization=quantization,
+  )
   return _pairwise.pairwise(num_bits, loss, **{"name": "mmhh", **options})
 
 
@@ -124,8 +139,15 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
   return _pairwise.pairwise(num_bits, losses.ksh_loss, **{"name": "ksh", **options})
 
 
-def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
-            rate: float = 0.005, power: float = 0.5, **options) -> _api.HashingMethod:
+def hashnet(
+  num_bits: int,
+  *,
+  alpha: float | None = None,
+  period: int = 200,
+  rate: float = 0.005,
+  power: float = 0.5,
+  **options,
+) -> _api.HashingMethod:
   """HashNet (Cao et al., ICCV 2017): weighted pairwise likelihood on ``tanh(beta z)``.
 
   Args:
@@ -150,11 +172,10 @@ def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
   beta = functools.partial(losses.hashnet_beta, period=period, rate=rate, power=power)
 
   def activation(logits, step):
-    return beta(step) * logits          # the loss applies tanh: tanh(beta z)
+    return beta(step) * logits  # the loss applies tanh: tanh(beta z)
 
   loss = functools.partial(losses.hashnet_loss, beta=1.0, alpha=alpha)
-  return _pairwise.pairwise(num_bits, loss, activation=activation,
-                            **{"name": "hashnet", **options})
+  return _pairwise.pairwise(num_bits, loss, activation=activation, **{"name": "hashnet", **options})
 
 
 # ----------------------------------------------------------------------------- ADSH
@@ -162,11 +183,12 @@ def hashnet(num_bits: int, *, alpha: float | None = None, period: int = 200,
 
 class ADSHState(NamedTuple):
   """The network, the database codes of the training set and the latest outputs."""
+
   coder: coder_lib.CoderState  # the network's variables, optimiser state, statistics
-  codes: jax.Array             # float32 [n, K] in {-1, +1}: V, the training items' codes
-  memory: _memory.Memory       # U = tanh(F(x)) [n, K] when each item was last seen, labels
-  widths: jax.Array            # int32 [V], the training views' widths
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+  codes: jax.Array  # float32 [n, K] in {-1, +1}: V, the training items' codes
+  memory: _memory.Memory  # U = tanh(F(x)) [n, K] when each item was last seen, labels
+  widths: jax.Array  # int32 [V], the training views' widths
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 def adsh_targets(similarity: jax.Array) -> jax.Array:
@@ -196,12 +218,23 @@ def adsh_code_loss(num_bits: int) -> jax.Array:
   return (inner[None, :] - target) ** 2 / num_bits
 
 
-def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
-         steps_per_round: int = 50, num_samples: int = 2000, backbone: models.Model | None = None,
-         view: int | None = None, optimizer: optax.GradientTransformation | None = None,
-         learning_rate: float = 1e-3, init_variables: Any = None, trainable: str = "all",
-         batch_size: int = 64, encode_chunk: int = 1024,
-         name: str = "adsh") -> _api.HashingMethod:
+def adsh(
+  num_bits: int,
+  *,
+  gamma: float = 200.0,
+  rounds: int = 10,
+  steps_per_round: int = 50,
+  num_samples: int = 2000,
+  backbone: models.Model | None = None,
+  view: int | None = None,
+  optimizer: optax.GradientTransformation | None = None,
+  learning_rate: float = 1e-3,
+  init_variables: Any = None,
+  trainable: str = "all",
+  batch_size: int = 64,
+  encode_chunk: int = 1024,
+  name: str = "adsh",
+) -> _api.HashingMethod:
   """Asymmetric Deep Supervised Hashing: the network and the database codes, alternately.
 
   Args:
@@ -232,30 +265,48 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
   steps_per_round = _checks.positive_int(steps_per_round, "steps_per_round")
   num_samples = _checks.positive_int(num_samples, "num_samples")
   batch_size = _checks.positive_int(batch_size, "batch_size")
-  net = coder_lib.coder(num_bits, network=backbone, view=view, optimizer=optimizer,
-                        learning_rate=learning_rate, init_variables=init_variables,
-                        trainable=trainable, encode_chunk=encode_chunk, name=name)
+  net = coder_lib.coder(
+    num_bits,
+    network=backbone,
+    view=view,
+    optimizer=optimizer,
+    learning_rate=learning_rate,
+    init_variables=init_variables,
+    trainable=trainable,
+    encode_chunk=encode_chunk,
+    name=name,
+  )
 
   def init(key, batch):
     n, labels = _api.num_items(batch), jnp.asarray(batch["labels"])
     codes = codes_lib.sign(jax.random.normal(jax.random.fold_in(key, 1), (n, num_bits)))
-    return ADSHState(net.init(jax.random.fold_in(key, 0), batch), codes.astype(jnp.float32),
-                     _memory.empty_memory(n, num_bits, labels)._replace(labels=labels),
-                     _api.view_widths(batch))
+    return ADSHState(
+      net.init(jax.random.fold_in(key, 0), batch),
+      codes.astype(jnp.float32),
+      _memory.empty_memory(n, num_bits, labels)._replace(labels=labels),
+      _api.view_widths(batch),
+    )
 
   def loss_fn(outputs, context):
     s_tilde, codes, own = context
     # adsh_loss reads targets as 2 s - 1: hand it the s that gives S~.
-    value = losses.adsh_loss(outputs.logits, codes, (s_tilde + 1.0) / 2.0,
-                             jnp.ones_like(s_tilde), gamma=gamma, own_codes=own)
+    value = losses.adsh_loss(
+      outputs.logits,
+      codes,
+      (s_tilde + 1.0) / 2.0,
+      jnp.ones_like(s_tilde),
+      gamma=gamma,
+      own_codes=own,
+    )
     return value, {}
 
   def network_step(state, batch, key):
     del key
     index, labels = batch["index"], batch["labels"]
     s_tilde = adsh_targets(losses.label_similarity(labels, state.memory.labels))
-    coder, value, _, outputs = net.step(state.coder, net.read(batch), loss_fn,
-                                        (s_tilde, state.codes, state.codes[index]))
+    coder, value, _, outputs = net.step(
+      state.coder, net.read(batch), loss_fn, (s_tilde, state.codes, state.codes[index])
+    )
     memory = _memory.write_memory(state.memory, index, jnp.tanh(outputs.logits), labels)
     return state._replace(coder=coder, memory=memory), {"loss": value}
 
@@ -274,12 +325,20 @@ def adsh(num_bits: int, *, gamma: float = 200.0, rounds: int = 10,
 
   phases = ()
   for _ in range(rounds):
-    phases += (_api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
-               _api.Phase("codes", code_step, None, num_steps=1))
+    phases += (
+      _api.Phase("network", network_step, batch_size, num_steps=steps_per_round),
+      _api.Phase("codes", code_step, None, num_steps=1),
+    )
   return _api.HashingMethod(
-      init, lambda s, b: net.encode(s.coder, b), net.num_bits, name, phases, check_batch,
-      extras=_pairwise.NetworkExtras(net, lambda state: adsh_code_loss(num_bits)),
-      check_encode=check_encode)
+    init,
+    lambda s, b: net.encode(s.coder, b),
+    net.num_bits,
+    name,
+    phases,
+    check_batch,
+    extras=_pairwise.NetworkExtras(net, lambda state: adsh_code_loss(num_bits)),
+    check_encode=check_encode,
+  )
 
 
 def update_database_codes(state: ADSHState, key: jax.Array, num_samples: int, gamma: float):

@@ -25,16 +25,17 @@ from jhash import _api
 
 class ITQState(NamedTuple):
   """The centring mean, the principal directions, the rotation and the views' widths."""
-  mean: jax.Array        # float32 [d]
-  pca: jax.Array         # float32 [d, K], top-K principal directions
-  rotation: jax.Array    # float32 [K, K], orthogonal
-  widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  mean: jax.Array  # float32 [d]
+  pca: jax.Array  # float32 [d, K], top-K principal directions
+  rotation: jax.Array  # float32 [K, K], orthogonal
+  widths: jax.Array  # int32 [V], the training views' widths (``_api.view_widths``)
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 def _principal_directions(x: jax.Array, k: int) -> jax.Array:
   cov = x.T @ x / x.shape[0]
-  _, vecs = jnp.linalg.eigh(cov)          # ascending eigenvalues
+  _, vecs = jnp.linalg.eigh(cov)  # ascending eigenvalues
   return vecs[:, ::-1][:, :k]
 
 
@@ -72,8 +73,10 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
   def init(key, batch):
     x = _api.view_features(batch, view)
     if num_bits > x.shape[1]:
-      raise ValueError(f"num_bits must be at most the feature dimension for ITQ's PCA; got "
-                       f"num_bits={num_bits} and features of dimension {x.shape[1]}.")
+      raise ValueError(
+        f"num_bits must be at most the feature dimension for ITQ's PCA; got "
+        f"num_bits={num_bits} and features of dimension {x.shape[1]}."
+      )
     mean = jnp.mean(x, axis=0)
     pca = _principal_directions(x - mean[None, :], num_bits)
     return ITQState(mean, pca, _random_rotation(key, num_bits), _api.view_widths(batch))
@@ -96,6 +99,11 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, "itq")
 
-  return _api.HashingMethod(init, encode, num_bits, "itq",
-                            _api.one_phase("itq", update, num_steps=num_iters),
-                            check_encode=check_encode)
+  return _api.HashingMethod(
+    init,
+    encode,
+    num_bits,
+    "itq",
+    _api.one_phase("itq", update, num_steps=num_iters),
+    check_encode=check_encode,
+  )

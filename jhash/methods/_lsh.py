@@ -19,10 +19,11 @@ from jhash import _api
 
 class LSHState(NamedTuple):
   """The hyperplanes, the centring mean and the training views' widths."""
-  mean: jax.Array        # float32 [d], training mean (zeros when not centring)
+
+  mean: jax.Array  # float32 [d], training mean (zeros when not centring)
   projection: jax.Array  # float32 [d, K], Gaussian hyperplanes
-  widths: jax.Array      # int32 [V], the training views' widths (``_api.view_widths``)
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+  widths: jax.Array  # int32 [V], the training views' widths (``_api.view_widths``)
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.HashingMethod:
@@ -49,8 +50,9 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
   def init(key, batch):
     x = _api.view_features(batch, view)
     mean = jnp.mean(x, axis=0) if center else jnp.zeros(x.shape[1], jnp.float32)
-    return LSHState(mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32),
-                    _api.view_widths(batch))
+    return LSHState(
+      mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32), _api.view_widths(batch)
+    )
 
   def update(state, batch, key):
     del batch, key
@@ -63,5 +65,11 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, "lsh")
 
-  return _api.HashingMethod(init, encode, num_bits, "lsh",
-                            _api.one_phase("lsh", update, num_steps=0), check_encode=check_encode)
+  return _api.HashingMethod(
+    init,
+    encode,
+    num_bits,
+    "lsh",
+    _api.one_phase("lsh", update, num_steps=0),
+    check_encode=check_encode,
+  )

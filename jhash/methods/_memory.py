@@ -20,23 +20,29 @@ from jhash import losses
 
 class Memory(NamedTuple):
   """The latest outputs of every training item (a memory bank), with their labels."""
-  outputs: jax.Array   # float32 [n, K]: the item's output when it was last in a minibatch
-  labels: jax.Array    # int32 [n] class ids or bool [n, C] multi-hot
-  filled: jax.Array    # bool [n]: the item has been seen (its output is set)
+
+  outputs: jax.Array  # float32 [n, K]: the item's output when it was last in a minibatch
+  labels: jax.Array  # int32 [n] class ids or bool [n, C] multi-hot
+  filled: jax.Array  # bool [n]: the item has been seen (its output is set)
 
 
 def empty_memory(num_items: int, num_bits: int, labels: jax.Array) -> Memory:
   """A memory bank of ``num_items`` rows, none filled, labels shaped like ``labels``."""
   shape = (num_items,) + tuple(labels.shape[1:])
-  return Memory(jnp.zeros((num_items, num_bits), jnp.float32), jnp.zeros(shape, labels.dtype),
-                jnp.zeros((num_items,), bool))
+  return Memory(
+    jnp.zeros((num_items, num_bits), jnp.float32),
+    jnp.zeros(shape, labels.dtype),
+    jnp.zeros((num_items,), bool),
+  )
 
 
-def write_memory(memory: Memory, index: jax.Array, outputs: jax.Array,
-                 labels: jax.Array) -> Memory:
+def write_memory(memory: Memory, index: jax.Array, outputs: jax.Array, labels: jax.Array) -> Memory:
   """The memory with rows ``index`` set to a minibatch's outputs (no gradient) and labels."""
-  return Memory(memory.outputs.at[index].set(lax.stop_gradient(outputs)),
-                memory.labels.at[index].set(labels), memory.filled.at[index].set(True))
+  return Memory(
+    memory.outputs.at[index].set(lax.stop_gradient(outputs)),
+    memory.labels.at[index].set(labels),
+    memory.filled.at[index].set(True),
+  )
 
 
 def pairs_with_memory(labels: jax.Array, index: jax.Array, memory: Memory | None):
@@ -52,7 +58,8 @@ def pairs_with_memory(labels: jax.Array, index: jax.Array, memory: Memory | None
   if memory is not None:
     n = memory.filled.shape[0]
     own = jnp.zeros((b, n), bool).at[jnp.arange(b), index].set(True)
-    similarity = jnp.concatenate([similarity, losses.label_similarity(labels, memory.labels)],
-                                 axis=1)
+    similarity = jnp.concatenate(
+      [similarity, losses.label_similarity(labels, memory.labels)], axis=1
+    )
     mask = jnp.concatenate([mask, memory.filled[None, :] & ~own], axis=1)
   return similarity, losses.balanced_pair_weights(similarity, mask)

@@ -38,10 +38,11 @@ PairLoss = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
 class PairwiseState(NamedTuple):
   """The network (its train state and input standardisation) and the memory bank."""
-  coder: coder_lib.CoderState      # the network's variables, optimiser state, statistics
-  memory: _memory.Memory | None    # with ``memory=True``: [n, K] outputs of the training set
-  widths: jax.Array                # int32 [V], the training views' widths
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  coder: coder_lib.CoderState  # the network's variables, optimiser state, statistics
+  memory: _memory.Memory | None  # with ``memory=True``: [n, K] outputs of the training set
+  widths: jax.Array  # int32 [V], the training views' widths
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 class NetworkExtras(NamedTuple):
@@ -49,6 +50,7 @@ class NetworkExtras(NamedTuple):
 
   ``coder`` is the method's ``jhash.coder.Coder``; its functions take ``state.coder``.
   """
+
   coder: coder_lib.Coder
   # code_loss(state) -> float32 [2, K + 1]: the pair loss on codes, by similarity and
   # Hamming distance (``jhash.losses.code_loss_table``), MCH's reward.
@@ -62,15 +64,18 @@ class NetworkExtras(NamedTuple):
 def check_supervised(batch: dict, name: str) -> None:
   """A supervised network method's labels: present, and no multi-hot row empty."""
   if batch.get("labels") is None:
-    raise ValueError(f"{name} is supervised: the batch needs 'labels' (class ids [n] or "
-                     "multi-hot bool [n, C]).")
+    raise ValueError(
+      f"{name} is supervised: the batch needs 'labels' (class ids [n] or multi-hot bool [n, C])."
+    )
   _checks.labelled_rows(batch["labels"])
 
 
 def _check_loss(loss) -> PairLoss:
   if not callable(loss):
-    raise ValueError(f"loss must be a function loss(u, v, similarity, weights) -> float "
-                     f"[]; got {_checks.describe(loss)}.")
+    raise ValueError(
+      f"loss must be a function loss(u, v, similarity, weights) -> float "
+      f"[]; got {_checks.describe(loss)}."
+    )
   return loss
 
 
@@ -84,8 +89,9 @@ def _augmentation(crop_augment, probability):
   except (TypeError, ValueError):
     ok = False
   if not ok:
-    raise ValueError(f"crop_augment must be None or (low, high) with 0 < low <= high <= 1; "
-                     f"got {crop_augment!r}.")
+    raise ValueError(
+      f"crop_augment must be None or (low, high) with 0 < low <= high <= 1; got {crop_augment!r}."
+    )
   if not 0.0 <= float(probability) <= 1.0:
     raise ValueError(f"crop_probability must be in [0, 1]; got {probability!r}.")
 
@@ -94,6 +100,7 @@ def _augmentation(crop_augment, probability):
     crops, _ = _crops.random_crops(k_crop, x, (low, high))
     use = jax.random.bernoulli(k_use, float(probability), (x.shape[0],))
     return jnp.where(use.reshape((-1,) + (1,) * (x.ndim - 1)), crops, x)
+
   return augment
 
 
@@ -103,14 +110,25 @@ def identity_activation(logits: jax.Array, step: jax.Array) -> jax.Array:
   return logits
 
 
-def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Model | None = None,
-             view: int | None = None, optimizer: optax.GradientTransformation | None = None,
-             learning_rate: float = 1e-3, init_variables: Any = None, trainable: str = "all",
-             batch_size: int = 64, num_epochs: int = 20,
-             activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-             memory: bool = False, crop_augment: tuple[float, float] | None = None,
-             crop_probability: float = 0.5, encode_chunk: int = 1024,
-             name: str = "pairwise") -> _api.HashingMethod:
+def pairwise(
+  num_bits: int,
+  loss: PairLoss | None = None,
+  *,
+  backbone: models.Model | None = None,
+  view: int | None = None,
+  optimizer: optax.GradientTransformation | None = None,
+  learning_rate: float = 1e-3,
+  init_variables: Any = None,
+  trainable: str = "all",
+  batch_size: int = 64,
+  num_epochs: int = 20,
+  activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+  memory: bool = False,
+  crop_augment: tuple[float, float] | None = None,
+  crop_probability: float = 0.5,
+  encode_chunk: int = 1024,
+  name: str = "pairwise",
+) -> _api.HashingMethod:
   """Deep supervised hashing with a pairwise loss over the pairs of each minibatch.
 
   Args:
@@ -156,13 +174,24 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
   augment = _augmentation(crop_augment, crop_probability)
-  net = coder_lib.coder(num_bits, network=backbone, view=view, optimizer=optimizer,
-                        learning_rate=learning_rate, init_variables=init_variables,
-                        trainable=trainable, encode_chunk=encode_chunk, name=name)
+  net = coder_lib.coder(
+    num_bits,
+    network=backbone,
+    view=view,
+    optimizer=optimizer,
+    learning_rate=learning_rate,
+    init_variables=init_variables,
+    trainable=trainable,
+    encode_chunk=encode_chunk,
+    name=name,
+  )
 
   def init(key, batch):
-    bank = (_memory.empty_memory(_api.num_items(batch), num_bits, jnp.asarray(batch["labels"]))
-            if memory else None)
+    bank = (
+      _memory.empty_memory(_api.num_items(batch), num_bits, jnp.asarray(batch["labels"]))
+      if memory
+      else None
+    )
     return PairwiseState(net.init(key, batch), bank, _api.view_widths(batch))
 
   def loss_fn(outputs, context):
@@ -174,15 +203,23 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
   def update(state, batch, key):
     labels, index, bank = batch["labels"], batch.get("index"), state.memory
     if bank is not None and index is None:
-      raise ValueError(f"{name} with memory=True needs minibatches carrying 'index' (their "
-                       "items' positions in the training set), as jhash.fit gives.")
+      raise ValueError(
+        f"{name} with memory=True needs minibatches carrying 'index' (their "
+        "items' positions in the training set), as jhash.fit gives."
+      )
     similarity, weights = _memory.pairs_with_memory(labels, index, bank)
-    coder, value, aux, outputs = net.step(state.coder, augment(net.read(batch), key), loss_fn,
-                                          (similarity, weights, bank, state.coder.train.step))
+    coder, value, aux, outputs = net.step(
+      state.coder,
+      augment(net.read(batch), key),
+      loss_fn,
+      (similarity, weights, bank, state.coder.train.step),
+    )
     if bank is not None:
       bank = _memory.write_memory(bank, index, aux["u"], labels)
     return state._replace(coder=coder, memory=bank), {
-        "loss": value, "bit_balance": coder_lib.bit_balance(outputs.logits)}
+      "loss": value,
+      "bit_balance": coder_lib.bit_balance(outputs.logits),
+    }
 
   def code_loss(state):
     step = state.coder.train.step
@@ -192,14 +229,21 @@ def pairwise(num_bits: int, loss: PairLoss | None = None, *, backbone: models.Mo
     n = net.check_batch(batch)
     check_supervised(batch, name)
     if crop_augment is not None:
-      _crops.check_image_ratio(jax.eval_shape(net.read, batch), crop_augment[0],
-                               "crop_augment", name)
+      _crops.check_image_ratio(
+        jax.eval_shape(net.read, batch), crop_augment[0], "crop_augment", name
+      )
     return n
 
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, name)
 
   return _api.HashingMethod(
-      init, lambda s, b: net.encode(s.coder, b), net.num_bits, name,
-      _api.one_phase(name, update, batch_size=batch_size, num_epochs=num_epochs), check_batch,
-      extras=NetworkExtras(net, code_loss), check_encode=check_encode)
+    init,
+    lambda s, b: net.encode(s.coder, b),
+    net.num_bits,
+    name,
+    _api.one_phase(name, update, batch_size=batch_size, num_epochs=num_epochs),
+    check_batch,
+    extras=NetworkExtras(net, code_loss),
+    check_encode=check_encode,
+  )

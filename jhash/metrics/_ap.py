@@ -74,7 +74,8 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
   """
   q, n = distances.shape
   exact_float = not jnp.issubdtype(distances.dtype, jnp.integer) or (
-      max_distance is not None and max_distance < 2**24)
+    max_distance is not None and max_distance < 2**24
+  )
   if k < n and exact_float:
     # lax.top_k keeps the lower index first among equal keys; integer distances
     # below 2**24 are exact as float32.
@@ -112,14 +113,22 @@ def _check_options(top_k, ties, normalizer, n):
   _inputs.check_choice(normalizer, "normalizer", NORMALIZERS)
   top_k = _inputs.check_cutoff(top_k, "top_k", n, allow_none=True)
   if ties == "aware" and normalizer == "retrieved" and top_k is not None and top_k < n:
-    raise ValueError("normalizer='retrieved' with ties='aware' and a top_k is not defined: "
-                     "the number of relevant items retrieved varies with the order of ties. "
-                     "Use ties='index', or normalizer 'relevant' or 'min'.")
+    raise ValueError(
+      "normalizer='retrieved' with ties='aware' and a top_k is not defined: "
+      "the number of relevant items retrieved varies with the order of ties. "
+      "Use ties='index', or normalizer 'relevant' or 'min'."
+    )
 
 
-def average_precision(distances: jax.Array, relevance: jax.Array, *, top_k: int | None = None,
-                      ties: str = "aware", normalizer: str = "relevant",
-                      max_distance: int | None = None) -> tuple[jax.Array, jax.Array]:
+def average_precision(
+  distances: jax.Array,
+  relevance: jax.Array,
+  *,
+  top_k: int | None = None,
+  ties: str = "aware",
+  normalizer: str = "relevant",
+  max_distance: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
   """Average precision of each query of a chunk (jittable; options are static).
 
   Args:
@@ -160,9 +169,12 @@ def _normalized(numer, retrieved, total, k: int, normalizer: str):
 
 def _ap_kernel(options, max_distance):
   top_k, ties, normalizer = options
+
   def kernel(d, rel):
-    return average_precision(d, rel, top_k=top_k, ties=ties, normalizer=normalizer,
-                             max_distance=max_distance)
+    return average_precision(
+      d, rel, top_k=top_k, ties=ties, normalizer=normalizer, max_distance=max_distance
+    )
+
   return kernel
 
 
@@ -173,6 +185,7 @@ def _native_ap_kernel(options, corpus, setup):
   n = setup.num_items
   k = n if top_k is None else top_k
   bound = _native_rank.bind(corpus, setup)
+
   def kernel(query, labels):
     args = bound(query, labels)
     if setup.kind == "weighted":
@@ -184,6 +197,7 @@ def _native_ap_kernel(options, corpus, setup):
       return _normalized(numer, None, total, k, normalizer)
     numer, retrieved, total = _native_rank.index_ap(*args, k)
     return _normalized(numer, retrieved, total, k, normalizer)
+
   return kernel
 
 
@@ -194,26 +208,55 @@ def _per_query_ap(corpus, setup, chunk, options):
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
-def average_precisions(query_codes, db_codes, query_labels, db_labels, *, top_k=None,
-                       ties="aware", relevance="auto", normalizer="relevant", weights=None,
-                       db_mask=None, query_chunk=None):
+def average_precisions(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  top_k=None,
+  ties="aware",
+  relevance="auto",
+  normalizer="relevant",
+  weights=None,
+  db_mask=None,
+  query_chunk=None,
+):
   """Per-query AP of codes against a database (see ``mean_average_precision``).
 
   Returns:
     (ap float32 [q], defined bool [q]); empty for no queries (q = 0).
   """
-  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance=relevance, weights=weights, db_mask=db_mask,
-                                  min_queries=0)
+  corpus, setup = _inputs.prepare(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    relevance=relevance,
+    weights=weights,
+    db_mask=db_mask,
+    min_queries=0,
+  )
   _check_options(top_k, ties, normalizer, setup.num_items)
   chunk = _inputs.chunk_size(setup, query_chunk)
   return _per_query_ap(corpus, setup, chunk, (top_k, ties, normalizer))
 
 
-def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, top_k=None,
-                           ties="aware", relevance="auto", normalizer="relevant",
-                           no_relevant="zero", weights=None, db_mask=None,
-                           query_chunk=None) -> float:
+def mean_average_precision(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  top_k=None,
+  ties="aware",
+  relevance="auto",
+  normalizer="relevant",
+  no_relevant="zero",
+  weights=None,
+  db_mask=None,
+  query_chunk=None,
+) -> float:
   """Mean average precision of Hamming ranking, every convention explicit.
 
   Args:
@@ -257,9 +300,18 @@ def mean_average_precision(query_codes, db_codes, query_labels, db_labels, *, to
   0.5833
   """
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
-  ap, defined = average_precisions(query_codes, db_codes, query_labels, db_labels,
-                                   top_k=top_k, ties=ties, relevance=relevance,
-                                   normalizer=normalizer, weights=weights, db_mask=db_mask,
-                                   query_chunk=query_chunk)
+  ap, defined = average_precisions(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    top_k=top_k,
+    ties=ties,
+    relevance=relevance,
+    normalizer=normalizer,
+    weights=weights,
+    db_mask=db_mask,
+    query_chunk=query_chunk,
+  )
   _inputs.require_queries(query_codes)
   return float(_inputs.mean_defined(ap, defined, no_relevant))

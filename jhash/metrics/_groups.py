@@ -28,6 +28,7 @@ class TieGroups(NamedTuple):
   hits: [q, G], the per-item quantity summed over the group (int32 counts of
     relevant items, or float32 gains).
   """
+
   size: jax.Array
   hits: jax.Array
 
@@ -56,8 +57,7 @@ def groups_by_count(distances: jax.Array, values: jax.Array, max_distance: int) 
   flat = (jnp.arange(q, dtype=jnp.int32)[:, None] * bins + distances).reshape(-1)
   size = jnp.zeros((q * bins,), jnp.int32).at[flat].add(1, mode="drop")
   vdtype = jnp.float32 if jnp.issubdtype(values.dtype, jnp.floating) else jnp.int32
-  hits = jnp.zeros((q * bins,), vdtype).at[flat].add(values.reshape(-1).astype(vdtype),
-                                                        mode="drop")
+  hits = jnp.zeros((q * bins,), vdtype).at[flat].add(values.reshape(-1).astype(vdtype), mode="drop")
   return TieGroups(size.reshape(q, bins)[:, :-1], hits.reshape(q, bins)[:, :-1])
 
 

@@ -27,8 +27,9 @@ _CHUNK_ELEMENTS = 1 << 23
 
 class Corpus(NamedTuple):
   """Validated retrieval inputs (arrays only; pytree)."""
-  query: jax.Array        # uint32 [q, W] packed
-  db: jax.Array           # uint32 [n, W] / [n, m, W] packed
+
+  query: jax.Array  # uint32 [q, W] packed
+  db: jax.Array  # uint32 [n, W] / [n, m, W] packed
   db_mask: jax.Array | None  # bool [n, m] for multi-code items
   weights: jax.Array | None  # weighted Hamming: the weights in units, float32 [K] (integers)
   query_labels: jax.Array
@@ -37,10 +38,11 @@ class Corpus(NamedTuple):
 
 class Setup(NamedTuple):
   """Static facts about a corpus (hashable; used as jit static arguments)."""
+
   num_bits: int
   num_queries: int
   num_items: int
-  kind: str              # "hamming", "multi" or "weighted"
+  kind: str  # "hamming", "multi" or "weighted"
   relevance: str
   max_grade: int
 
@@ -51,19 +53,24 @@ def _check_codes(codes, name: str, ranks) -> None:
     a = np.asarray(codes)
     bad = (a != 1) & (a != -1)
     if bad.any():
-      raise ValueError(f"{name} must hold only -1 and +1; found values "
-                       f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}.")
+      raise ValueError(
+        f"{name} must hold only -1 and +1; found values "
+        f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}."
+      )
 
 
 def require_queries(query_codes) -> None:
   """A mean over queries needs one: raise for [0, K] ``query_codes``."""
   if np.shape(query_codes)[0] < 1:
-    raise ValueError(f"query_codes must hold at least one query (a mean over no queries is "
-                     f"undefined); got shape {tuple(np.shape(query_codes))}.")
+    raise ValueError(
+      f"query_codes must hold at least one query (a mean over no queries is "
+      f"undefined); got shape {tuple(np.shape(query_codes))}."
+    )
 
 
-def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
-                           db_ranks=(2, 3), min_queries: int = 1) -> tuple[int, int, int]:
+def check_codes_and_labels(
+  query_codes, db_codes, query_labels, db_labels, *, db_ranks=(2, 3), min_queries: int = 1
+) -> tuple[int, int, int]:
   """Check codes and labels of a retrieval call; return (num_bits, queries, items).
 
   Empty inputs: a database needs at least one item (a ranking of nothing has no
@@ -74,15 +81,18 @@ def check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, *,
   _check_codes(db_codes, "db_codes", db_ranks)
   num_bits = int(np.shape(query_codes)[1])
   if np.shape(db_codes)[-1] != num_bits:
-    raise ValueError(f"query_codes and db_codes must have the same code length; got "
-                     f"{num_bits} (shape {tuple(np.shape(query_codes))}) and "
-                     f"{np.shape(db_codes)[-1]} (shape {tuple(np.shape(db_codes))}).")
+    raise ValueError(
+      f"query_codes and db_codes must have the same code length; got "
+      f"{num_bits} (shape {tuple(np.shape(query_codes))}) and "
+      f"{np.shape(db_codes)[-1]} (shape {tuple(np.shape(db_codes))})."
+    )
   q, n = int(np.shape(query_codes)[0]), int(np.shape(db_codes)[0])
   if q < min_queries:
     require_queries(query_codes)
   if n < 1:
-    raise ValueError(f"db_codes must hold at least one database item; got shape "
-                     f"{tuple(np.shape(db_codes))}.")
+    raise ValueError(
+      f"db_codes must hold at least one database item; got shape {tuple(np.shape(db_codes))}."
+    )
   _relevance.check_labels(query_labels, db_labels, q, n)
   return num_bits, q, n
 
@@ -97,48 +107,66 @@ def check_cutoff(value, name: str, n: int, allow_none: bool = False) -> int | No
     return None
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= n:
     whole = "None (the whole ranking) or " if allow_none else ""
-    raise ValueError(f"{name} must be {whole}an int in [1, {n}] (the database holds {n} "
-                     f"items); got {value!r}.")
+    raise ValueError(
+      f"{name} must be {whole}an int in [1, {n}] (the database holds {n} items); got {value!r}."
+    )
   return int(value)
 
 
-def prepare(query_codes, db_codes, query_labels, db_labels, *, relevance: str = "auto",
-            weights=None, db_mask=None, min_queries: int = 1,
-            relevance_kinds: tuple[str, ...] = _relevance.BINARY_KINDS) -> tuple[Corpus, Setup]:
+def prepare(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  relevance: str = "auto",
+  weights=None,
+  db_mask=None,
+  min_queries: int = 1,
+  relevance_kinds: tuple[str, ...] = _relevance.BINARY_KINDS,
+) -> tuple[Corpus, Setup]:
   """Check codes, labels and options; pack the codes. Raises ValueError naming the argument.
 
   ``min_queries`` as in ``check_codes_and_labels``; ``relevance`` one of
   ``relevance_kinds`` (NDCG's are ``_relevance.KINDS``, with ``"graded"``: the number of
   shared labels).
   """
-  num_bits, q, n = check_codes_and_labels(query_codes, db_codes, query_labels, db_labels,
-                                          min_queries=min_queries)
+  num_bits, q, n = check_codes_and_labels(
+    query_codes, db_codes, query_labels, db_labels, min_queries=min_queries
+  )
   kind = _relevance.resolve(relevance, query_labels, relevance_kinds)
   mask = None
   w = None
   if np.ndim(db_codes) == 3:
     if weights is not None:
-      raise ValueError("weights (weighted Hamming) and multi-code db_codes [n, m, K] cannot "
-                       "be combined.")
+      raise ValueError(
+        "weights (weighted Hamming) and multi-code db_codes [n, m, K] cannot be combined."
+      )
     if db_mask is None:
       db_mask = np.ones(np.shape(db_codes)[:2], bool)
     if tuple(np.shape(db_mask)) != tuple(np.shape(db_codes)[:2]):
-      raise ValueError(f"db_mask must have shape {tuple(np.shape(db_codes)[:2])} (items, codes "
-                       f"per item); got {tuple(np.shape(db_mask))}.")
+      raise ValueError(
+        f"db_mask must have shape {tuple(np.shape(db_codes)[:2])} (items, codes "
+        f"per item); got {tuple(np.shape(db_mask))}."
+      )
     if _checks.is_concrete(db_mask) and not np.asarray(db_mask).any(axis=1).all():
       first = int(np.argmin(np.asarray(db_mask).any(axis=1)))
-      raise ValueError(f"db_mask must mark at least one valid code per item; item {first} "
-                       "has none.")
+      raise ValueError(
+        f"db_mask must mark at least one valid code per item; item {first} has none."
+      )
     mask = jnp.asarray(db_mask, bool)
   elif db_mask is not None:
-    raise ValueError(f"db_mask is only for multi-code db_codes of shape [n, m, K]; db_codes "
-                     f"has shape {tuple(np.shape(db_codes))}.")
+    raise ValueError(
+      f"db_mask is only for multi-code db_codes of shape [n, m, K]; db_codes "
+      f"has shape {tuple(np.shape(db_codes))}."
+    )
   if weights is not None:
     if tuple(np.shape(weights)) != (num_bits,):
-      raise ValueError(f"weights must have shape ({num_bits},) (one per bit); got "
-                       f"{tuple(np.shape(weights))}.")
+      raise ValueError(
+        f"weights must have shape ({num_bits},) (one per bit); got {tuple(np.shape(weights))}."
+      )
     _checks.finite(weights, "weights")
-    w, _ = _distance.weight_units(weights)   # ranking by units: the unit does not matter
+    w, _ = _distance.weight_units(weights)  # ranking by units: the unit does not matter
     kind_d = "weighted"
   else:
     kind_d = "multi" if mask is not None else "hamming"
@@ -158,8 +186,10 @@ def chunk_distances(corpus: Corpus, setup: Setup, query: jax.Array) -> jax.Array
   """Distances of a chunk of queries to the whole database: int32 [c, n] (weighted: in
   weight units, exact)."""
   if setup.kind == "weighted":
+
     def signs(packed):
       return codes_lib.unpack_bits(packed, setup.num_bits).astype(jnp.float32)
+
     d = _distance.weighted_units_distance(signs(query), signs(corpus.db), corpus.weights)
     return d.astype(jnp.int32)
   if setup.kind == "multi":
@@ -174,8 +204,9 @@ def chunk_size(setup: Setup, requested: int | None = None) -> int:
   return int(max(1, min(256, _CHUNK_ELEMENTS // max(per_query, 1), setup.num_queries)))
 
 
-def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
-                native_kernel: Callable | None = None):
+def map_queries(
+  kernel: Callable, corpus: Corpus, setup: Setup, chunk: int, native_kernel: Callable | None = None
+):
   """Apply ``kernel(distances [c, n], relevance [c, n]) -> pytree of [c, ...]`` to every chunk.
 
   Queries are padded to a multiple of ``chunk`` (padding rows are dropped from
@@ -185,11 +216,14 @@ def map_queries(kernel: Callable, corpus: Corpus, setup: Setup, chunk: int,
   kernels are built (``jhash.native``): one call for every query (its memory is per
   query, not ``chunk x n``); it must return the same pytree.
   """
+
   def array_code(query, labels):
     q = setup.num_queries
     pad = (-q) % chunk
+
     def padded(x):
       return jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x
+
     qx = padded(query).reshape(-1, chunk, *query.shape[1:])
     ql = padded(labels).reshape(-1, chunk, *labels.shape[1:])
 
@@ -222,8 +256,10 @@ def check_chunk(distances, values, name: str) -> None:
   """A chunk kernel's distances and per-item values must be [q, n] arrays of one shape."""
   _checks.rank(distances, 2, "distances", "with shape [q, n]")
   if tuple(np.shape(values)) != tuple(np.shape(distances)):
-    raise ValueError(f"{name} must have the shape of distances {tuple(np.shape(distances))}; "
-                     f"got {tuple(np.shape(values))}.")
+    raise ValueError(
+      f"{name} must have the shape of distances {tuple(np.shape(distances))}; "
+      f"got {tuple(np.shape(values))}."
+    )
 
 
 def check_choice(value, name: str, choices) -> None:

@@ -47,16 +47,19 @@ def bind(corpus, setup):
   database's label words made once), through ``overlap``; for weighted Hamming
   ``weighted_ap``'s (the weights in units in place of the mask and code length)."""
   db_words, overlap = label_words(corpus.db_labels, setup.relevance)
+
   def args(query, query_labels):
     words, _ = label_words(query_labels, setup.relevance)
     if setup.kind == "weighted":
       return query, corpus.db, corpus.weights, words, db_words, overlap
     return query, corpus.db, corpus.db_mask, words, db_words, setup.num_bits, overlap
+
   return args
 
 
-def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
-               overlap: bool) -> tuple[_groups.TieGroups, jax.Array]:
+def tie_groups(
+  query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool
+) -> tuple[_groups.TieGroups, jax.Array]:
   """Items and relevant items at each distance, TieGroups of int32 [c, K + 1], and the
   relevant items in all, int32 [c].
 
@@ -67,19 +70,33 @@ def tie_groups(query, db, db_mask, query_words, db_words, num_bits: int,
   """
   out = (jax.ShapeDtypeStruct((query.shape[0], num_bits + 2), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_tie_groups", out, vmap_method="sequential")
-  size, hits = call(query, db, native.held_codes(db_mask), query_words, db_words,
-                    num_bits=np.int64(num_bits), overlap=np.int64(overlap))
+  size, hits = call(
+    query,
+    db,
+    native.held_codes(db_mask),
+    query_words,
+    db_words,
+    num_bits=np.int64(num_bits),
+    overlap=np.int64(overlap),
+  )
   return _groups.TieGroups(size[:, :-1], hits[:, :-1]), jnp.sum(hits, axis=1)
 
 
-def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool,
-             top_k: int):
+def index_ap(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool, top_k: int):
   """Ties by index: ``sum_{i<=k} rel_i precision@i``, relevant items in the top k and in
   the whole database: float32 [c] each (``db`` and ``db_mask`` as in ``tie_groups``)."""
   out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
   call = jax.ffi.ffi_call("jhash_index_ap", out, vmap_method="sequential")
-  return call(query, db, native.held_codes(db_mask), query_words, db_words,
-              num_bits=np.int64(num_bits), overlap=np.int64(overlap), top_k=np.int64(top_k))
+  return call(
+    query,
+    db,
+    native.held_codes(db_mask),
+    query_words,
+    db_words,
+    num_bits=np.int64(num_bits),
+    overlap=np.int64(overlap),
+    top_k=np.int64(top_k),
+  )
 
 
 def grade_width(labels) -> int:
@@ -94,44 +111,71 @@ def grades(query_words, overlap: bool) -> jax.Array:
   return jnp.arange(32 * query_words.shape[1] + 1 if overlap else 2)
 
 
-def grade_groups(query, db, db_mask, query_words, db_words, num_bits: int,
-                 overlap: bool) -> jax.Array:
+def grade_groups(
+  query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool
+) -> jax.Array:
   """Items at each (distance, grade): int32 [c, K + 2, G], distances 0..K then the items
   holding no code; grades 0..G-1 are the labels shared with the query (``overlap``,
   multi-hot words) or 1 for the same class id (G: ``grade_width``)."""
   width = grades(query_words, overlap).shape[0]
   out = jax.ShapeDtypeStruct((query.shape[0], num_bits + 2, width), jnp.int32)
   call = jax.ffi.ffi_call("jhash_grade_groups", out, vmap_method="sequential")
-  return call(query, db, native.held_codes(db_mask), query_words, db_words,
-              num_bits=np.int64(num_bits), overlap=np.int64(overlap))
+  return call(
+    query,
+    db,
+    native.held_codes(db_mask),
+    query_words,
+    db_words,
+    num_bits=np.int64(num_bits),
+    overlap=np.int64(overlap),
+  )
 
 
-def index_dcg(query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool,
-              gains, k: int) -> tuple[jax.Array, jax.Array]:
+def index_dcg(
+  query, db, db_mask, query_words, db_words, num_bits: int, overlap: bool, gains, k: int
+) -> tuple[jax.Array, jax.Array]:
   """DCG@k of the ranking ordered by (distance, index), float32 [c], and the items of each
   grade in all, int32 [c, G] (``gains`` float32 [G]: the gain of each grade; ``db`` and
   ``db_mask`` as in ``tie_groups``; an item holding no code is never retrieved)."""
-  out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),
-         jax.ShapeDtypeStruct((query.shape[0], gains.shape[0]), jnp.int32))
+  out = (
+    jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),
+    jax.ShapeDtypeStruct((query.shape[0], gains.shape[0]), jnp.int32),
+  )
   call = jax.ffi.ffi_call("jhash_index_dcg", out, vmap_method="sequential")
-  return call(query, db, native.held_codes(db_mask), query_words, db_words,
-              gains.astype(jnp.float32), num_bits=np.int64(num_bits),
-              overlap=np.int64(overlap), k=np.int64(k))
+  return call(
+    query,
+    db,
+    native.held_codes(db_mask),
+    query_words,
+    db_words,
+    gains.astype(jnp.float32),
+    num_bits=np.int64(num_bits),
+    overlap=np.int64(overlap),
+    k=np.int64(k),
+  )
 
 
-def weighted_ap(query, db, units, query_words, db_words, overlap: bool, top_k: int,
-                aware: bool):
+def weighted_ap(query, db, units, query_words, db_words, overlap: bool, top_k: int, aware: bool):
   """AP by weighted Hamming distance (``units`` [K]: ``jhash.search``'s weight units):
   the sum of precisions (tie-aware: its expectation over orders of ties; else ties by
   index), relevant items in the top k (0 when ``aware``) and in all: float32 [c] each."""
   out = (jax.ShapeDtypeStruct((query.shape[0],), jnp.float32),) * 3
   call = jax.ffi.ffi_call("jhash_weighted_ap", out, vmap_method="sequential")
-  return call(query, db, units.astype(jnp.int32), query_words, db_words,
-              overlap=np.int64(overlap), top_k=np.int64(top_k), aware=np.int64(aware))
+  return call(
+    query,
+    db,
+    units.astype(jnp.int32),
+    query_words,
+    db_words,
+    overlap=np.int64(overlap),
+    top_k=np.int64(top_k),
+    aware=np.int64(aware),
+  )
 
 
-def weighted_ranked(query, db, units, query_words, db_words, overlap: bool, gains, k: int,
-                    aware: bool) -> tuple[_groups.TieGroups, jax.Array]:
+def weighted_ranked(
+  query, db, units, query_words, db_words, overlap: bool, gains, k: int, aware: bool
+) -> tuple[_groups.TieGroups, jax.Array]:
   """The first k positions of the ranking by weighted Hamming distance as tie groups.
 
   Returns TieGroups of int32 sizes and float32 summed gains [c, k] (the groups starting
@@ -140,10 +184,21 @@ def weighted_ranked(query, db, units, query_words, db_words, overlap: bool, gain
   int32 [c, G]. ``gains`` float32 [G] is the gain of each grade (``grade_width``).
   """
   c, width = query.shape[0], gains.shape[0]
-  out = (jax.ShapeDtypeStruct((c, k), jnp.int32), jax.ShapeDtypeStruct((c, k), jnp.float32),
-         jax.ShapeDtypeStruct((c, width), jnp.int32))
+  out = (
+    jax.ShapeDtypeStruct((c, k), jnp.int32),
+    jax.ShapeDtypeStruct((c, k), jnp.float32),
+    jax.ShapeDtypeStruct((c, width), jnp.int32),
+  )
   call = jax.ffi.ffi_call("jhash_weighted_ranked", out, vmap_method="sequential")
-  size, value, per_grade = call(query, db, units.astype(jnp.int32), query_words, db_words,
-                                gains.astype(jnp.float32), overlap=np.int64(overlap),
-                                k=np.int64(k), aware=np.int64(aware))
+  size, value, per_grade = call(
+    query,
+    db,
+    units.astype(jnp.int32),
+    query_words,
+    db_words,
+    gains.astype(jnp.float32),
+    overlap=np.int64(overlap),
+    k=np.int64(k),
+    aware=np.int64(aware),
+  )
   return _groups.TieGroups(size, value), per_grade

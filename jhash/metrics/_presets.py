@@ -44,8 +44,9 @@ def _toolbox_ap(hamm: np.ndarray, gnd: np.ndarray, top_k: int) -> float:
   return float(np.mean(count / tindex))
 
 
-def deephash_map(query_codes, db_codes, query_labels, db_labels, top_k: int,
-                 query_chunk=None) -> float:
+def deephash_map(
+  query_codes, db_codes, query_labels, db_labels, top_k: int, query_chunk=None
+) -> float:
   """mAP@top_k exactly as DeepHash-pytorch's ``CalcTopMap`` (utils/tools.py) computes it.
 
   Per query: relevance ``gnd`` = the labels share at least one label; distances
@@ -80,8 +81,9 @@ def deephash_map(query_codes, db_codes, query_labels, db_labels, top_k: int,
   """
   if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)):
     raise ValueError(f"top_k must be an int (Python slice semantics); got {top_k!r}.")
-  num_bits, q, n = _inputs.check_codes_and_labels(query_codes, db_codes, query_labels,
-                                                  db_labels, db_ranks=2)
+  num_bits, q, n = _inputs.check_codes_and_labels(
+    query_codes, db_codes, query_labels, db_labels, db_ranks=2
+  )
   if query_chunk is None:
     chunk = max(1, min(q, _CHUNK_ELEMENTS // n))
   else:
@@ -92,8 +94,8 @@ def deephash_map(query_codes, db_codes, query_labels, db_labels, top_k: int,
   total = 0.0
   for start in range(0, q, chunk):
     # Sums of +-1 are exact in float32: the distances are the toolbox's, bit for bit.
-    hamm = 0.5 * (num_bits - q_b[start:start + chunk] @ r_b.T)
-    gnd = _toolbox_relevance(q_l[start:start + chunk], r_l)
+    hamm = 0.5 * (num_bits - q_b[start : start + chunk] @ r_b.T)
+    gnd = _toolbox_relevance(q_l[start : start + chunk], r_l)
     for h, g in zip(hamm, gnd):
       total = total + _toolbox_ap(h, g, int(top_k))
   return total / q

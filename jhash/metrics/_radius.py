@@ -34,14 +34,21 @@ def _ball_counts(corpus, setup, chunk, options):
   """Items and relevant items within each radius 0..K, int32 [q, K + 1], and relevant
   items in all, int32 [q]: cumulative tie groups (from the native kernel on the CPU)."""
   del options
+
   def kernel(d, rel):
     groups = _groups.groups_by_count(d, rel.astype(bool), setup.num_bits)
-    return (jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1),
-            jnp.sum(rel.astype(bool), axis=1))
+    return (
+      jnp.cumsum(groups.size, axis=-1),
+      jnp.cumsum(groups.hits, axis=-1),
+      jnp.sum(rel.astype(bool), axis=1),
+    )
+
   bound = _native_rank.bind(corpus, setup)
+
   def by_kernel(query, labels):
     groups, total = _native_rank.tie_groups(*bound(query, labels))
     return jnp.cumsum(groups.size, axis=-1), jnp.cumsum(groups.hits, axis=-1), total
+
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
@@ -61,9 +68,19 @@ def _curve(found, hits, total, average, empty, no_relevant):
   return precision, recall
 
 
-def pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels, *, relevance="auto",
-                       average="query", empty="zero", no_relevant="zero", db_mask=None,
-                       query_chunk=None) -> dict:
+def pr_curve_by_radius(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  relevance="auto",
+  average="query",
+  empty="zero",
+  no_relevant="zero",
+  db_mask=None,
+  query_chunk=None,
+) -> dict:
   """Precision and recall within Hamming radius r, for every r = 0..K.
 
   Args:
@@ -78,18 +95,33 @@ def pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels, *, releva
   _inputs.check_choice(average, "average", AVERAGES)
   _inputs.check_choice(empty, "empty", ("zero", "skip"))
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
-  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance=relevance, db_mask=db_mask)
+  corpus, setup = _inputs.prepare(
+    query_codes, db_codes, query_labels, db_labels, relevance=relevance, db_mask=db_mask
+  )
   chunk = _inputs.chunk_size(setup, query_chunk)
   found, hits, total = _ball_counts(corpus, setup, chunk, None)
   precision, recall = _curve(found, hits, total, average, empty, no_relevant)
-  return {"radius": np.arange(setup.num_bits + 1), "precision": np.asarray(precision),
-          "recall": np.asarray(recall)}
+  return {
+    "radius": np.arange(setup.num_bits + 1),
+    "precision": np.asarray(precision),
+    "recall": np.asarray(recall),
+  }
 
 
-def precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, radius, *,
-                               relevance="auto", average="query", empty="zero",
-                               no_relevant="zero", db_mask=None, query_chunk=None):
+def precision_recall_at_radius(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  radius,
+  *,
+  relevance="auto",
+  average="query",
+  empty="zero",
+  no_relevant="zero",
+  db_mask=None,
+  query_chunk=None,
+):
   """(precision, recall) within Hamming radius ``radius`` (``d <= radius``), as floats.
 
   Arguments as in ``pr_curve_by_radius``; ``radius`` an int in [0, K].
@@ -97,9 +129,18 @@ def precision_recall_at_radius(query_codes, db_codes, query_labels, db_labels, r
   k = int(np.shape(query_codes)[-1])
   if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= k:
     raise ValueError(f"radius must be an int in [0, {k}] (the code length); got {radius!r}.")
-  curve = pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels,
-                             relevance=relevance, average=average, empty=empty,
-                             no_relevant=no_relevant, db_mask=db_mask, query_chunk=query_chunk)
+  curve = pr_curve_by_radius(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    relevance=relevance,
+    average=average,
+    empty=empty,
+    no_relevant=no_relevant,
+    db_mask=db_mask,
+    query_chunk=query_chunk,
+  )
   return float(curve["precision"][radius]), float(curve["recall"][radius])
 
 
@@ -108,8 +149,16 @@ def buckets_within(num_bits: int, radius: int) -> int:
   return sum(math.comb(num_bits, i) for i in range(radius + 1))
 
 
-def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, *, relevance="auto",
-                    db_mask=None, query_chunk=None) -> dict:
+def f1_bucket_curve(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  relevance="auto",
+  db_mask=None,
+  query_chunk=None,
+) -> dict:
   """F1 of pooled precision and recall within radius r, against buckets visited.
 
   Returns:
@@ -117,9 +166,16 @@ def f1_bucket_curve(query_codes, db_codes, query_labels, db_labels, *, relevance
     as float64 since it exceeds int64 past K = 63), ``precision``, ``recall``, ``f1``
     (0 where precision + recall = 0).
   """
-  curve = pr_curve_by_radius(query_codes, db_codes, query_labels, db_labels,
-                             relevance=relevance, average="pooled", db_mask=db_mask,
-                             query_chunk=query_chunk)
+  curve = pr_curve_by_radius(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    relevance=relevance,
+    average="pooled",
+    db_mask=db_mask,
+    query_chunk=query_chunk,
+  )
   p = curve["precision"].astype(np.float64)
   r = curve["recall"].astype(np.float64)
   f1 = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1.0), 0.0)

@@ -32,13 +32,16 @@ def _check_ks(ks, n: int, name: str = "ks") -> tuple[int, ...]:
   except TypeError:
     values = ()
   if not values:
-    raise ValueError(f"{name} must be an int or a non-empty sequence of ints in [1, {n}] (the "
-                     f"database holds {n} items); got {ks!r}.")
+    raise ValueError(
+      f"{name} must be an int or a non-empty sequence of ints in [1, {n}] (the "
+      f"database holds {n} items); got {ks!r}."
+    )
   return tuple(_inputs.check_cutoff(k, name, n) for k in values)
 
 
-def hits_at_k(distances, relevance, ks: tuple[int, ...], ties: str = "aware",
-              max_distance: int | None = None) -> jax.Array:
+def hits_at_k(
+  distances, relevance, ks: tuple[int, ...], ties: str = "aware", max_distance: int | None = None
+) -> jax.Array:
   """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)]."""
   _inputs.check_chunk(distances, relevance, "relevance")
   _inputs.check_choice(ties, "ties", _ap.TIES)
@@ -66,8 +69,15 @@ def _gain(grades, gain: str):
   return jnp.exp2(g) - 1.0 if gain == "exp" else g
 
 
-def ndcg(distances: jax.Array, grades: jax.Array, *, k: int, ties: str = "aware",
-         gain: str = "exp", max_distance: int | None = None) -> tuple[jax.Array, jax.Array]:
+def ndcg(
+  distances: jax.Array,
+  grades: jax.Array,
+  *,
+  k: int,
+  ties: str = "aware",
+  gain: str = "exp",
+  max_distance: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
   """NDCG@k of each query of a chunk with graded relevance (jittable).
 
   ``DCG@k = sum_{i<=k} gain_i / log2(i + 1)``, gain ``2^g - 1`` ("exp") or ``g``
@@ -116,9 +126,11 @@ def _ranked_fits(setup, k: int, width: int) -> bool:
 @_inputs.jit_static
 def _hits_and_totals(corpus, setup, chunk, options):
   ks, ties = options
+
   def kernel(d, rel):
     hits = hits_at_k(d, rel, ks, ties, _inputs.max_distance(setup))
     return hits, jnp.sum(rel.astype(bool), axis=1)
+
   by_kernel = None
   bound = _native_rank.bind(corpus, setup)
   width = _native_rank.grade_width(corpus.query_labels)
@@ -128,19 +140,30 @@ def _hits_and_totals(corpus, setup, chunk, options):
       query, db, units, words, db_words, overlap = bound(query, labels)
       relevant = _native_rank.grades(words, overlap) > 0
       groups, per_grade = _native_rank.weighted_ranked(
-          query, db, units, words, db_words, overlap, relevant, max(ks), ties == "aware")
+        query, db, units, words, db_words, overlap, relevant, max(ks), ties == "aware"
+      )
       return _expected_hits(groups, ks), jnp.sum(per_grade[:, 1:], axis=1)
   elif ties == "aware" and setup.kind != "weighted":  # tie groups from the native kernel
+
     def by_kernel(query, labels):
       groups, total = _native_rank.tie_groups(*bound(query, labels))
       return _expected_hits(groups, ks), total
+
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
-def _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, weights,
-          db_mask, query_chunk):
-  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance=relevance, weights=weights, db_mask=db_mask)
+def _hits(
+  query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, weights, db_mask, query_chunk
+):
+  corpus, setup = _inputs.prepare(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    relevance=relevance,
+    weights=weights,
+    db_mask=db_mask,
+  )
   _inputs.check_choice(ties, "ties", _ap.TIES)
   ks = _check_ks(ks, setup.num_items)
   chunk = _inputs.chunk_size(setup, query_chunk)
@@ -148,29 +171,71 @@ def _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance, w
   return ks, hits, total
 
 
-def precision_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="aware",
-                   relevance="auto", weights=None, db_mask=None, query_chunk=None):
+def precision_at_k(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  ks,
+  *,
+  ties="aware",
+  relevance="auto",
+  weights=None,
+  db_mask=None,
+  query_chunk=None,
+):
   """Mean precision@k over queries for each k in ``ks``: float32 [len(ks)].
 
   Arguments as in ``mean_average_precision``; ``ks`` an int or a sequence of ints
   in [1, n].
   """
-  ks, hits, _ = _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance,
-                      weights, db_mask, query_chunk)
+  ks, hits, _ = _hits(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    ks,
+    ties,
+    relevance,
+    weights,
+    db_mask,
+    query_chunk,
+  )
   return jnp.mean(hits / jnp.asarray(ks, jnp.float32)[None, :], axis=0)
 
 
-def recall_at_k(query_codes, db_codes, query_labels, db_labels, ks, *, ties="aware",
-                relevance="auto", no_relevant="zero", weights=None, db_mask=None,
-                query_chunk=None):
+def recall_at_k(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  ks,
+  *,
+  ties="aware",
+  relevance="auto",
+  no_relevant="zero",
+  weights=None,
+  db_mask=None,
+  query_chunk=None,
+):
   """Mean recall@k (relevant in the top k over all relevant) for each k: float32 [len(ks)].
 
   Queries with no relevant item count as 0 (``no_relevant="zero"``) or are left out
   (``"skip"``).
   """
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
-  ks, hits, total = _hits(query_codes, db_codes, query_labels, db_labels, ks, ties, relevance,
-                          weights, db_mask, query_chunk)
+  ks, hits, total = _hits(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    ks,
+    ties,
+    relevance,
+    weights,
+    db_mask,
+    query_chunk,
+  )
   recall = hits / jnp.maximum(total, 1)[:, None].astype(jnp.float32)
   defined = jnp.broadcast_to((total > 0)[:, None], recall.shape)
   return jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)(recall, defined)
@@ -210,18 +275,24 @@ def _ndcg_of(dcg, per_grade, gains, k: int):
 @_inputs.jit_static
 def _per_query_ndcg(corpus, setup, chunk, options):
   k, ties, gain = options
+
   def kernel(d, grades):
     return ndcg(d, grades, k=k, ties=ties, gain=gain, max_distance=_inputs.max_distance(setup))
+
   by_kernel = None
   width = _native_rank.grade_width(corpus.query_labels)
   bound = _native_rank.bind(corpus, setup)
+
   def by_ranked(query, db, units, words, db_words, overlap):
     # The first k positions' groups (CPU) by weighted distance, either tie rule.
     gains = _gain(_native_rank.grades(words, overlap), gain)
     groups, per_grade = _native_rank.weighted_ranked(
-        query, db, units, words, db_words, overlap, gains, k, ties == "aware")
+      query, db, units, words, db_words, overlap, gains, k, ties == "aware"
+    )
     return _ndcg_of(_expected_dcg(groups, k), per_grade, gains, k)
+
   if setup.kind == "weighted" and _ranked_fits(setup, k, width):
+
     def by_kernel(query, labels):
       return by_ranked(*bound(query, labels))
   elif ties == "index" and setup.kind != "weighted" and _outputs_fit(setup, 4 * width):
@@ -232,23 +303,47 @@ def _per_query_ndcg(corpus, setup, chunk, options):
       dcg, per_grade = _native_rank.index_dcg(*args, gains, k)
       return _ndcg_of(dcg, per_grade, gains, k)
   # Items per (distance, grade) from the native kernel (CPU).
-  elif (ties == "aware" and setup.kind != "weighted"
-        and _outputs_fit(setup, (setup.num_bits + 2) * width * 4)):
+  elif (
+    ties == "aware"
+    and setup.kind != "weighted"
+    and _outputs_fit(setup, (setup.num_bits + 2) * width * 4)
+  ):
+
     def by_kernel(query, labels):
       return _ndcg_from_grade_groups(_native_rank.grade_groups(*bound(query, labels)), k, gain)
+
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
-def ndcg_at_k(query_codes, db_codes, query_labels, db_labels, k, *, ties="aware", gain="exp",
-              no_relevant="zero", weights=None, db_mask=None, query_chunk=None) -> float:
+def ndcg_at_k(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  k,
+  *,
+  ties="aware",
+  gain="exp",
+  no_relevant="zero",
+  weights=None,
+  db_mask=None,
+  query_chunk=None,
+) -> float:
   """Mean NDCG@k with graded relevance (number of shared labels; same class = 1).
 
   Arguments as in ``mean_average_precision``; queries with IDCG = 0 count as 0 or
   are skipped per ``no_relevant``.
   """
-  corpus, setup = _inputs.prepare(query_codes, db_codes, query_labels, db_labels,
-                                  relevance="graded", weights=weights, db_mask=db_mask,
-                                  relevance_kinds=_relevance.KINDS)
+  corpus, setup = _inputs.prepare(
+    query_codes,
+    db_codes,
+    query_labels,
+    db_labels,
+    relevance="graded",
+    weights=weights,
+    db_mask=db_mask,
+    relevance_kinds=_relevance.KINDS,
+  )
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))

@@ -25,8 +25,7 @@ BINARY_KINDS = ("auto", "same_class", "share_label")
 def resolve(kind: str, labels, allowed: tuple[str, ...] = BINARY_KINDS) -> str:
   """The concrete rule for ``kind`` (one of ``allowed``) given the label layout."""
   if not isinstance(kind, str) or kind not in allowed:
-    raise ValueError(f"relevance must be one of {', '.join(map(repr, allowed))}; got "
-                     f"{kind!r}.")
+    raise ValueError(f"relevance must be one of {', '.join(map(repr, allowed))}; got {kind!r}.")
   if kind == "auto":
     return "same_class" if np.ndim(labels) == 1 else "share_label"
   return kind
@@ -52,8 +51,11 @@ def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.A
     return same.astype(jnp.int32) if kind == "graded" else same
   if kind == "same_class":
     return jnp.all(query_labels[:, None, :] == db_labels[None, :, :], axis=-1)
-  shared = jnp.dot(query_labels.astype(jnp.float32), db_labels.astype(jnp.float32).T,
-                   precision=jax.lax.Precision.HIGHEST)
+  shared = jnp.dot(
+    query_labels.astype(jnp.float32),
+    db_labels.astype(jnp.float32).T,
+    precision=jax.lax.Precision.HIGHEST,
+  )
   if kind == "graded":
     return jnp.round(shared).astype(jnp.int32)
   return shared > 0.5
@@ -61,18 +63,25 @@ def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.A
 
 def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> None:
   """Labels must match the codes in count and each other in layout."""
-  for name, lab, n in (("query_labels", query_labels, num_queries),
-                       ("db_labels", db_labels, num_items)):
+  for name, lab, n in (
+    ("query_labels", query_labels, num_queries),
+    ("db_labels", db_labels, num_items),
+  ):
     nd = np.ndim(lab)
     if nd not in (1, 2) or np.shape(lab)[0] != n:
-      raise ValueError(f"{name} must have shape [{n}] (class ids) or [{n}, C] (multi-hot); "
-                       f"got shape {tuple(np.shape(lab))}.")
+      raise ValueError(
+        f"{name} must have shape [{n}] (class ids) or [{n}, C] (multi-hot); "
+        f"got shape {tuple(np.shape(lab))}."
+      )
     dtype = np.dtype(getattr(lab, "dtype", np.asarray(lab).dtype))
     if nd == 1 and not np.issubdtype(dtype, np.integer):
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
       raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")
   if np.ndim(query_labels) != np.ndim(db_labels) or (
-      np.ndim(query_labels) == 2 and np.shape(query_labels)[1] != np.shape(db_labels)[1]):
-    raise ValueError("query_labels and db_labels must have the same layout; got shapes "
-                     f"{tuple(np.shape(query_labels))} and {tuple(np.shape(db_labels))}.")
+    np.ndim(query_labels) == 2 and np.shape(query_labels)[1] != np.shape(db_labels)[1]
+  ):
+    raise ValueError(
+      "query_labels and db_labels must have the same layout; got shapes "
+      f"{tuple(np.shape(query_labels))} and {tuple(np.shape(db_labels))}."
+    )

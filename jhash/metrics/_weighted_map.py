@@ -13,8 +13,9 @@ import numpy as np
 from jhash.metrics import _ap
 
 
-def weighted_mean_average_precision(query_codes, db_codes, query_labels, db_labels, weights,
-                                    *, relevance: str = "auto") -> float:
+def weighted_mean_average_precision(
+  query_codes, db_codes, query_labels, db_labels, weights, *, relevance: str = "auto"
+) -> float:
   """Tie-aware mAP of ranking by the weighted Hamming distance ``sum_k w_k [q_k != b_k]``.
 
   Args:
@@ -36,7 +37,9 @@ def weighted_mean_average_precision(query_codes, db_codes, query_labels, db_labe
     1.0
   """
   if np.ndim(db_codes) != 2:
-    raise ValueError(f"db_codes must be [n, K] (one code per item); got shape "
-                     f"{tuple(np.shape(db_codes))}.")
-  return _ap.mean_average_precision(query_codes, db_codes, query_labels, db_labels,
-                                    weights=weights, relevance=relevance)
+    raise ValueError(
+      f"db_codes must be [n, K] (one code per item); got shape {tuple(np.shape(db_codes))}."
+    )
+  return _ap.mean_average_precision(
+    query_codes, db_codes, query_labels, db_labels, weights=weights, relevance=relevance
+  )

@@ -10,7 +10,8 @@ import jax
 
 class HashOutputs(NamedTuple):
   """What a hashing network returns: the hash head's logits and the features it read."""
-  logits: jax.Array    # float32 [n, num_bits], the hash head's outputs; codes are their sign
+
+  logits: jax.Array  # float32 [n, num_bits], the hash head's outputs; codes are their sign
   features: jax.Array  # float32 [n, F], the penultimate features the hash head reads
 
 

@@ -45,11 +45,15 @@ MIN_SIDE = 8
 CIFAR_MAX_SIDE = 64
 CHANNELS = (1, 3)
 
-_BACKBONE_SHAPES = ("(d,) for feature vectors, or (H, W) or (H, W, C) with C = 1 or 3 and "
-                    f"H, W >= {MIN_SIDE} for images")
-_OPTIONS = {"MLP": ("hidden", "batch_norm"),
-            "SmallCNN": ("channels", "dense", "batch_norm", "im2col"),
-            "ResNet": ("arch", "stem")}
+_BACKBONE_SHAPES = (
+  "(d,) for feature vectors, or (H, W) or (H, W, C) with C = 1 or 3 and "
+  f"H, W >= {MIN_SIDE} for images"
+)
+_OPTIONS = {
+  "MLP": ("hidden", "batch_norm"),
+  "SmallCNN": ("channels", "dense", "batch_norm", "im2col"),
+  "ResNet": ("arch", "stem"),
+}
 
 
 class Model(NamedTuple):
@@ -59,10 +63,11 @@ class Model(NamedTuple):
   variables)``, where ``x`` is a batch ``[n, *input_shape]`` (images may omit a single
   channel) and the outputs are float32 logits [n, num_bits] and features [n, F].
   """
+
   init: Callable[[jax.Array, Any], dict]
   apply: Callable[..., tuple[HashOutputs, dict]]
   input_shape: tuple[int, ...] | None  # one item's shape, images (H, W, C); None: any
-  module: nn.Module                    # the Flax module behind init and apply
+  module: nn.Module  # the Flax module behind init and apply
 
 
 def _item_rank(module: nn.Module) -> int | None:
@@ -77,11 +82,13 @@ def _item_rank(module: nn.Module) -> int | None:
 def _shape_tuple(input_shape: Any, name: str = "input_shape") -> tuple[int, ...]:
   """``input_shape`` as a tuple of Python ints >= 1, or a ValueError naming it."""
   ok = isinstance(input_shape, (tuple, list)) and all(
-      isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1
-      for d in input_shape)
+    isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1 for d in input_shape
+  )
   if not ok:
-    raise ValueError(f"{name} must be a tuple of ints >= 1, the shape of one item without "
-                     f"the batch axis; got {input_shape!r}.")
+    raise ValueError(
+      f"{name} must be a tuple of ints >= 1, the shape of one item without "
+      f"the batch axis; got {input_shape!r}."
+    )
   return tuple(int(d) for d in input_shape)
 
 
@@ -94,8 +101,9 @@ def _expected(input_shape: tuple[int, ...] | None, rank: int | None) -> str:
   return {1: "[n, d]", 3: "[n, H, W] or [n, H, W, C]"}.get(rank, "an array")
 
 
-def _shape_ok(shape: tuple[int, ...], input_shape: tuple[int, ...] | None,
-              rank: int | None) -> bool:
+def _shape_ok(
+  shape: tuple[int, ...], input_shape: tuple[int, ...] | None, rank: int | None
+) -> bool:
   """Whether a batch of ``shape`` holds items of ``input_shape`` (or of that rank)."""
   if input_shape is not None:
     one_channel = len(input_shape) == 3 and input_shape[-1] == 1
@@ -105,16 +113,19 @@ def _shape_ok(shape: tuple[int, ...], input_shape: tuple[int, ...] | None,
   return len(shape) - 1 in ((2, 3) if rank == 3 else (rank,))
 
 
-def _check_batch(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any,
-                 name: str) -> None:
+def _check_batch(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any, name: str) -> None:
   rank = _item_rank(module)
-  if not (hasattr(x, "shape") and np.ndim(x) >= 1
-          and _shape_ok(tuple(np.shape(x)), input_shape, rank)):
-    raise ValueError(f"{name} must be a batch of shape {_expected(input_shape, rank)} for "
-                     f"this {type(module).__name__}; got {_checks.describe(x)}.")
+  if not (
+    hasattr(x, "shape") and np.ndim(x) >= 1 and _shape_ok(tuple(np.shape(x)), input_shape, rank)
+  ):
+    raise ValueError(
+      f"{name} must be a batch of shape {_expected(input_shape, rank)} for "
+      f"this {type(module).__name__}; got {_checks.describe(x)}."
+    )
   if not (jnp.issubdtype(x.dtype, jnp.integer) or jnp.issubdtype(x.dtype, jnp.floating)):
-    raise ValueError(f"{name} must hold real numbers (integer or floating); "
-                     f"got {_checks.describe(x)}.")
+    raise ValueError(
+      f"{name} must hold real numbers (integer or floating); got {_checks.describe(x)}."
+    )
 
 
 def check_input(model: Model, x: Any, name: str = "x") -> None:
@@ -154,8 +165,9 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
     shape = shape + (1,)
   if shape is not None and rank is not None and len(shape) != rank:
     want = "(d,)" if rank == 1 else "(H, W) or (H, W, C)"
-    raise ValueError(f"input_shape must be {want} for {type(module).__name__}; "
-                     f"got {input_shape!r}.")
+    raise ValueError(
+      f"input_shape must be {want} for {type(module).__name__}; got {input_shape!r}."
+    )
 
   def init(key, x):
     return dict(module.init(key, _prepare(module, shape, x), train=False))
@@ -188,14 +200,18 @@ def _backbone_shape(input_shape: Any) -> tuple[int, ...]:
 def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
   unknown = sorted(set(kwargs) - set(_OPTIONS[kind]))
   if unknown:
-    raise ValueError(f"backbone builds {kind} for input_shape {shape}; its options are "
-                     f"{', '.join(_OPTIONS[kind])}; got unknown option(s) {', '.join(unknown)}.")
-  return {k: tuple(int(d) for d in v) if k in ("hidden", "channels") else v
-          for k, v in kwargs.items()}
+    raise ValueError(
+      f"backbone builds {kind} for input_shape {shape}; its options are "
+      f"{', '.join(_OPTIONS[kind])}; got unknown option(s) {', '.join(unknown)}."
+    )
+  return {
+    k: tuple(int(d) for d in v) if k in ("hidden", "channels") else v for k, v in kwargs.items()
+  }
 
 
-def _resnet(num_bits: int, shape: tuple[int, ...], arch: str = "resnet18",
-            stem: str | None = None) -> ResNet:
+def _resnet(
+  num_bits: int, shape: tuple[int, ...], arch: str = "resnet18", stem: str | None = None
+) -> ResNet:
   if arch not in ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
   if stem is None:

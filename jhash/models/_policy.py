@@ -9,7 +9,7 @@ import jax
 
 from jhash.models import _layers as layers
 
-NUM_ACTIONS = 2   # 0 discard, 1 keep
+NUM_ACTIONS = 2  # 0 discard, 1 keep
 
 
 class PolicyMLP(nn.Module):
@@ -20,6 +20,7 @@ class PolicyMLP(nn.Module):
   Dense gives the logits of the two actions (the softmax over them is the policy
   ``pi(a | h)``). The paper gives no widths: the default halves from 512 down to 64.
   """
+
   hidden: Sequence[int] = (512, 256, 128, 64)
 
   @nn.compact

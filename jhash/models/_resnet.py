@@ -40,13 +40,20 @@ _conv_init = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
 def _conv(x: jax.Array, features: int, size: int, stride: int, name: str) -> jax.Array:
   """A bias-free ``size x size`` convolution padded by ``size // 2`` on every side."""
   pad = size // 2
-  return nn.Conv(features, (size, size), strides=(stride, stride),
-                 padding=((pad, pad), (pad, pad)), use_bias=False, kernel_init=_conv_init,
-                 name=name)(x)
+  return nn.Conv(
+    features,
+    (size, size),
+    strides=(stride, stride),
+    padding=((pad, pad), (pad, pad)),
+    use_bias=False,
+    kernel_init=_conv_init,
+    name=name,
+  )(x)
 
 
-def _conv_bn(x: jax.Array, features: int, size: int, stride: int, train: bool, conv: str,
-             bn: str) -> jax.Array:
+def _conv_bn(
+  x: jax.Array, features: int, size: int, stride: int, train: bool, conv: str, bn: str
+) -> jax.Array:
   """A convolution named ``conv`` then a BatchNorm named ``bn`` (no ReLU)."""
   return layers.batch_norm(_conv(x, features, size, stride, conv), train, bn)
 
@@ -60,6 +67,7 @@ def _shortcut(x: jax.Array, features: int, stride: int, train: bool) -> jax.Arra
 
 class BasicBlock(nn.Module):
   """Two 3 x 3 convolutions: float32 [n, H, W, C] -> [n, H / stride, W / stride, planes]."""
+
   planes: int
   stride: int = 1
   expansion: ClassVar[int] = 1
@@ -73,6 +81,7 @@ class BasicBlock(nn.Module):
 
 class Bottleneck(nn.Module):
   """1 x 1, 3 x 3 (with the stride), 1 x 1: [n, H, W, C] -> [n, H / s, W / s, 4 planes]."""
+
   planes: int
   stride: int = 1
   expansion: ClassVar[int] = 4
@@ -105,6 +114,7 @@ class ResNet(nn.Module):
   Stage ``i`` (from 0) has ``stage_sizes[i]`` blocks of ``width * 2**i`` planes, the first
   of stride 2 except in stage 0; F = ``width * 2**(len(stage_sizes) - 1) * expansion``.
   """
+
   num_bits: int
   stage_sizes: Sequence[int]
   block_cls: type = BasicBlock

@@ -65,8 +65,14 @@ def strided_patches(x: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
   out_h, out_w = -(-h // stride), -(-w // stride)
   x = jnp.pad(x, ((0, 0), _same_pads(h, size, stride), _same_pads(w, size, stride), (0, 0)))
   span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
-  return jnp.concatenate([x[:, i:i + span_h:stride, j:j + span_w:stride, :]
-                          for i in range(size) for j in range(size)], axis=-1)
+  return jnp.concatenate(
+    [
+      x[:, i : i + span_h : stride, j : j + span_w : stride, :]
+      for i in range(size)
+      for j in range(size)
+    ],
+    axis=-1,
+  )
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
@@ -91,9 +97,12 @@ def strided_conv(x: jax.Array, kernel: jax.Array, size: int = 3, stride: int = 2
   """
   _, h, w, c = x.shape
   return lax.conv_general_dilated(
-      x, kernel.reshape(size, size, c, kernel.shape[-1]), (stride, stride),
-      (_same_pads(h, size, stride), _same_pads(w, size, stride)),
-      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    x,
+    kernel.reshape(size, size, c, kernel.shape[-1]),
+    (stride, stride),
+    (_same_pads(h, size, stride), _same_pads(w, size, stride)),
+    dimension_numbers=("NHWC", "HWIO", "NHWC"),
+  )
 
 
 def _strided_conv_jvp(size, stride, primals, tangents):
@@ -119,14 +128,16 @@ class StridedConv(nn.Module):
   [9 C, O], lecun-normal; bias [O], zeros), and the same function of them; computed by
   ``strided_conv``, or by the patches' product when ``C = 1`` (module docstring).
   """
+
   features: int
   use_bias: bool = True
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
     channels = x.shape[-1]
-    kernel = self.param("kernel", nn.initializers.lecun_normal(),
-                        (9 * channels, self.features), jnp.float32)
+    kernel = self.param(
+      "kernel", nn.initializers.lecun_normal(), (9 * channels, self.features), jnp.float32
+    )
     y = strided_patches(x) @ kernel if channels == 1 else strided_conv(x, kernel)
     if self.use_bias:
       bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
@@ -144,6 +155,7 @@ class MLP(nn.Module):
 
   F is ``hidden[-1]`` (``d`` when ``hidden`` is empty).
   """
+
   num_bits: int
   hidden: Sequence[int] = (512,)
   batch_norm: bool = False
@@ -171,6 +183,7 @@ class SmallCNN(nn.Module):
   the CPU a training epoch ran about 4 times faster with im2col: inside XLA loops,
   convolution gradients were several times slower than the matrix products.
   """
+
   num_bits: int
   channels: Sequence[int] = (16, 32)
   dense: int = 128
@@ -184,8 +197,9 @@ class SmallCNN(nn.Module):
       if self.im2col:
         x = StridedConv(width, use_bias=use_bias, name=f"conv_{i}")(x)
       else:
-        x = nn.Conv(width, (3, 3), strides=(2, 2), padding="SAME", use_bias=use_bias,
-                    name=f"conv_{i}")(x)
+        x = nn.Conv(
+          width, (3, 3), strides=(2, 2), padding="SAME", use_bias=use_bias, name=f"conv_{i}"
+        )(x)
       x = _normalize_relu(x, self.batch_norm, train, f"bn_{i}")
     x = x.reshape(x.shape[0], -1)
     x = nn.Dense(self.dense, use_bias=use_bias, name="dense")(x)

@@ -33,8 +33,12 @@ from flax import traverse_util
 
 from jhash.models._resnet import ARCHS
 
-_BN_LEAVES = {"weight": ("params", "scale"), "bias": ("params", "bias"),
-              "running_mean": ("batch_stats", "mean"), "running_var": ("batch_stats", "var")}
+_BN_LEAVES = {
+  "weight": ("params", "scale"),
+  "bias": ("params", "bias"),
+  "running_mean": ("batch_stats", "mean"),
+  "running_var": ("batch_stats", "var"),
+}
 _HEAD = "projection"
 _SHOWN = 8  # names listed in an error
 
@@ -83,8 +87,9 @@ def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
     try:
       from safetensors.numpy import load_file
     except ImportError:
-      raise ImportError("reading .safetensors weights needs the safetensors package "
-                        "(pip install safetensors).") from None
+      raise ImportError(
+        "reading .safetensors weights needs the safetensors package (pip install safetensors)."
+      ) from None
     return dict(load_file(str(path)))
   if path.suffix in (".pth", ".pt"):
     return _read_torch(path)
@@ -95,12 +100,16 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
   try:
     import torch
   except ImportError:
-    raise ImportError(f"reading {path.name} needs torch (pip install torch); or convert it "
-                      "once to .safetensors, which needs only the safetensors package.") from None
+    raise ImportError(
+      f"reading {path.name} needs torch (pip install torch); or convert it "
+      "once to .safetensors, which needs only the safetensors package."
+    ) from None
   state = torch.load(path, map_location="cpu", weights_only=True)
   if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-    raise ValueError(f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
-                     f"net.state_dict()); got {type(state).__name__}.")
+    raise ValueError(
+      f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
+      f"net.state_dict()); got {type(state).__name__}."
+    )
   return {k: v.detach().float().numpy() for k, v in state.items()}
 
 
@@ -114,8 +123,10 @@ def _check_names(state: dict, names: list[str], arch: str, path: Any) -> None:
   missing = set(names) - set(state)
   extra = {k for k in state if not _ignored(k)} - set(names)
   if missing or extra:
-    raise ValueError(f"{path} is not a torchvision {arch} state dict: "
-                     f"missing keys [{_listed(missing)}]; unexpected keys [{_listed(extra)}].")
+    raise ValueError(
+      f"{path} is not a torchvision {arch} state dict: "
+      f"missing keys [{_listed(missing)}]; unexpected keys [{_listed(extra)}]."
+    )
 
 
 def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
@@ -124,8 +135,10 @@ def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
   unfilled = backbone - set(wanted)
   if absent or unfilled:
     absent, unfilled = (_listed("/".join(k) for k in keys) for keys in (absent, unfilled))
-    raise ValueError(f"variables are not those of a Flax {arch}: it has no [{absent}] and "
-                     f"{arch} weights would not fill [{unfilled}].")
+    raise ValueError(
+      f"variables are not those of a Flax {arch}: it has no [{absent}] and "
+      f"{arch} weights would not fill [{unfilled}]."
+    )
 
 
 def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarray:
@@ -134,15 +147,21 @@ def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarra
   if value.ndim == 4:
     value = np.transpose(value, (2, 3, 1, 0))
   if value.shape != tuple(target.shape):
-    hint = (" (ImageNet weights have a 7 x 7 conv1: build the ResNet with "
-            "stem='imagenet')" if name == "conv1.weight" else "")
-    raise ValueError(f"{name} in {path} has shape {value.shape} in Flax layout; the model's "
-                     f"variable has shape {tuple(target.shape)}{hint}.")
+    hint = (
+      " (ImageNet weights have a 7 x 7 conv1: build the ResNet with stem='imagenet')"
+      if name == "conv1.weight"
+      else ""
+    )
+    raise ValueError(
+      f"{name} in {path} has shape {value.shape} in Flax layout; the model's "
+      f"variable has shape {tuple(target.shape)}{hint}."
+    )
   return jnp.asarray(value)
 
 
-def load_torchvision_resnet(path: str | pathlib.Path, variables: dict,
-                            arch: str = "resnet18") -> dict:
+def load_torchvision_resnet(
+  path: str | pathlib.Path, variables: dict, arch: str = "resnet18"
+) -> dict:
   """Fill a Flax ResNet's backbone with torchvision weights; keep its hash head.
 
   Args:

@@ -43,16 +43,16 @@ import jax.numpy as jnp
 
 SOURCE = pathlib.Path(__file__).with_name("kernels.cc")
 TARGETS = {
-    "jhash_hamming_topk": "JhashHammingTopk",
-    "jhash_tie_groups": "JhashTieGroups",
-    "jhash_index_ap": "JhashIndexAp",
-    "jhash_bucket_search": "JhashBucketSearch",
-    "jhash_lookup": "JhashLookup",
-    "jhash_grade_groups": "JhashGradeGroups",
-    "jhash_weighted_topk": "JhashWeightedTopk",
-    "jhash_weighted_ap": "JhashWeightedAp",
-    "jhash_weighted_ranked": "JhashWeightedRanked",
-    "jhash_index_dcg": "JhashIndexDcg",
+  "jhash_hamming_topk": "JhashHammingTopk",
+  "jhash_tie_groups": "JhashTieGroups",
+  "jhash_index_ap": "JhashIndexAp",
+  "jhash_bucket_search": "JhashBucketSearch",
+  "jhash_lookup": "JhashLookup",
+  "jhash_grade_groups": "JhashGradeGroups",
+  "jhash_weighted_topk": "JhashWeightedTopk",
+  "jhash_weighted_ap": "JhashWeightedAp",
+  "jhash_weighted_ranked": "JhashWeightedRanked",
+  "jhash_index_dcg": "JhashIndexDcg",
 }
 
 
@@ -74,8 +74,9 @@ def _cpu_id() -> str:
 
 
 def _compiler() -> str | None:
-  return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which(
-      "clang++")
+  return (
+    os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+  )
 
 
 def _flags() -> list[str]:
@@ -88,9 +89,15 @@ def _flags() -> list[str]:
 def library_path() -> pathlib.Path:
   """Where the compiled library for this source, jaxlib and CPU lives (built or not)."""
   import jaxlib
+
   digest = hashlib.sha256()
-  for part in (SOURCE.read_bytes(), " ".join(_flags()).encode(), jaxlib.__version__.encode(),
-               _cpu_id().encode(), sys.platform.encode()):
+  for part in (
+    SOURCE.read_bytes(),
+    " ".join(_flags()).encode(),
+    jaxlib.__version__.encode(),
+    _cpu_id().encode(),
+    sys.platform.encode(),
+  ):
     digest.update(part)
   return _cache_dir() / f"jhash_kernels_{digest.hexdigest()[:16]}.so"
 
@@ -131,9 +138,12 @@ def _load() -> bool:
     for name, symbol in TARGETS.items():
       jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
   except Exception as err:  # noqa: BLE001 - any failure means: use the array code
-    warnings.warn(f"jhash: native CPU kernels unavailable ({err}); using the array code "
-                  "(same results, slower on the CPU). Set JHASH_NATIVE=0 to silence this.",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+      f"jhash: native CPU kernels unavailable ({err}); using the array code "
+      "(same results, slower on the CPU). Set JHASH_NATIVE=0 to silence this.",
+      RuntimeWarning,
+      stacklevel=3,
+    )
     return False
   return True
 

@@ -62,8 +62,8 @@ import jax.numpy as jnp
 from jax import lax
 
 
-SUB_BLOCK = 32        # items per sub-block (one minimum each)
-SUPER_BLOCK = 8       # sub-blocks per super-block (the unit of the first selection)
+SUB_BLOCK = 32  # items per sub-block (one minimum each)
+SUPER_BLOCK = 8  # sub-blocks per super-block (the unit of the first selection)
 MERGE_MINIMA = 32768  # sub-block minima per merge (bounds memory per query chunk)
 DEFAULT_QUERY_CHUNK = 64
 DEFAULT_DB_BLOCK = 16384
@@ -71,13 +71,14 @@ DEFAULT_DB_BLOCK = 16384
 
 class _Plan(NamedTuple):
   """Static sizes of one search (Python ints)."""
-  groups: int        # merges of the kept super-blocks with a group of blocks
-  per_group: int     # blocks per group
-  block: int         # items per block (whole super-blocks)
-  group_subs: int    # sub-blocks per group (a multiple of SUPER_BLOCK)
-  padded: int        # rows after padding: groups * per_group * block
-  keep_supers: int   # super-blocks kept: min(k, super-blocks holding a real row)
-  keep_subs: int     # sub-blocks kept: min(k, sub-blocks holding a real row)
+
+  groups: int  # merges of the kept super-blocks with a group of blocks
+  per_group: int  # blocks per group
+  block: int  # items per block (whole super-blocks)
+  group_subs: int  # sub-blocks per group (a multiple of SUPER_BLOCK)
+  padded: int  # rows after padding: groups * per_group * block
+  keep_supers: int  # super-blocks kept: min(k, super-blocks holding a real row)
+  keep_subs: int  # sub-blocks kept: min(k, sub-blocks holding a real row)
 
 
 def _plan(n: int, k: int, db_block: int) -> _Plan:
@@ -95,8 +96,15 @@ def _plan(n: int, k: int, db_block: int) -> _Plan:
     if best is None or (rows, abs(total - target)) < best[0]:
       best = ((rows, abs(total - target)), groups, per_group, supers)
   (rows, _), groups, per_group, supers = best
-  return _Plan(groups, per_group, supers * unit, per_group * supers * SUPER_BLOCK, rows,
-               min(k, num_supers), min(k, -(-n // SUB_BLOCK)))
+  return _Plan(
+    groups,
+    per_group,
+    supers * unit,
+    per_group * supers * SUPER_BLOCK,
+    rows,
+    min(k, num_supers),
+    min(k, -(-n // SUB_BLOCK)),
+  )
 
 
 def neg_key(d: jax.Array) -> jax.Array:
@@ -138,13 +146,14 @@ def _take_rows(a: jax.Array, pos: jax.Array) -> jax.Array:
 
 class _Search(NamedTuple):
   """What one search needs inside a query chunk (closed over by ``select``)."""
+
   plan: _Plan
-  blocks: Any           # laid-out database: leaves [groups, per_group, ...]
-  sub_tree: Any         # padded database by sub-block: leaves [padded / 32, 32, ...]
+  blocks: Any  # laid-out database: leaves [groups, per_group, ...]
+  sub_tree: Any  # padded database by sub-block: leaves [padded / 32, 32, ...]
   block_minima: Callable
   candidate_distances: Callable
-  sentinel: jax.Array   # a distance above every real one
-  num_valid: Any        # int or traced int32: rows past it are padding
+  sentinel: jax.Array  # a distance above every real one
+  num_valid: Any  # int or traced int32: rows past it are padding
 
 
 def _keep_super_blocks(sr: _Search, qc: jax.Array):
@@ -176,15 +185,20 @@ def _keep_super_blocks(sr: _Search, qc: jax.Array):
     top, pos = lax.top_k(jnp.concatenate([best_key, jnp.max(subkeys, axis=2)], axis=1), g1)
     old, old_pos, new_pos = pos < g1, jnp.minimum(pos, g1 - 1), jnp.maximum(pos - g1, 0)
     first = jnp.where(old, _take_rows(best_first, old_pos), first_sub + sup * new_pos)
-    chosen = jnp.where(old[:, :, None], _take_rows(best_subkeys, old_pos),
-                       _take_rows(subkeys, new_pos))
+    chosen = jnp.where(
+      old[:, :, None], _take_rows(best_subkeys, old_pos), _take_rows(subkeys, new_pos)
+    )
     return (top, first, chosen), None
 
   total_subs = plan.padded // SUB_BLOCK  # "no super-block yet": an id past the end
-  init = (jnp.full((c, g1), far, jnp.float32), jnp.full((c, g1), total_subs, jnp.int32),
-          jnp.full((c, g1, sup), far, jnp.float32))
+  init = (
+    jnp.full((c, g1), far, jnp.float32),
+    jnp.full((c, g1), total_subs, jnp.int32),
+    jnp.full((c, g1, sup), far, jnp.float32),
+  )
   (_, first, subkeys), _ = lax.scan(
-      merge_group, init, (jnp.arange(plan.groups, dtype=jnp.int32), sr.blocks))
+    merge_group, init, (jnp.arange(plan.groups, dtype=jnp.int32), sr.blocks)
+  )
   return first, subkeys
 
 
@@ -214,9 +228,19 @@ def _best_items(sr: _Search, qc: jax.Array, kept: jax.Array, k: int):
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(items, pos, axis=1)
 
 
-def select(queries, db, k: int, *, layout: Callable, block_minima: Callable,
-            candidate_distances: Callable, sentinel, num_valid=None,
-            query_chunk: int = DEFAULT_QUERY_CHUNK, db_block: int = DEFAULT_DB_BLOCK):
+def select(
+  queries,
+  db,
+  k: int,
+  *,
+  layout: Callable,
+  block_minima: Callable,
+  candidate_distances: Callable,
+  sentinel,
+  num_valid=None,
+  query_chunk: int = DEFAULT_QUERY_CHUNK,
+  db_block: int = DEFAULT_DB_BLOCK,
+):
   """Exact top-k by block minima, shared by the plain, weighted and multi-code searches.
 
   Args:
@@ -241,10 +265,18 @@ def select(queries, db, k: int, *, layout: Callable, block_minima: Callable,
   padded = jax.tree.map(lambda a: pad_rows(a, plan.padded), db)
   blocks = layout(padded, plan.groups * plan.per_group, plan.block)
   blocks = jax.tree.map(lambda a: a.reshape(plan.groups, plan.per_group, *a.shape[1:]), blocks)
-  sub_tree = jax.tree.map(lambda a: a.reshape(plan.padded // SUB_BLOCK, SUB_BLOCK, *a.shape[1:]),
-                          padded)
-  sr = _Search(plan, blocks, sub_tree, block_minima, candidate_distances, jnp.asarray(sentinel),
-               n if num_valid is None else num_valid)
+  sub_tree = jax.tree.map(
+    lambda a: a.reshape(plan.padded // SUB_BLOCK, SUB_BLOCK, *a.shape[1:]), padded
+  )
+  sr = _Search(
+    plan,
+    blocks,
+    sub_tree,
+    block_minima,
+    candidate_distances,
+    jnp.asarray(sentinel),
+    n if num_valid is None else num_valid,
+  )
 
   def one_chunk(qc):
     first, subkeys = _keep_super_blocks(sr, qc)

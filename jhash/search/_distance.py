@@ -48,8 +48,9 @@ def default_method() -> str:
   return "matmul" if jax.default_backend() == "tpu" else "xor"
 
 
-def pairwise_hamming(query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None,
-                     method: str = "auto") -> jax.Array:
+def pairwise_hamming(
+  query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None, method: str = "auto"
+) -> jax.Array:
   """All-pairs Hamming distances without input checks (for use inside jit).
 
   Args:
@@ -77,8 +78,10 @@ def check_num_bits(num_bits, words: int) -> int | None:
     return None
   num_bits = _checks.positive_int(num_bits, "num_bits")
   if codes_lib.num_words(num_bits) != words:
-    raise ValueError(f"num_bits={num_bits} needs {codes_lib.num_words(num_bits)} words per code, "
-                     f"but the packed codes have {words}.")
+    raise ValueError(
+      f"num_bits={num_bits} needs {codes_lib.num_words(num_bits)} words per code, "
+      f"but the packed codes have {words}."
+    )
   return num_bits
 
 
@@ -93,9 +96,10 @@ def check_pair(query_packed, db_packed, num_bits=None) -> int | None:
   codes_lib.check_packed(db_packed, "db_packed")
   if query_packed.shape[1] != db_packed.shape[1]:
     raise ValueError(
-        "query_packed and db_packed must have the same number of words per code; got "
-        f"{query_packed.shape[1]} (shape {tuple(query_packed.shape)}) and "
-        f"{db_packed.shape[1]} (shape {tuple(db_packed.shape)}).")
+      "query_packed and db_packed must have the same number of words per code; got "
+      f"{query_packed.shape[1]} (shape {tuple(query_packed.shape)}) and "
+      f"{db_packed.shape[1]} (shape {tuple(db_packed.shape)})."
+    )
   num_bits = check_num_bits(num_bits, db_packed.shape[1])
   if num_bits is not None:
     codes_lib.check_padding(query_packed, num_bits, "query_packed")
@@ -103,8 +107,9 @@ def check_pair(query_packed, db_packed, num_bits=None) -> int | None:
   return num_bits
 
 
-def hamming_distance(query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None,
-                     method: str = "auto") -> jax.Array:
+def hamming_distance(
+  query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None, method: str = "auto"
+) -> jax.Array:
   """Hamming distances between packed query and database codes.
 
   ``d(q, b) = popcount(q XOR b)``, equal to ``(K - <q, b>) / 2`` for codes in {-1,+1}.
@@ -160,12 +165,15 @@ def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
   _, exponent = jnp.frexp(jnp.sum(jnp.ldexp(jnp.abs(w), -top)))
   exponent = exponent + top
   # Scaled by ldexp, not divided by the unit: the unit of tiny weights may underflow.
-  return (jnp.round(jnp.ldexp(w, UNIT_BITS - exponent)),
-          jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS))
+  return (
+    jnp.round(jnp.ldexp(w, UNIT_BITS - exponent)),
+    jnp.ldexp(jnp.float32(1), exponent - UNIT_BITS),
+  )
 
 
-def weighted_units_distance(query_codes: jax.Array, db_codes: jax.Array,
-                            units: jax.Array) -> jax.Array:
+def weighted_units_distance(
+  query_codes: jax.Array, db_codes: jax.Array, units: jax.Array
+) -> jax.Array:
   """Weighted Hamming distances in weight units, exact: float32 [q, n], integer-valued.
 
   Args:
@@ -179,8 +187,9 @@ def weighted_units_distance(query_codes: jax.Array, db_codes: jax.Array,
   return 0.5 * (jnp.sum(units) - dots)
 
 
-def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
-                              weights: jax.Array) -> jax.Array:
+def weighted_hamming_distance(
+  query_codes: jax.Array, db_codes: jax.Array, weights: jax.Array
+) -> jax.Array:
   """Weighted Hamming distance ``sum_k w_k [q_k != b_k]`` (HBMP's retrieval).
 
   Summed exactly over the weights rounded to ``weight_units`` (error at most
@@ -199,9 +208,13 @@ def weighted_hamming_distance(query_codes: jax.Array, db_codes: jax.Array,
   return weighted_units_distance(query_codes, db_codes, units) * unit
 
 
-def multi_code_hamming(query_packed: jax.Array, db_packed: jax.Array,
-                       db_mask: jax.Array, num_bits: int | None = None,
-                       method: str = "auto") -> jax.Array:
+def multi_code_hamming(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  db_mask: jax.Array,
+  num_bits: int | None = None,
+  method: str = "auto",
+) -> jax.Array:
   """Distance to items holding several codes: the minimum over each item's valid codes.
 
   Args:

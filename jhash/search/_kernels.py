@@ -69,7 +69,7 @@ def _swar_popcount_sum(words) -> jax.Array:
   u = jnp.uint32
   result = None
   for start in range(0, len(words), 7):
-    chunk, fields, acc = words[start:start + 7], [], None
+    chunk, fields, acc = words[start : start + 7], [], None
     for i, x in enumerate(chunk):
       x = x - ((x >> 1) & u(0x55555555))
       x = (x & u(0x33333333)) + ((x >> 2) & u(0x33333333))
@@ -131,7 +131,11 @@ def _unpack_signs(packed: jax.Array) -> jax.Array:
 def matmul_block_minima(qc, blk):
   # d = (32 W - <q, b>) / 2 over all 32 W bit positions; padding bits are equal (0)
   # in both codes, so they add nothing. Exact in float32 (integers below 2**24).
-  dots = lax.dot_general(_unpack_signs(qc), _unpack_signs(blk), (((1,), (1,)), ((), ())),
-                         preferred_element_type=jnp.float32)
+  dots = lax.dot_general(
+    _unpack_signs(qc),
+    _unpack_signs(blk),
+    (((1,), (1,)), ((), ())),
+    preferred_element_type=jnp.float32,
+  )
   d = ((codes_lib.WORD_BITS * qc.shape[1] - dots) * 0.5).astype(jnp.int32)
   return jnp.min(d.reshape(qc.shape[0], -1, SUB_BLOCK), axis=-1)

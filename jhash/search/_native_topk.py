@@ -16,8 +16,9 @@ import numpy as np
 from jhash import native
 
 
-def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
-         num_valid=None, db_mask=None) -> tuple[jax.Array, jax.Array]:
+def topk(
+  query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int, num_valid=None, db_mask=None
+) -> tuple[jax.Array, jax.Array]:
   """Distances int32 [q, k] and indices int32 [q, k] by the native kernel (CPU only).
 
   ``db_packed`` is uint32 [n, W], or [n, m, W] with ``db_mask`` bool [n, m] (an
@@ -29,11 +30,19 @@ def topk(query_packed: jax.Array, db_packed: jax.Array, k: int, num_bits: int,
   valid = jnp.asarray(n if num_valid is None else num_valid, jnp.int32)
   out = (jax.ShapeDtypeStruct((q, k), jnp.int32),) * 2
   call = jax.ffi.ffi_call("jhash_hamming_topk", out, vmap_method="sequential")
-  return call(query_packed, db_packed, native.held_codes(db_mask), valid, k=np.int64(k), num_bits=np.int64(num_bits))
+  return call(
+    query_packed,
+    db_packed,
+    native.held_codes(db_mask),
+    valid,
+    k=np.int64(k),
+    num_bits=np.int64(num_bits),
+  )
 
 
-def weighted_topk(query_packed: jax.Array, db_packed: jax.Array, units: jax.Array,
-                  k: int) -> tuple[jax.Array, jax.Array]:
+def weighted_topk(
+  query_packed: jax.Array, db_packed: jax.Array, units: jax.Array, k: int
+) -> tuple[jax.Array, jax.Array]:
   """Weighted distances in weight units int32 [q, k] and indices int32 [q, k], sorted by
   (distance, index), by the native kernel (CPU only); ``units`` int32 [K] as
   ``_distance.weight_units`` gives them."""

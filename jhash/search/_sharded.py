@@ -41,11 +41,16 @@ def default_mesh(axis_name: str = "db") -> Mesh:
   return Mesh(np.asarray(jax.devices()), (axis_name,))
 
 
-def sharded_hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
-                                   mesh: Mesh, num_bits: int | None = None,
-                                   query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                                   db_block: int = _blockmin.DEFAULT_DB_BLOCK,
-                                   method: str = "auto") -> tuple[jax.Array, jax.Array]:
+def sharded_hamming_topk_unchecked(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  k: int,
+  mesh: Mesh,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+  method: str = "auto",
+) -> tuple[jax.Array, jax.Array]:
   """``sharded_hamming_topk`` without input checks (for use inside jit; sizes static)."""
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
@@ -57,30 +62,42 @@ def sharded_hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array
   def per_shard(queries, db_local):
     offset = lax.axis_index(axis) * rows
     num_valid = jnp.clip(n - offset, 0, rows)
-    d, idx = _topk.hamming_topk_unchecked(queries, db_local, local_k, num_bits, query_chunk,
-                                          db_block, method, num_valid=num_valid)
+    d, idx = _topk.hamming_topk_unchecked(
+      queries, db_local, local_k, num_bits, query_chunk, db_block, method, num_valid=num_valid
+    )
     return d, idx + offset
 
   # check_vma=False: the per-shard search starts its scan carries from constants
   # (device-invariant values) that become device-varying; the search is purely local.
-  d, idx = jax.shard_map(per_shard, mesh=mesh, in_specs=(P(), P(axis, None)),
-                         out_specs=(P(None, axis), P(None, axis)),
-                         check_vma=False)(query_packed, db)
+  d, idx = jax.shard_map(
+    per_shard,
+    mesh=mesh,
+    in_specs=(P(), P(axis, None)),
+    out_specs=(P(None, axis), P(None, axis)),
+    check_vma=False,
+  )(query_packed, db)
   # [q, shards * local_k], shard after shard: a stable selection keeps index order on ties.
   _, pos = lax.top_k(_blockmin.neg_key(d), k)
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)
 
 
 _sharded_jit = jax.jit(
-    sharded_hamming_topk_unchecked,
-    static_argnames=("k", "mesh", "num_bits", "query_chunk", "db_block", "method"))
+  sharded_hamming_topk_unchecked,
+  static_argnames=("k", "mesh", "num_bits", "query_chunk", "db_block", "method"),
+)
 
 
-def sharded_hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
-                         mesh: Mesh | None = None, num_bits: int | None = None,
-                         query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                         db_block: int = _blockmin.DEFAULT_DB_BLOCK,
-                         method: str = "auto") -> tuple[jax.Array, jax.Array]:
+def sharded_hamming_topk(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  k: int,
+  *,
+  mesh: Mesh | None = None,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+  method: str = "auto",
+) -> tuple[jax.Array, jax.Array]:
   """``hamming_topk`` with the database sharded along a 1-D device mesh.
 
   Results are identical to ``hamming_topk`` (same distances, same indices, same
@@ -103,6 +120,13 @@ def sharded_hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, 
     mesh = default_mesh()
   if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
     raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh; got {mesh!r}.")
-  return _sharded_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), k=k, mesh=mesh,
-                      num_bits=num_bits, query_chunk=int(query_chunk), db_block=int(db_block),
-                      method=method)
+  return _sharded_jit(
+    jnp.asarray(query_packed),
+    jnp.asarray(db_packed),
+    k=k,
+    mesh=mesh,
+    num_bits=num_bits,
+    query_chunk=int(query_chunk),
+    db_block=int(db_block),
+    method=method,
+  )

@@ -22,11 +22,17 @@ from jhash.search import _kernels
 from jhash.search import _native_topk
 from jhash import native
 
-def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int,
-                           num_bits: int | None = None,
-                           query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                           db_block: int = _blockmin.DEFAULT_DB_BLOCK, method: str = "auto",
-                           num_valid=None) -> tuple[jax.Array, jax.Array]:
+
+def hamming_topk_unchecked(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  k: int,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+  method: str = "auto",
+  num_valid=None,
+) -> tuple[jax.Array, jax.Array]:
   """``hamming_topk`` without input checks, to compose inside jit (all sizes static).
 
   ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as
@@ -35,11 +41,15 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
   if method == "auto" and query_packed.shape[0] and native.enabled():
+
     def by_kernel(qp, dp, valid):
       return _native_topk.topk(qp, dp, k, num_bits, valid)
+
     def array_code(qp, dp, valid):
-      return hamming_topk_unchecked(qp, dp, k, num_bits, query_chunk, db_block,
-                                    _distance.default_method(), valid)
+      return hamming_topk_unchecked(
+        qp, dp, k, num_bits, query_chunk, db_block, _distance.default_method(), valid
+      )
+
     valid = jnp.asarray(db_packed.shape[0] if num_valid is None else num_valid, jnp.int32)
     return native.on_cpu(by_kernel, array_code, query_packed, db_packed, valid)
   if method == "auto":
@@ -55,9 +65,18 @@ def hamming_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, k: int
     layout, minima = _kernels.matmul_layout, _kernels.matmul_block_minima
   else:
     raise ValueError(f"method must be 'auto', 'native', 'xor' or 'matmul'; got {method!r}.")
-  return _blockmin.select(query_packed, db_packed, k, layout=layout, block_minima=minima,
-                 candidate_distances=_kernels.xor_candidates, sentinel=np.int32(num_bits + 1),
-                 num_valid=num_valid, query_chunk=query_chunk, db_block=db_block)
+  return _blockmin.select(
+    query_packed,
+    db_packed,
+    k,
+    layout=layout,
+    block_minima=minima,
+    candidate_distances=_kernels.xor_candidates,
+    sentinel=np.int32(num_bits + 1),
+    num_valid=num_valid,
+    query_chunk=query_chunk,
+    db_block=db_block,
+  )
 
 
 _STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")
@@ -78,15 +97,23 @@ def check_method(method) -> str:
   if method not in ("auto", "native", "xor", "matmul"):
     raise ValueError(f"method must be 'auto', 'native', 'xor' or 'matmul'; got {method!r}.")
   if method == "native" and not native.enabled():
-    raise ValueError("method='native' needs jhash's native CPU kernels, which are not built "
-                     "here (see jhash.native; JHASH_NATIVE=0 turns them off).")
+    raise ValueError(
+      "method='native' needs jhash's native CPU kernels, which are not built "
+      "here (see jhash.native; JHASH_NATIVE=0 turns them off)."
+    )
   return method
 
 
-def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
-                 num_bits: int | None = None, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                 db_block: int = _blockmin.DEFAULT_DB_BLOCK,
-                 method: str = "auto") -> tuple[jax.Array, jax.Array]:
+def hamming_topk(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  k: int,
+  *,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+  method: str = "auto",
+) -> tuple[jax.Array, jax.Array]:
   """Exact k nearest database codes of each query by Hamming distance.
 
   Sorted by ``(distance, database index)``: ties always go to the smaller index.
@@ -100,8 +127,8 @@ def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
     num_bits: code length K (defaults to 32 W; bounds the distances). When given,
       bits past it must be zero in concrete codes (checked: they would count in
       every distance).
-    query_chunk: queries processed together (64 measured best, within 10%,
-      of 16-64 at 32, 64 and 128 bits).
+    query_chunk: queries processed together (``benchmarks/bench_topk.py`` compares
+      values).
     db_block: database items per block of the fused pass; blocks are whole
       256-item super-blocks, sized near this value with the least padding.
     method: "auto" (on the CPU, the native kernel of ``jhash.native`` when it is
@@ -129,31 +156,44 @@ def hamming_topk(query_packed: jax.Array, db_packed: jax.Array, k: int, *,
   """
   num_bits = _distance.check_pair(query_packed, db_packed, num_bits)
   k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
-  return _hamming_topk_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), k=k,
-                           num_bits=num_bits, query_chunk=int(query_chunk),
-                           db_block=int(db_block), method=check_method(method))
+  return _hamming_topk_jit(
+    jnp.asarray(query_packed),
+    jnp.asarray(db_packed),
+    k=k,
+    num_bits=num_bits,
+    query_chunk=int(query_chunk),
+    db_block=int(db_block),
+    method=check_method(method),
+  )
 
 
 # ----------------------------------------------------------------------------------------------
 # Weighted Hamming distance.
 
-def weighted_hamming_topk_unchecked(query_codes: jax.Array, db_codes: jax.Array,
-                                    weights: jax.Array, k: int,
-                                    query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                                    db_block: int = _blockmin.DEFAULT_DB_BLOCK):
+
+def weighted_hamming_topk_unchecked(
+  query_codes: jax.Array,
+  db_codes: jax.Array,
+  weights: jax.Array,
+  k: int,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+):
   """``weighted_hamming_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
   units, unit = _distance.weight_units(weights)
+
   def kernel(qc, dc, units):
     d, i = _native_topk.weighted_topk(codes_lib.pack_bits(qc), codes_lib.pack_bits(dc), units, k)
     return d.astype(jnp.float32), i
+
   def array_code(qc, dc, units):
     return _weighted_topk_array(qc, dc, units, k, query_chunk, db_block)
+
   if jnp.shape(query_codes)[0] == 0:
     d, i = array_code(query_codes, db_codes, units)
   else:
-    d, i = native.on_cpu(kernel, array_code, jnp.asarray(query_codes), jnp.asarray(db_codes),
-                         units)
+    d, i = native.on_cpu(kernel, array_code, jnp.asarray(query_codes), jnp.asarray(db_codes), units)
   return d * unit, i
 
 
@@ -174,18 +214,33 @@ def _weighted_topk_array(query_codes, db_codes, units, k, query_chunk, db_block)
   def candidates(qc, cand):
     return 0.5 * (total - jnp.einsum("qk,qgsk->qgs", qc, cand.astype(jnp.float32), precision=hi))
 
-  return _blockmin.select(qw, jnp.asarray(db_codes), k, layout=layout, block_minima=block_minima,
-                          candidate_distances=candidates, sentinel=np.float32(np.inf),
-                          query_chunk=query_chunk, db_block=db_block)
+  return _blockmin.select(
+    qw,
+    jnp.asarray(db_codes),
+    k,
+    layout=layout,
+    block_minima=block_minima,
+    candidate_distances=candidates,
+    sentinel=np.float32(np.inf),
+    query_chunk=query_chunk,
+    db_block=db_block,
+  )
 
 
-_weighted_jit = jax.jit(weighted_hamming_topk_unchecked,
-                        static_argnames=("k", "query_chunk", "db_block"))
+_weighted_jit = jax.jit(
+  weighted_hamming_topk_unchecked, static_argnames=("k", "query_chunk", "db_block")
+)
 
 
-def weighted_hamming_topk(query_codes: jax.Array, db_codes: jax.Array, weights: jax.Array,
-                          k: int, *, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                          db_block: int = _blockmin.DEFAULT_DB_BLOCK) -> tuple[jax.Array, jax.Array]:
+def weighted_hamming_topk(
+  query_codes: jax.Array,
+  db_codes: jax.Array,
+  weights: jax.Array,
+  k: int,
+  *,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+) -> tuple[jax.Array, jax.Array]:
   """Exact k smallest weighted Hamming distances ``sum_k w_k [q_k != b_k]``.
 
   The distance is ``weighted_hamming_distance``'s: an exact sum of the weights rounded
@@ -206,29 +261,46 @@ def weighted_hamming_topk(query_codes: jax.Array, db_codes: jax.Array, weights: 
   _checks.signed_codes(db_codes, "db_codes", num_bits=np.shape(query_codes)[1])
   _checks.rank(weights, 1, "weights", "with shape [num_bits]")
   if np.shape(weights)[0] != np.shape(query_codes)[1]:
-    raise ValueError(f"weights must have one entry per bit ({np.shape(query_codes)[1]}); "
-                     f"got shape {tuple(np.shape(weights))}.")
+    raise ValueError(
+      f"weights must have one entry per bit ({np.shape(query_codes)[1]}); "
+      f"got shape {tuple(np.shape(weights))}."
+    )
   _checks.finite(weights, "weights")
   k = check_topk_args(k, np.shape(db_codes)[0], query_chunk, db_block, "db_codes")
-  return _weighted_jit(jnp.asarray(query_codes), jnp.asarray(db_codes), jnp.asarray(weights),
-                       k=k, query_chunk=int(query_chunk), db_block=int(db_block))
+  return _weighted_jit(
+    jnp.asarray(query_codes),
+    jnp.asarray(db_codes),
+    jnp.asarray(weights),
+    k=k,
+    query_chunk=int(query_chunk),
+    db_block=int(db_block),
+  )
 
 
 # ----------------------------------------------------------------------------------------------
 # Items holding several codes.
 
-def multi_code_topk_unchecked(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.Array,
-                              k: int, num_bits: int | None = None,
-                              query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                              db_block: int = _blockmin.DEFAULT_DB_BLOCK):
+
+def multi_code_topk_unchecked(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  db_mask: jax.Array,
+  k: int,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+):
   """``multi_code_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
+
   def kernel(qp, dp, mask):
     return _native_topk.topk(qp, dp, k, num_bits, db_mask=mask)
+
   def array_code(qp, dp, mask):
     return _multi_code_topk_array(qp, dp, mask, k, num_bits, query_chunk, db_block)
+
   return native.on_cpu(kernel, array_code, query_packed, db_packed, db_mask)
 
 
@@ -271,18 +343,34 @@ def _multi_code_topk_array(query_packed, db_packed, db_mask, k, num_bits, query_
     x = lax.population_count(qc[:, None, None, None, :] ^ codes).astype(jnp.int32)
     return jnp.min(jnp.where(mask, jnp.sum(x, axis=-1), far), axis=-1)
 
-  return _blockmin.select(query_packed, (db_packed, db_mask), k, layout=layout,
-                 block_minima=block_minima, candidate_distances=candidates,
-                 sentinel=np.int32(num_bits + 1), query_chunk=query_chunk, db_block=db_block)
+  return _blockmin.select(
+    query_packed,
+    (db_packed, db_mask),
+    k,
+    layout=layout,
+    block_minima=block_minima,
+    candidate_distances=candidates,
+    sentinel=np.int32(num_bits + 1),
+    query_chunk=query_chunk,
+    db_block=db_block,
+  )
 
 
-_multi_jit = jax.jit(multi_code_topk_unchecked,
-                     static_argnames=("k", "num_bits", "query_chunk", "db_block"))
+_multi_jit = jax.jit(
+  multi_code_topk_unchecked, static_argnames=("k", "num_bits", "query_chunk", "db_block")
+)
 
 
-def multi_code_topk(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.Array, k: int, *,
-                    num_bits: int | None = None, query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
-                    db_block: int = _blockmin.DEFAULT_DB_BLOCK) -> tuple[jax.Array, jax.Array]:
+def multi_code_topk(
+  query_packed: jax.Array,
+  db_packed: jax.Array,
+  db_mask: jax.Array,
+  k: int,
+  *,
+  num_bits: int | None = None,
+  query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
+  db_block: int = _blockmin.DEFAULT_DB_BLOCK,
+) -> tuple[jax.Array, jax.Array]:
   """Exact k nearest items when each item holds up to m codes.
 
   The distance of an item is the minimum Hamming distance over its valid codes
@@ -302,27 +390,41 @@ def multi_code_topk(query_packed: jax.Array, db_packed: jax.Array, db_mask: jax.
   codes_lib.check_packed(query_packed, "query_packed")
   _checks.rank(db_packed, 3, "db_packed", "with shape [n, codes_per_item, words]")
   if np.dtype(db_packed.dtype) != np.uint32:
-    raise ValueError("db_packed must be packed codes of dtype uint32; "
-                     f"got dtype {db_packed.dtype}.")
+    raise ValueError(
+      f"db_packed must be packed codes of dtype uint32; got dtype {db_packed.dtype}."
+    )
   if db_packed.shape[2] != query_packed.shape[1]:
-    raise ValueError("query_packed and db_packed must have the same number of words per code; "
-                     f"got {query_packed.shape[1]} and {db_packed.shape[2]} "
-                     f"(db_packed shape {tuple(db_packed.shape)}).")
+    raise ValueError(
+      "query_packed and db_packed must have the same number of words per code; "
+      f"got {query_packed.shape[1]} and {db_packed.shape[2]} "
+      f"(db_packed shape {tuple(db_packed.shape)})."
+    )
   _checks.rank(db_mask, 2, "db_mask", "with shape [n, codes_per_item]")
   if tuple(db_mask.shape) != tuple(db_packed.shape[:2]):
-    raise ValueError(f"db_mask must have shape {tuple(db_packed.shape[:2])} (db_packed's [n, m]); "
-                     f"got {tuple(db_mask.shape)}.")
+    raise ValueError(
+      f"db_mask must have shape {tuple(db_packed.shape[:2])} (db_packed's [n, m]); "
+      f"got {tuple(db_mask.shape)}."
+    )
   if np.dtype(db_mask.dtype) != np.bool_:
     raise ValueError(f"db_mask must be boolean; got dtype {db_mask.dtype}.")
   if _checks.is_concrete(db_mask):
     empty = ~np.asarray(db_mask).any(axis=1)
     if empty.any():
-      raise ValueError(f"db_mask must mark at least one valid code per item; {int(empty.sum())} "
-                       f"items have none (first: item {int(np.argmax(empty))}).")
+      raise ValueError(
+        f"db_mask must mark at least one valid code per item; {int(empty.sum())} "
+        f"items have none (first: item {int(np.argmax(empty))})."
+      )
   k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
   num_bits = _distance.check_num_bits(num_bits, db_packed.shape[2])
   if num_bits is not None:
     codes_lib.check_padding(query_packed, num_bits, "query_packed")
     codes_lib.check_padding(db_packed, num_bits, "db_packed")
-  return _multi_jit(jnp.asarray(query_packed), jnp.asarray(db_packed), jnp.asarray(db_mask),
-                    k=k, num_bits=num_bits, query_chunk=int(query_chunk), db_block=int(db_block))
+  return _multi_jit(
+    jnp.asarray(query_packed),
+    jnp.asarray(db_packed),
+    jnp.asarray(db_mask),
+    k=k,
+    num_bits=num_bits,
+    query_chunk=int(query_chunk),
+    db_block=int(db_block),
+  )

@@ -31,8 +31,9 @@ import jax
 import jax.numpy as jnp
 
 
-def active_set(ab: jax.Array, z: jax.Array, b: jax.Array, gamma: jax.Array,
-               num_items: int) -> tuple[jax.Array, jax.Array]:
+def active_set(
+  ab: jax.Array, z: jax.Array, b: jax.Array, gamma: jax.Array, num_items: int
+) -> tuple[jax.Array, jax.Array]:
   """The gradient of ``J_k`` and the active set.
 
   Args:
@@ -68,8 +69,9 @@ def compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
   return jnp.where(valid, index, 0), valid
 
 
-def reduce_active_set(row_of_m: Callable[[jax.Array], jax.Array], active: jax.Array,
-                      start: jax.Array) -> tuple[jax.Array, jax.Array]:
+def reduce_active_set(
+  row_of_m: Callable[[jax.Array], jax.Array], active: jax.Array, start: jax.Array
+) -> tuple[jax.Array, jax.Array]:
   """Algorithm 2: greedy reduction of the active set on ``M = A .* (b b^T)``.
 
   Starts from ``F = {start}`` with ``gain = M[start]``; repeatedly takes the
@@ -108,6 +110,5 @@ def reduce_active_set(row_of_m: Callable[[jax.Array], jax.Array], active: jax.Ar
 
   j0, q0 = best(candidates)
   flip0 = pos == start
-  flip, _, _, _, count = jax.lax.while_loop(
-      cond, body, (flip0, candidates, j0, q0, jnp.int32(1)))
+  flip, _, _, _, count = jax.lax.while_loop(cond, body, (flip0, candidates, j0, q0, jnp.int32(1)))
   return flip, count

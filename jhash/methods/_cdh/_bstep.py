@@ -65,21 +65,23 @@ MERITS = ("exponential", "linear")
 
 class BitStats(NamedTuple):
   """What happened to one bit (stacked to ``[K]`` by a sweep)."""
-  active: jax.Array            # int32 [], |I| at the bit's first inner update
-  flipped: jax.Array           # int32 [], sum of |F| over the bit's inner updates
-  inner_steps: jax.Array       # int32 [], inner updates run
-  converged: jax.Array         # bool [], the active set ended empty (a fixed point)
+
+  active: jax.Array  # int32 [], |I| at the bit's first inner update
+  flipped: jax.Array  # int32 [], sum of |F| over the bit's inner updates
+  inner_steps: jax.Array  # int32 [], inner updates run
+  converged: jax.Array  # bool [], the active set ended empty (a fixed point)
   objective_before: jax.Array  # float32 [], J_k(B_k) before the bit's update
-  objective: jax.Array         # float32 [], J_k(B_k) after
+  objective: jax.Array  # float32 [], J_k(B_k) after
 
 
 class SweepCarry(NamedTuple):
   """State carried from bit to bit within a sweep."""
-  codes: jax.Array             # int8 [n, K], B
-  gram: jax.Array | None       # int8/int16 [r, n], rows of B B^T held here (r = n on one
-                               #   device), before the pending update
-  pending_new: jax.Array       # int8 [n], column last changed, its new value (0: none)
-  pending_old: jax.Array       # int8 [n], ... and its old value
+
+  codes: jax.Array  # int8 [n, K], B
+  gram: jax.Array | None  # int8/int16 [r, n], rows of B B^T held here (r = n on one
+  #   device), before the pending update
+  pending_new: jax.Array  # int8 [n], column last changed, its new value (0: none)
+  pending_old: jax.Array  # int8 [n], ... and its old value
 
 
 def gram_dtype(num_bits: int):
@@ -137,9 +139,15 @@ def _zero_diagonal(a: jax.Array, rows: jax.Array) -> jax.Array:
   return jnp.where(rows[:, None] == cols[None, :], jnp.float32(0), a)
 
 
-def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: int,
-              merit: str, block_rows: int, shard: RowShard = ONE_DEVICE
-              ) -> tuple[jax.Array | None, jax.Array]:
+def a_times_b(
+  carry: SweepCarry,
+  b0: jax.Array,
+  sup: sv.Supervision,
+  num_bits: int,
+  merit: str,
+  block_rows: int,
+  shard: RowShard = ONE_DEVICE,
+) -> tuple[jax.Array | None, jax.Array]:
   """One pass: apply the pending rank-one update to ``G`` and form ``A b``.
 
   Args:
@@ -164,8 +172,9 @@ def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: i
       # Rows an earlier (overlapping) block updated already get no second update.
       new_rows = jnp.where(fresh, take(new), 0).astype(new.dtype)
       old_rows = jnp.where(fresh, take(old), 0).astype(old.dtype)
-      part = part + (new_rows[:, None] * new[None, :] - old_rows[:, None] * old[None, :]
-                     ).astype(part.dtype)
+      part = part + (new_rows[:, None] * new[None, :] - old_rows[:, None] * old[None, :]).astype(
+        part.dtype
+      )
       # Write the block, then read it back from the updated Gram (the barrier keeps
       # XLA from folding the read into the write): reading the old Gram after the
       # in-place write would make XLA copy the whole Gram every block.
@@ -182,8 +191,15 @@ def a_times_b(carry: SweepCarry, b0: jax.Array, sup: sv.Supervision, num_bits: i
   return gram_, _shard.gather_rows(ab, shard, n)
 
 
-def a_rows(index: jax.Array, gram_: jax.Array | None, b0: jax.Array, sup: sv.Supervision,
-           num_bits: int, merit: str, shard: RowShard = ONE_DEVICE) -> jax.Array:
+def a_rows(
+  index: jax.Array,
+  gram_: jax.Array | None,
+  b0: jax.Array,
+  sup: sv.Supervision,
+  num_bits: int,
+  merit: str,
+  shard: RowShard = ONE_DEVICE,
+) -> jax.Array:
   """Rows ``A[index, :]`` (float32 ``[m, n]``), from the (updated) Gram, on every device."""
   y = sv.rows(sup, index)
   loo = None
@@ -193,10 +209,17 @@ def a_rows(index: jax.Array, gram_: jax.Array | None, b0: jax.Array, sup: sv.Sup
   return _zero_diagonal(pair_weights(y, loo, num_bits, merit), index)
 
 
-def restricted_rows(index: jax.Array, valid: jax.Array, gram_: jax.Array | None,
-                    b0: jax.Array, b: jax.Array, sup: sv.Supervision, num_bits: int,
-                    merit: str, shard: RowShard = ONE_DEVICE
-                    ) -> Callable[[jax.Array], jax.Array]:
+def restricted_rows(
+  index: jax.Array,
+  valid: jax.Array,
+  gram_: jax.Array | None,
+  b0: jax.Array,
+  b: jax.Array,
+  sup: sv.Supervision,
+  num_bits: int,
+  merit: str,
+  shard: RowShard = ONE_DEVICE,
+) -> Callable[[jax.Array], jax.Array]:
   """Rows of ``M = A .* (b b^T)`` among the items ``index``: ``p -> M[index[p], index]``.
 
   ``K p^{-k}`` among them is ``G[index[p], index] - b0[index[p]] b0[index]`` (a
@@ -235,9 +258,19 @@ def reduction_sizes(num_items: int, smallest: int = 256) -> tuple[int, ...]:
   return tuple(sizes) + (num_items,)
 
 
-def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: jax.Array,
-            b: jax.Array, sup: sv.Supervision, u: jax.Array, num_bits: int, merit: str,
-            sizes: tuple[int, ...], shard: RowShard = ONE_DEVICE) -> jax.Array:
+def _reduce(
+  active: jax.Array,
+  count: jax.Array,
+  gram_: jax.Array | None,
+  b0: jax.Array,
+  b: jax.Array,
+  sup: sv.Supervision,
+  u: jax.Array,
+  num_bits: int,
+  merit: str,
+  sizes: tuple[int, ...],
+  shard: RowShard = ONE_DEVICE,
+) -> jax.Array:
   """Algorithm 2 from a random start in ``I``, at the smallest size ``S >= |I|``.
 
   Args:
@@ -254,6 +287,7 @@ def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: ja
       rows = restricted_rows(index, valid, gram_, b0, b, sup, num_bits, merit, shard)
       flip, _ = _active_set.reduce_active_set(rows, valid, start)
       return jnp.zeros((n,), jnp.int8).at[index].add(flip.astype(jnp.int8))
+
     return run
 
   branches = [at_size(s) for s in sizes]
@@ -263,9 +297,17 @@ def _reduce(active: jax.Array, count: jax.Array, gram_: jax.Array | None, b0: ja
   return jax.lax.switch(which, branches, active, b, start)
 
 
-def _a_times_flips(flip: jax.Array, b: jax.Array, b0: jax.Array, gram_: jax.Array | None,
-                   sup: sv.Supervision, num_bits: int, merit: str, chunk: int,
-                   shard: RowShard = ONE_DEVICE) -> jax.Array:
+def _a_times_flips(
+  flip: jax.Array,
+  b: jax.Array,
+  b0: jax.Array,
+  gram_: jax.Array | None,
+  sup: sv.Supervision,
+  num_bits: int,
+  merit: str,
+  chunk: int,
+  shard: RowShard = ONE_DEVICE,
+) -> jax.Array:
   """``A d`` for ``d = -2 b`` on the flipped items (0 elsewhere), from their rows of ``A``.
 
   With a ``shard`` the rows are gathered from their owners and the product is
@@ -294,18 +336,29 @@ def bit_objective(ab: jax.Array, z: jax.Array, b: jax.Array, gamma: jax.Array) -
 
 class _Inner(NamedTuple):
   """One bit's inner updates, carried by ``update_bit``'s while loop."""
-  b: jax.Array         # float32 [n]
-  ab: jax.Array        # float32 [n], A b
+
+  b: jax.Array  # float32 [n]
+  ab: jax.Array  # float32 [n], A b
   num_active: jax.Array
   first_active: jax.Array
   flipped: jax.Array
   step: jax.Array
 
 
-def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervision,
-               gamma: jax.Array, uniforms: jax.Array, *, merit: str = "exponential",
-               block_rows: int = 32, chunk: int = 64, sizes: tuple[int, ...] | None = None,
-               shard: RowShard = ONE_DEVICE) -> tuple[SweepCarry, BitStats]:
+def update_bit(
+  carry: SweepCarry,
+  k: jax.Array,
+  z: jax.Array,
+  sup: sv.Supervision,
+  gamma: jax.Array,
+  uniforms: jax.Array,
+  *,
+  merit: str = "exponential",
+  block_rows: int = 32,
+  chunk: int = 64,
+  sizes: tuple[int, ...] | None = None,
+  shard: RowShard = ONE_DEVICE,
+) -> tuple[SweepCarry, BitStats]:
   """Update column ``k`` of ``B``: inner updates until ``I`` is empty or the cap.
 
   Each inner update ``t``: ``g = 2 A b / n^2 + gamma Z / n``,
@@ -342,25 +395,39 @@ def update_bit(carry: SweepCarry, k: jax.Array, z: jax.Array, sup: sv.Supervisio
 
   def body(s):
     _, active = _active_set.active_set(s.ab, z, s.b, gamma, n)
-    flip = _reduce(active, s.num_active, gram_, b0, s.b, sup, uniforms[s.step], num_bits,
-                   merit, sizes, shard)
+    flip = _reduce(
+      active, s.num_active, gram_, b0, s.b, sup, uniforms[s.step], num_bits, merit, sizes, shard
+    )
     ab = s.ab + _a_times_flips(flip, s.b, b0, gram_, sup, num_bits, merit, chunk, shard)
     b = jnp.where(flip > 0, -s.b, s.b)
     _, active = _active_set.active_set(ab, z, b, gamma, n)
-    return _Inner(b, ab, jnp.sum(active, dtype=jnp.int32), s.first_active,
-                  s.flipped + jnp.sum(flip, dtype=jnp.int32), s.step + 1)
+    return _Inner(
+      b,
+      ab,
+      jnp.sum(active, dtype=jnp.int32),
+      s.first_active,
+      s.flipped + jnp.sum(flip, dtype=jnp.int32),
+      s.step + 1,
+    )
 
   zero = jnp.int32(0)
   out = jax.lax.while_loop(cond, body, _Inner(b0, ab0, count0, count0, zero, zero))
   new_col = jnp.where(out.b > 0, jnp.int8(1), jnp.int8(-1))
   codes = jax.lax.dynamic_update_index_in_dim(codes, new_col, k, axis=1)
-  stats = BitStats(out.first_active, out.flipped, out.step, out.num_active == 0,
-                   bit_objective(ab0, z, b0, gamma), bit_objective(out.ab, z, out.b, gamma))
+  stats = BitStats(
+    out.first_active,
+    out.flipped,
+    out.step,
+    out.num_active == 0,
+    bit_objective(ab0, z, b0, gamma),
+    bit_objective(out.ab, z, out.b, gamma),
+  )
   return SweepCarry(codes, gram_, new_col, col0), stats
 
 
-def start_sweep(codes: jax.Array, merit: str, block_rows: int = 256,
-                shard: RowShard = ONE_DEVICE) -> SweepCarry:
+def start_sweep(
+  codes: jax.Array, merit: str, block_rows: int = 256, shard: RowShard = ONE_DEVICE
+) -> SweepCarry:
   """The carry at the start of a sweep: the Gram (exponential merit) and nothing pending."""
   n = codes.shape[0]
   g = gram(codes, block_rows, shard) if merit == "exponential" else None
@@ -368,9 +435,18 @@ def start_sweep(codes: jax.Array, merit: str, block_rows: int = 256,
   return SweepCarry(codes, g, none, none)
 
 
-def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
-          uniforms: jax.Array, *, merit: str = "exponential", block_rows: int = 32,
-          chunk: int = 64, mesh: Mesh | None = None) -> tuple[jax.Array, BitStats]:
+def sweep(
+  codes: jax.Array,
+  z: jax.Array,
+  sup: sv.Supervision,
+  gamma: jax.Array,
+  uniforms: jax.Array,
+  *,
+  merit: str = "exponential",
+  block_rows: int = 32,
+  chunk: int = 64,
+  mesh: Mesh | None = None,
+) -> tuple[jax.Array, BitStats]:
   """One B-step: update bits ``0 .. K-1`` in turn (the paper's Algorithm 1, lines 8-13).
 
   Args:
@@ -394,24 +470,30 @@ def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
     raise ValueError(f"merit must be one of {MERITS}; got {merit!r}.")
   num_bits = codes.shape[1]
   if uniforms.shape[0] != num_bits:
-    raise ValueError(f"uniforms must have one row per bit ({num_bits}); got shape "
-                     f"{uniforms.shape}.")
+    raise ValueError(
+      f"uniforms must have one row per bit ({num_bits}); got shape {uniforms.shape}."
+    )
   run = functools.partial(_sweep, merit=merit, block_rows=block_rows, chunk=chunk)
   if mesh is None:
     return run(codes, z, sup, gamma, uniforms, shard=ONE_DEVICE)
   shard = row_shard(mesh)
   # check_vma=False: the loops' carries start replicated and take per-device rows
   # of G; every output is formed from gathered (replicated) values.
-  return jax.shard_map(functools.partial(run, shard=shard), mesh=mesh,
-                       in_specs=(P(), P(), P(), P(), P()), out_specs=P(),
-                       check_vma=False)(codes, z, sup, gamma, uniforms)
+  return jax.shard_map(
+    functools.partial(run, shard=shard),
+    mesh=mesh,
+    in_specs=(P(), P(), P(), P(), P()),
+    out_specs=P(),
+    check_vma=False,
+  )(codes, z, sup, gamma, uniforms)
 
 
 def row_shard(mesh: Mesh) -> RowShard:
   """The ``RowShard`` of a 1-D mesh (raises ValueError naming ``mesh`` otherwise)."""
   if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
-    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh (e.g. Mesh(jax.devices(), "
-                     f"('rows',))); got {mesh!r}.")
+    raise ValueError(
+      f"mesh must be a 1-D jax.sharding.Mesh (e.g. Mesh(jax.devices(), ('rows',))); got {mesh!r}."
+    )
   axis = mesh.axis_names[0]
   return RowShard(axis, int(mesh.shape[axis]))
 
@@ -421,12 +503,23 @@ def _sweep(codes, z, sup, gamma, uniforms, *, merit, block_rows, chunk, shard):
 
   def one_bit(carry, xs):
     k, bit_uniforms = xs
-    return update_bit(carry, k, jax.lax.dynamic_index_in_dim(z, k, axis=1, keepdims=False),
-                      sup, gamma, bit_uniforms, merit=merit, block_rows=block_rows,
-                      chunk=chunk, sizes=sizes, shard=shard)
+    return update_bit(
+      carry,
+      k,
+      jax.lax.dynamic_index_in_dim(z, k, axis=1, keepdims=False),
+      sup,
+      gamma,
+      bit_uniforms,
+      merit=merit,
+      block_rows=block_rows,
+      chunk=chunk,
+      sizes=sizes,
+      shard=shard,
+    )
 
-  carry, stats = jax.lax.scan(one_bit, start_sweep(codes, merit, shard=shard),
-                              (jnp.arange(codes.shape[1]), uniforms))
+  carry, stats = jax.lax.scan(
+    one_bit, start_sweep(codes, merit, shard=shard), (jnp.arange(codes.shape[1]), uniforms)
+  )
   return carry.codes, stats
 
 
@@ -437,8 +530,7 @@ def current_gram(carry: SweepCarry) -> jax.Array:
   return carry.gram.astype(jnp.int32) + new[:, None] * new[None, :] - old[:, None] * old[None, :]
 
 
-def dense_bit_matrix(carry: SweepCarry, k: jax.Array, sup: sv.Supervision,
-                     merit: str) -> jax.Array:
+def dense_bit_matrix(carry: SweepCarry, k: jax.Array, sup: sv.Supervision, merit: str) -> jax.Array:
   """``A`` of bit ``k`` as float32 ``[n, n]`` from the carried Gram (small ``n``; tests)."""
   n, num_bits = carry.codes.shape
   b = jax.lax.dynamic_index_in_dim(carry.codes, k, axis=1, keepdims=False).astype(jnp.float32)

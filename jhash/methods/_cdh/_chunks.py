@@ -28,8 +28,9 @@ from jhash.methods._cdh import _supervision as sv
 SPLITS = ("per_sweep", "fixed")
 
 
-def chunk_order(key: jax.Array, num_items: int, chunk_size: int, split: str = "per_sweep",
-                seed: int = 0) -> jax.Array | None:
+def chunk_order(
+  key: jax.Array, num_items: int, chunk_size: int, split: str = "per_sweep", seed: int = 0
+) -> jax.Array | None:
   """The permutation a sweep cuts its chunks from: int32 [n], or None for one chunk.
 
   Args:
@@ -65,8 +66,8 @@ def chunk_groups(order: jax.Array, num: int) -> list[jax.Array]:
   size, extra = divmod(n, num)
   groups = []
   if extra:
-    groups.append(order[:extra * (size + 1)].reshape(extra, size + 1))
-  groups.append(order[extra * (size + 1):].reshape(num - extra, size))
+    groups.append(order[: extra * (size + 1)].reshape(extra, size + 1))
+  groups.append(order[extra * (size + 1) :].reshape(num - extra, size))
   return groups
 
 
@@ -74,17 +75,27 @@ def _merge(stats: _bstep.BitStats) -> _bstep.BitStats:
   """Per-chunk stats ``[m, K]`` to per-bit ``[K]``: counts summed, steps max,
   converged in every chunk, objectives the mean of the chunks' ``J_k``."""
   return _bstep.BitStats(
-      active=jnp.sum(stats.active, axis=0),
-      flipped=jnp.sum(stats.flipped, axis=0),
-      inner_steps=jnp.max(stats.inner_steps, axis=0),
-      converged=jnp.all(stats.converged, axis=0),
-      objective_before=jnp.mean(stats.objective_before, axis=0),
-      objective=jnp.mean(stats.objective, axis=0))
+    active=jnp.sum(stats.active, axis=0),
+    flipped=jnp.sum(stats.flipped, axis=0),
+    inner_steps=jnp.max(stats.inner_steps, axis=0),
+    converged=jnp.all(stats.converged, axis=0),
+    objective_before=jnp.mean(stats.objective_before, axis=0),
+    objective=jnp.mean(stats.objective, axis=0),
+  )
 
 
-def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
-          uniforms: jax.Array, order: jax.Array | None, *, merit: str = "exponential",
-          block_rows: int = 32, mesh=None) -> tuple[jax.Array, _bstep.BitStats]:
+def sweep(
+  codes: jax.Array,
+  z: jax.Array,
+  sup: sv.Supervision,
+  gamma: jax.Array,
+  uniforms: jax.Array,
+  order: jax.Array | None,
+  *,
+  merit: str = "exponential",
+  block_rows: int = 32,
+  mesh=None,
+) -> tuple[jax.Array, _bstep.BitStats]:
   """One B-step sweep, chunk by chunk.
 
   Args:
@@ -103,8 +114,9 @@ def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
     the objectives the mean of the chunks' ``J_k``).
   """
   num = uniforms.shape[0]
-  run = lambda c, zz, s, u: _bstep.sweep(c, zz, s, gamma, u, merit=merit,
-                                         block_rows=block_rows, mesh=mesh)
+  run = lambda c, zz, s, u: _bstep.sweep(
+    c, zz, s, gamma, u, merit=merit, block_rows=block_rows, mesh=mesh
+  )
   if num == 1:
     return run(codes, z, sup, uniforms[0])
 
@@ -115,9 +127,8 @@ def sweep(codes: jax.Array, z: jax.Array, sup: sv.Supervision, gamma: jax.Array,
   new_codes, all_stats, offset = codes, [], 0
   for index in chunk_groups(order, num):
     count = index.shape[0]
-    chunk_codes, stats = jax.lax.map(one_chunk, (index, uniforms[offset:offset + count]))
-    new_codes = new_codes.at[index.reshape(-1)].set(
-        chunk_codes.reshape(-1, codes.shape[1]))
+    chunk_codes, stats = jax.lax.map(one_chunk, (index, uniforms[offset : offset + count]))
+    new_codes = new_codes.at[index.reshape(-1)].set(chunk_codes.reshape(-1, codes.shape[1]))
     all_stats.append(stats)
     offset += count
   stats = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=0), *all_stats)

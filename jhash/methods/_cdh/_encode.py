@@ -56,8 +56,9 @@ def log_prior_odds(codes: jax.Array, eps: float) -> jax.Array:
   return jnp.log(plus) - jnp.log1p(-plus)
 
 
-def encode(weights: Sequence[jax.Array], prior_odds: jax.Array,
-           views: Sequence[jax.Array | None]) -> jax.Array:
+def encode(
+  weights: Sequence[jax.Array], prior_odds: jax.Array, views: Sequence[jax.Array | None]
+) -> jax.Array:
   """Most probable bits given the observed views (``None`` marks an unobserved view).
 
   Args:
@@ -69,7 +70,9 @@ def encode(weights: Sequence[jax.Array], prior_odds: jax.Array,
   """
   observed = [(w, x) for w, x in zip(weights, views) if x is not None]
   if not observed:
-    raise ValueError(f"views must hold at least one observed view to encode from; all "
-                     f"{len(views)} entries are None.")
+    raise ValueError(
+      f"views must hold at least one observed view to encode from; all "
+      f"{len(views)} entries are None."
+    )
   score = sum(view_scores(w, x) for w, x in observed)
   return codes_lib.sign(score + prior_odds[None, :])

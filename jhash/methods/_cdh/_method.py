@@ -42,14 +42,15 @@ class CDHState(NamedTuple):
   ``state._replace(gamma=...)`` (a grid over gamma) leaves both valid; a state with
   other codes or weights needs its terms recomputed (``extras.terms``).
   """
-  codes: jax.Array                  # int8 [n, K], the learned codes B of the training items
-  weights: tuple[jax.Array, ...]    # per view float32 [K, d_v + 1]; last column the bias
-  log_prior_odds: jax.Array         # float32 [K], log P_k(+1) - log P_k(-1) (clipped)
-  gamma: jax.Array                  # float32 [], weight of the generative term
-  semantic: jax.Array               # float32 [], the semantic term of ``codes``
-  generative_sum: jax.Array         # float32 [], sum_ik (V/2 + b_ik Z_ik) of ``codes`` and
-                                    #   ``weights`` (the generative term without gamma / n)
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  codes: jax.Array  # int8 [n, K], the learned codes B of the training items
+  weights: tuple[jax.Array, ...]  # per view float32 [K, d_v + 1]; last column the bias
+  log_prior_odds: jax.Array  # float32 [K], log P_k(+1) - log P_k(-1) (clipped)
+  gamma: jax.Array  # float32 [], weight of the generative term
+  semantic: jax.Array  # float32 [], the semantic term of ``codes``
+  generative_sum: jax.Array  # float32 [], sum_ik (V/2 + b_ik Z_ik) of ``codes`` and
+  #   ``weights`` (the generative term without gamma / n)
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 class CDHExtras(NamedTuple):
@@ -59,6 +60,7 @@ class CDHExtras(NamedTuple):
   * ``terms(state, batch) -> (semantic, generative)``: its two terms.
   * ``supervision(batch) -> Supervision``: how ``Y`` is read from a batch.
   """
+
   objective: Callable
   terms: Callable
   supervision: Callable
@@ -66,6 +68,7 @@ class CDHExtras(NamedTuple):
 
 class _Settings(NamedTuple):
   """``cdh``'s arguments, checked by ``_checked`` (ints as ints); see ``cdh``."""
+
   num_bits: int
   gamma: Any
   merit: str
@@ -98,18 +101,20 @@ def _checked(settings: _Settings) -> _Settings:
   _one_of(settings.supervision, SUPERVISIONS, "supervision")
   _one_of(settings.w_objective, _wstep.W_OBJECTIVES, "w_objective")
   _check_gamma(settings.gamma)
-  counts = dict(max_inner=_checks.positive_int(settings.max_inner, "max_inner"),
-                w_iters=_checks.nonneg_int(settings.w_iters, "w_iters"),
-                w_batch_size=_checks.positive_int(settings.w_batch_size, "w_batch_size"),
-                num_sweeps=_checks.nonneg_int(settings.num_sweeps, "num_sweeps"),
-                block_rows=_checks.positive_int(settings.block_rows, "block_rows"),
-                chunk_size=_checks.positive_int(settings.chunk_size, "chunk_size"))
+  counts = dict(
+    max_inner=_checks.positive_int(settings.max_inner, "max_inner"),
+    w_iters=_checks.nonneg_int(settings.w_iters, "w_iters"),
+    w_batch_size=_checks.positive_int(settings.w_batch_size, "w_batch_size"),
+    num_sweeps=_checks.nonneg_int(settings.num_sweeps, "num_sweeps"),
+    block_rows=_checks.positive_int(settings.block_rows, "block_rows"),
+    chunk_size=_checks.positive_int(settings.chunk_size, "chunk_size"),
+  )
   _one_of(settings.chunk_split, _chunks.SPLITS, "chunk_split")
   chunk_seed = _checks.nonneg_int(settings.chunk_seed, "chunk_seed")
   if counts["chunk_size"] < 2:
     raise ValueError(f"chunk_size must be at least 2 items; got {counts['chunk_size']}.")
   if settings.mesh is not None:
-    _bstep.row_shard(settings.mesh)   # a 1-D mesh, or a clear error now
+    _bstep.row_shard(settings.mesh)  # a 1-D mesh, or a clear error now
   if not 0 < settings.prior_eps < 0.5:
     raise ValueError(f"prior_eps must be in (0, 0.5); got {settings.prior_eps!r}.")
   return settings._replace(num_bits=num_bits, chunk_seed=chunk_seed, **counts)
@@ -121,8 +126,10 @@ def _training_views(batch: dict, name: str = "views") -> tuple[jax.Array, ...]:
   views = batch["views"]
   missing = [i for i, v in enumerate(views) if v is None]
   if missing:
-    raise ValueError(f"{name} must all be observed to train CDH (the model of every view is "
-                     f"learned); views {missing} are None.")
+    raise ValueError(
+      f"{name} must all be observed to train CDH (the model of every view is "
+      f"learned); views {missing} are None."
+    )
   return tuple(_api.view_features(batch, i) for i in range(len(views)))
 
 
@@ -161,13 +168,15 @@ def _draw(settings: _Settings, key: jax.Array, n: int):
   u = jax.random.uniform(key, (num_starts + settings.w_iters * m,))
   starts = u[:num_starts].reshape(chunks, settings.num_bits, settings.max_inner)
   batches = _wstep.minibatches(u[num_starts:].reshape(settings.w_iters, m), n)
-  order = _chunks.chunk_order(key, n, settings.chunk_size, settings.chunk_split,
-                              settings.chunk_seed)
+  order = _chunks.chunk_order(
+    key, n, settings.chunk_size, settings.chunk_split, settings.chunk_seed
+  )
   return starts, order, batches
 
 
-def _initial_weights(key: jax.Array, widths: Sequence[int], num_bits: int,
-                     init_scale: float | None) -> tuple[jax.Array, ...]:
+def _initial_weights(
+  key: jax.Array, widths: Sequence[int], num_bits: int, init_scale: float | None
+) -> tuple[jax.Array, ...]:
   """``w_{k,v} ~ N(0, s^2)``, bias 0: per view float32 [K, d_v + 1].
 
   One draw for every view, cut into per-view blocks; ``s = 1 / sqrt(d_v)`` when
@@ -177,7 +186,7 @@ def _initial_weights(key: jax.Array, widths: Sequence[int], num_bits: int,
   weights, offset = [], 0
   for d in widths:
     scale = (1.0 / np.sqrt(d)) if init_scale is None else float(init_scale)
-    w = normal[:, offset:offset + d] * scale
+    w = normal[:, offset : offset + d] * scale
     weights.append(jnp.concatenate([w, jnp.zeros((num_bits, 1), jnp.float32)], axis=1))
     offset += d
   return tuple(weights)
@@ -186,21 +195,28 @@ def _initial_weights(key: jax.Array, widths: Sequence[int], num_bits: int,
 def _init(settings: _Settings, key: jax.Array, batch: dict) -> CDHState:
   """The paper's start: random view models, ``B_ik = sign(Z_ik)`` and ``J``'s terms."""
   views = _training_views(batch)
-  sup = _read_supervision(settings.supervision, batch)   # fails at init, not at a sweep
-  weights = _initial_weights(key, [x.shape[1] for x in views], settings.num_bits,
-                             settings.init_scale)
+  sup = _read_supervision(settings.supervision, batch)  # fails at init, not at a sweep
+  weights = _initial_weights(
+    key, [x.shape[1] for x in views], settings.num_bits, settings.init_scale
+  )
   z = _encode.generative_terms(weights, views)
   codes = codes_lib.sign(z)
-  return CDHState(codes, weights, _encode.log_prior_odds(codes, settings.prior_eps),
-                  jnp.asarray(settings.gamma, jnp.float32),
-                  _objective.semantic_term(codes, sup, settings.merit),
-                  _objective.generative_sum(codes, z, len(views)))
+  return CDHState(
+    codes,
+    weights,
+    _encode.log_prior_odds(codes, settings.prior_eps),
+    jnp.asarray(settings.gamma, jnp.float32),
+    _objective.semantic_term(codes, sup, settings.merit),
+    _objective.generative_sum(codes, z, len(views)),
+  )
 
 
 def _check_state(state: CDHState, views, num_bits: int) -> None:
   if state.codes.shape != (views[0].shape[0], num_bits):
-    raise ValueError(f"batch must hold the {state.codes.shape[0]} training items the state "
-                     f"was fitted to; got views with {views[0].shape[0]} rows.")
+    raise ValueError(
+      f"batch must hold the {state.codes.shape[0]} training items the state "
+      f"was fitted to; got views with {views[0].shape[0]} rows."
+    )
   _check_views_match(state, views)
 
 
@@ -210,8 +226,10 @@ def _terms(settings: _Settings, state: CDHState, batch: dict) -> tuple[jax.Array
   _check_state(state, views, settings.num_bits)
   sup = _read_supervision(settings.supervision, batch)
   z = _encode.generative_terms(state.weights, views)
-  return (_objective.semantic_term(state.codes, sup, settings.merit),
-          _objective.generative_term(state.codes, z, state.gamma, len(views)))
+  return (
+    _objective.semantic_term(state.codes, sup, settings.merit),
+    _objective.generative_term(state.codes, z, state.gamma, len(views)),
+  )
 
 
 def _kept_objective(state: CDHState) -> jax.Array:
@@ -229,27 +247,43 @@ def _update(settings: _Settings, state: CDHState, batch: dict, key: jax.Array):
   num_views = len(views)
   z = _encode.generative_terms(state.weights, views)
   starts, order, batches = _draw(settings, key, views[0].shape[0])
-  codes, stats = _chunks.sweep(state.codes, z, sup, state.gamma, starts, order,
-                               merit=settings.merit, block_rows=settings.block_rows,
-                               mesh=settings.mesh)
+  codes, stats = _chunks.sweep(
+    state.codes,
+    z,
+    sup,
+    state.gamma,
+    starts,
+    order,
+    merit=settings.merit,
+    block_rows=settings.block_rows,
+    mesh=settings.mesh,
+  )
   semantic = _objective.semantic_term(codes, sup, settings.merit)
   after_b = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
   weights, w_before, w_after = _wstep.wstep(
-      state.weights, views, codes, batches, kind=settings.w_objective, l2=settings.w_l2,
-      learning_rate=settings.w_learning_rate)
-  total = _objective.generative_sum(codes, _encode.generative_terms(weights, views),
-                                    num_views)
+    state.weights,
+    views,
+    codes,
+    batches,
+    kind=settings.w_objective,
+    l2=settings.w_l2,
+    learning_rate=settings.w_learning_rate,
+  )
+  total = _objective.generative_sum(codes, _encode.generative_terms(weights, views), num_views)
   new_state = state._replace(
-      codes=codes, weights=weights,
-      log_prior_odds=_encode.log_prior_odds(codes, settings.prior_eps), semantic=semantic,
-      generative_sum=total)
+    codes=codes,
+    weights=weights,
+    log_prior_odds=_encode.log_prior_odds(codes, settings.prior_eps),
+    semantic=semantic,
+    generative_sum=total,
+  )
   metrics = {
-      "objective": _kept_objective(new_state),
-      "objective_before": _kept_objective(state),
-      "objective_after_bstep": after_b,
-      "w_objective_before": w_before,
-      "w_objective": w_after,
-      **_bit_metrics(stats),
+    "objective": _kept_objective(new_state),
+    "objective_before": _kept_objective(state),
+    "objective_after_bstep": after_b,
+    "w_objective_before": w_before,
+    "w_objective": w_after,
+    **_bit_metrics(stats),
   }
   return new_state, metrics
 
@@ -257,12 +291,12 @@ def _update(settings: _Settings, state: CDHState, batch: dict, key: jax.Array):
 def _bit_metrics(stats: _bstep.BitStats) -> dict[str, jax.Array]:
   """The sweep's per-bit metrics, each [K]."""
   return {
-      "active_set_size": stats.active,
-      "flipped": stats.flipped,
-      "inner_steps": stats.inner_steps,
-      "converged": stats.converged,
-      "bit_objective_before": stats.objective_before,
-      "bit_objective": stats.objective,
+    "active_set_size": stats.active,
+    "flipped": stats.flipped,
+    "inner_steps": stats.inner_steps,
+    "converged": stats.converged,
+    "bit_objective_before": stats.objective_before,
+    "bit_objective": stats.objective,
   }
 
 
@@ -286,13 +320,27 @@ def _check_batch(settings: _Settings, batch: dict) -> int:
   return views[0].shape[0]
 
 
-def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
-        supervision: str = "labels", w_objective: str = "probability", max_inner: int = 16,
-        init_scale: float | None = None, w_learning_rate: float = 0.05, w_iters: int = 300,
-        w_batch_size: int = 256, w_l2: float = 1e-4, prior_eps: float = 1e-3,
-        num_sweeps: int = 2, block_rows: int = 32, chunk_size: int = 10_000,
-        chunk_split: str = "per_sweep", chunk_seed: int = 0,
-        mesh: Mesh | None = None) -> _api.HashingMethod:
+def cdh(
+  num_bits: int,
+  *,
+  gamma: float = 0.01,
+  merit: str = "exponential",
+  supervision: str = "labels",
+  w_objective: str = "probability",
+  max_inner: int = 16,
+  init_scale: float | None = None,
+  w_learning_rate: float = 0.05,
+  w_iters: int = 300,
+  w_batch_size: int = 256,
+  w_l2: float = 1e-4,
+  prior_eps: float = 1e-3,
+  num_sweeps: int = 2,
+  block_rows: int = 32,
+  chunk_size: int = 10_000,
+  chunk_split: str = "per_sweep",
+  chunk_seed: int = 0,
+  mesh: Mesh | None = None,
+) -> _api.HashingMethod:
   """Coordinate Discrete Hashing for cross-view retrieval.
 
   Args:
@@ -304,9 +352,8 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
       ``gamma`` of order ``1/K`` or less, whatever ``n`` is; ``gamma / n >= 1e-2``
       lets the generative term decide every bit (on mfeat the codes then lose
       half their mAP). The default 0.01 is small enough that the semantic term
-      decides most bits; it is not the best value measured on mfeat (the README's
-      sweep of pix->fou mAP ranks it fourth, behind 0 (CDH-0), 0.001 and 0.003, all
-      within 0.01 of each other): choose gamma on a validation split
+      decides most bits; it is not tuned to any data set (the README's sweep on
+      mfeat compares values): choose gamma on a validation split
       (``jhash.cdh_select_gamma`` with a score). Held in the
       state as an array (``state._replace(gamma=...)``; vmap over it for a grid).
     merit: ``"exponential"`` (``l = -exp(-Y p)``, the paper's default) or
@@ -370,10 +417,28 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
     >>> jhash.metrics.mean_average_precision(query, state.codes, labels[:20], labels) > 0.9
     True
   """
-  settings = _checked(_Settings(
-      num_bits, gamma, merit, supervision, w_objective, max_inner, init_scale, w_learning_rate,
-      w_iters, w_batch_size, w_l2, prior_eps, num_sweeps, block_rows, chunk_size, chunk_split,
-      chunk_seed, mesh))
+  settings = _checked(
+    _Settings(
+      num_bits,
+      gamma,
+      merit,
+      supervision,
+      w_objective,
+      max_inner,
+      init_scale,
+      w_learning_rate,
+      w_iters,
+      w_batch_size,
+      w_l2,
+      prior_eps,
+      num_sweeps,
+      block_rows,
+      chunk_size,
+      chunk_split,
+      chunk_seed,
+      mesh,
+    )
+  )
 
   def init(key, batch):
     return _init(settings, key, batch)
@@ -394,20 +459,29 @@ def cdh(num_bits: int, *, gamma: float = 0.01, merit: str = "exponential",
   def check_batch(batch):
     return _check_batch(settings, batch)
 
-  return _api.HashingMethod(init, _encode_codes, settings.num_bits, "cdh",
-                            _api.one_phase("cdh", update, num_steps=settings.num_sweeps),
-                            check_batch=check_batch,
-                            extras=CDHExtras(objective, terms, read_supervision))
+  return _api.HashingMethod(
+    init,
+    _encode_codes,
+    settings.num_bits,
+    "cdh",
+    _api.one_phase("cdh", update, num_steps=settings.num_sweeps),
+    check_batch=check_batch,
+    extras=CDHExtras(objective, terms, read_supervision),
+  )
 
 
 def _check_views_match(state: CDHState, views) -> None:
   if len(views) != len(state.weights):
-    raise ValueError(f"views must hold the {len(state.weights)} views CDH was trained on "
-                     f"(None for an unobserved one); got {len(views)} entries.")
+    raise ValueError(
+      f"views must hold the {len(state.weights)} views CDH was trained on "
+      f"(None for an unobserved one); got {len(views)} entries."
+    )
   for i, (x, w) in enumerate(zip(views, state.weights)):
     if x is None:
       continue
     d = int(np.prod(np.shape(x)[1:]))
     if d != w.shape[1] - 1:
-      raise ValueError(f"views[{i}] must have {w.shape[1] - 1} features per item, as in "
-                       f"training; got {_checks.describe(x)}.")
+      raise ValueError(
+        f"views[{i}] must have {w.shape[1] - 1} features per item, as in "
+        f"training; got {_checks.describe(x)}."
+      )

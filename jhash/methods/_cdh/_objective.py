@@ -24,8 +24,9 @@ def merit(y: jax.Array, p: jax.Array, kind: str) -> jax.Array:
   return -jnp.exp(-y * p)
 
 
-def semantic_term(codes: jax.Array, sup: sv.Supervision, kind: str,
-                  block_rows: int = 64) -> jax.Array:
+def semantic_term(
+  codes: jax.Array, sup: sv.Supervision, kind: str, block_rows: int = 64
+) -> jax.Array:
   """``(1/n^2) sum_ij l(Y_ij, p_ij)``: float32 [].
 
   Blocks of 64 rows keep each ``[rows, n]`` block in cache: 1.6x faster than 256 rows at
@@ -60,7 +61,6 @@ def scale_generative(total: jax.Array, gamma: jax.Array, num_items: int) -> jax.
   return gamma * total / num_items
 
 
-def generative_term(codes: jax.Array, z: jax.Array, gamma: jax.Array,
-                    num_views: int) -> jax.Array:
+def generative_term(codes: jax.Array, z: jax.Array, gamma: jax.Array, num_views: int) -> jax.Array:
   """``(gamma/n) sum_ik (V/2 + b_ik Z_ik)``: float32 []."""
   return scale_generative(generative_sum(codes, z, num_views), gamma, codes.shape[0])

@@ -31,8 +31,9 @@ import jax.numpy as jnp
 
 class RowShard(NamedTuple):
   """How the Gram's rows are split (static)."""
-  axis: str | None = None   # the mesh axis the rows are split over; None: one device
-  num_shards: int = 1       # devices along it
+
+  axis: str | None = None  # the mesh axis the rows are split over; None: one device
+  num_shards: int = 1  # devices along it
 
   def rows(self, num_items: int) -> int:
     """Rows of ``G`` held by each device: ``ceil(n / D)``."""
@@ -75,8 +76,9 @@ def gram_rows(gram_local: jax.Array, items: jax.Array, shard: RowShard) -> jax.A
   return jax.lax.psum(part, shard.axis)
 
 
-def gram_row_entries(gram_local: jax.Array, item: jax.Array, cols: jax.Array,
-                     shard: RowShard) -> jax.Array:
+def gram_row_entries(
+  gram_local: jax.Array, item: jax.Array, cols: jax.Array, shard: RowShard
+) -> jax.Array:
   """``G[item, cols]`` on every device: int [S] (``item`` int [], ``cols`` int32 [S])."""
   if shard.axis is None:
     return gram_local[item][cols]

@@ -32,9 +32,10 @@ from jhash import _checks
 
 class Supervision(NamedTuple):
   """Where ``Y`` comes from. Exactly one field is an array; the others are None."""
-  class_ids: jax.Array | None = None   # int32 [n]
-  multi_hot: jax.Array | None = None   # float32 [n, C], entries 0 / 1
-  dense: jax.Array | None = None       # int8 [n, n], symmetric, entries in {-1, 0, 1}
+
+  class_ids: jax.Array | None = None  # int32 [n]
+  multi_hot: jax.Array | None = None  # float32 [n, C], entries 0 / 1
+  dense: jax.Array | None = None  # int8 [n, n], symmetric, entries in {-1, 0, 1}
 
 
 def num_items(sup: Supervision) -> int:
@@ -47,9 +48,11 @@ def num_items(sup: Supervision) -> int:
 def from_labels(labels: Any) -> Supervision:
   """Supervision from class ids (int ``[n]``) or multi-hot labels (bool ``[n, C]``)."""
   if labels is None:
-    raise ValueError("labels are required for CDH with supervision='labels' (class ids int "
-                     "[n] or multi-hot bool [n, C]); got None. Pass batch['labels'], or use "
-                     "supervision='pairs' with batch['Y'].")
+    raise ValueError(
+      "labels are required for CDH with supervision='labels' (class ids int "
+      "[n] or multi-hot bool [n, C]); got None. Pass batch['labels'], or use "
+      "supervision='pairs' with batch['Y']."
+    )
   kind = _checks.label_array(labels, "labels")
   if kind == "class_ids":
     return Supervision(class_ids=jnp.asarray(labels, jnp.int32))
@@ -61,8 +64,10 @@ def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
   shape = tuple(np.shape(y))
   want = "n" if num_items is None else str(num_items)
   if len(shape) != 2 or shape[0] != shape[1] or (num_items is not None and shape[0] != num_items):
-    raise ValueError(f"{name} must be a square supervision matrix [{want}, {want}] with entries "
-                     f"in {{-1, 0, 1}}; got {_checks.describe(y)}.")
+    raise ValueError(
+      f"{name} must be a square supervision matrix [{want}, {want}] with entries "
+      f"in {{-1, 0, 1}}; got {_checks.describe(y)}."
+    )
   if not _checks.is_concrete(y):
     return
   a = np.asarray(y)
@@ -71,15 +76,19 @@ def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
   bad = ~np.isin(a, (-1, 0, 1))
   if bad.any():
     first = tuple(int(i) for i in np.argwhere(bad)[0])
-    raise ValueError(f"{name} must hold only -1 (dissimilar), 0 (unknown) and +1 (similar); "
-                     f"found {int(bad.sum())} other entries, e.g. {a[first].item()!r} at {first}, "
-                     f"in {_checks.describe(y)}.")
+    raise ValueError(
+      f"{name} must hold only -1 (dissimilar), 0 (unknown) and +1 (similar); "
+      f"found {int(bad.sum())} other entries, e.g. {a[first].item()!r} at {first}, "
+      f"in {_checks.describe(y)}."
+    )
   asym = a != a.T
   if asym.any():
     i, j = (int(t) for t in np.argwhere(asym)[0])
-    raise ValueError(f"{name} must be symmetric (Y[i, j] == Y[j, i]); {int(asym.sum()) // 2} "
-                     f"pairs differ, e.g. {name}[{i}, {j}] = {a[i, j].item()!r} but "
-                     f"{name}[{j}, {i}] = {a[j, i].item()!r}.")
+    raise ValueError(
+      f"{name} must be symmetric (Y[i, j] == Y[j, i]); {int(asym.sum()) // 2} "
+      f"pairs differ, e.g. {name}[{i}, {j}] = {a[i, j].item()!r} but "
+      f"{name}[{j}, {i}] = {a[j, i].item()!r}."
+    )
 
 
 def from_matrix(y: Any, num_items: int | None = None) -> Supervision:
@@ -106,18 +115,27 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
   n = _checks.positive_int(num_items, "num_items")
   shapes = [np.shape(rows), np.shape(cols), np.shape(values)]
   if any(len(s) != 1 for s in shapes) or len({s[0] for s in shapes}) != 1:
-    raise ValueError(f"Y given as pairs must be three 1-D arrays (rows, cols, values) of one "
-                     f"length; got shapes {shapes}.")
+    raise ValueError(
+      f"Y given as pairs must be three 1-D arrays (rows, cols, values) of one "
+      f"length; got shapes {shapes}."
+    )
   if all(_checks.is_concrete(a) for a in (rows, cols, values)):
     r, c, v = np.asarray(rows), np.asarray(cols), np.asarray(values)
-    if r.size and (r.dtype.kind not in "iu" or c.dtype.kind not in "iu"
-                   or min(r.min(), c.min()) < 0 or max(r.max(), c.max()) >= n):
-      raise ValueError(f"Y given as pairs must index items in [0, {n}) with integer rows and "
-                       f"cols; got rows {_checks.describe(r)}, cols {_checks.describe(c)}.")
+    if r.size and (
+      r.dtype.kind not in "iu"
+      or c.dtype.kind not in "iu"
+      or min(r.min(), c.min()) < 0
+      or max(r.max(), c.max()) >= n
+    ):
+      raise ValueError(
+        f"Y given as pairs must index items in [0, {n}) with integer rows and "
+        f"cols; got rows {_checks.describe(r)}, cols {_checks.describe(c)}."
+      )
     bad = ~np.isin(v, (-1, 0, 1))
     if bad.any():
-      raise ValueError(f"Y must hold only -1, 0 and +1; the pair list has values "
-                       f"{np.unique(v[bad])[:5].tolist()}.")
+      raise ValueError(
+        f"Y must hold only -1, 0 and +1; the pair list has values {np.unique(v[bad])[:5].tolist()}."
+      )
     # Conflicts: the same unordered pair listed with two different values.
     lo, hi = np.minimum(r, c).astype(np.int64), np.maximum(r, c).astype(np.int64)
     order = np.lexsort((v, hi, lo))
@@ -127,8 +145,10 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
     if differ.any():
       t = int(np.argmax(differ))
       i, j = int(lo[order][t]), int(hi[order][t])
-      raise ValueError(f"Y must be symmetric: the pair ({i}, {j}) is listed with values "
-                       f"{v[order][t].item()!r} and {v[order][t + 1].item()!r}.")
+      raise ValueError(
+        f"Y must be symmetric: the pair ({i}, {j}) is listed with values "
+        f"{v[order][t].item()!r} and {v[order][t + 1].item()!r}."
+      )
   rows = jnp.asarray(rows, jnp.int32)
   cols = jnp.asarray(cols, jnp.int32)
   values = jnp.asarray(values).astype(jnp.int8)
@@ -139,12 +159,16 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
 def from_batch_entry(y: Any, num_items: int) -> Supervision:
   """``batch['Y']``: a dense ``[n, n]`` matrix or a ``(rows, cols, values)`` pair list."""
   if y is None:
-    raise ValueError("Y is required for CDH with supervision='pairs': pass batch['Y'], a "
-                     "dense [n, n] matrix in {-1, 0, 1} or a (rows, cols, values) pair list.")
+    raise ValueError(
+      "Y is required for CDH with supervision='pairs': pass batch['Y'], a "
+      "dense [n, n] matrix in {-1, 0, 1} or a (rows, cols, values) pair list."
+    )
   if isinstance(y, (tuple, list)):
     if len(y) != 3:
-      raise ValueError(f"Y given as a pair list must be (rows, cols, values); got a "
-                       f"{type(y).__name__} of {len(y)} entries.")
+      raise ValueError(
+        f"Y given as a pair list must be (rows, cols, values); got a "
+        f"{type(y).__name__} of {len(y)} entries."
+      )
     return from_pairs(*y, num_items)
   return from_matrix(y, num_items)
 

@@ -58,8 +58,16 @@ def minibatches(uniforms: jax.Array, num_items: int) -> jax.Array:
   return jnp.minimum(index, num_items - 1)
 
 
-def fit_bit(w: jax.Array, x1: jax.Array, b: jax.Array, batches: jax.Array, *, kind: str,
-            l2: float, learning_rate: float) -> jax.Array:
+def fit_bit(
+  w: jax.Array,
+  x1: jax.Array,
+  b: jax.Array,
+  batches: jax.Array,
+  *,
+  kind: str,
+  l2: float,
+  learning_rate: float,
+) -> jax.Array:
   """Stochastic gradient ascent (Adam, fresh moments) on one bit-view problem.
 
   Args:
@@ -81,17 +89,25 @@ def fit_bit(w: jax.Array, x1: jax.Array, b: jax.Array, batches: jax.Array, *, ki
   return jax.lax.scan(step, (w, optimizer.init(w)), batches)[0][0]
 
 
-def view_objective(weight: jax.Array, x: jax.Array, codes: jax.Array, kind: str,
-                   l2: float) -> jax.Array:
+def view_objective(
+  weight: jax.Array, x: jax.Array, codes: jax.Array, kind: str, l2: float
+) -> jax.Array:
   """Per-bit objectives of one view on all items: float32 [K]."""
   x1 = _encode.with_bias(x)
   bf = codes.astype(jnp.float32)
   return jax.vmap(bit_objective, in_axes=(0, None, 1, None, None))(weight, x1, bf, kind, l2)
 
 
-def wstep(weights: Sequence[jax.Array], views: Sequence[jax.Array], codes: jax.Array,
-          batches: jax.Array, *, kind: str = "probability", l2: float = 1e-4,
-          learning_rate: float = 0.05) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array]:
+def wstep(
+  weights: Sequence[jax.Array],
+  views: Sequence[jax.Array],
+  codes: jax.Array,
+  batches: jax.Array,
+  *,
+  kind: str = "probability",
+  l2: float = 1e-4,
+  learning_rate: float = 0.05,
+) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array]:
   """Update every ``w_{k,v}`` for the codes (the paper's Algorithm 1, lines 14-16).
 
   Args:
@@ -107,8 +123,10 @@ def wstep(weights: Sequence[jax.Array], views: Sequence[jax.Array], codes: jax.A
   if kind not in W_OBJECTIVES:
     raise ValueError(f"w_objective must be one of {W_OBJECTIVES}; got {kind!r}.")
   bf = codes.astype(jnp.float32)
-  fit = jax.vmap(lambda w, x1, b: fit_bit(w, x1, b, batches, kind=kind, l2=l2,
-                                          learning_rate=learning_rate), in_axes=(0, None, 1))
+  fit = jax.vmap(
+    lambda w, x1, b: fit_bit(w, x1, b, batches, kind=kind, l2=l2, learning_rate=learning_rate),
+    in_axes=(0, None, 1),
+  )
   new, before, after = [], [], []
   for w, x in zip(weights, views):
     before.append(view_objective(w, x, codes, kind, l2))

@@ -43,18 +43,20 @@ from jhash.methods._crossview import _common
 
 class CMFHState(NamedTuple):
   """CMFH's per-view means, hash functions and bases; the latent V; view and term weights."""
-  means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
-  projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], P_v^T (the hash functions)
-  bases: tuple[jax.Array, ...]         # per view float32 [d_v, K], U_v
-  latent: jax.Array                    # float32 [n, K], V (the paper's V^T), training items
-  view_weights: jax.Array              # float32 [num_views], lambda_v
-  mu: jax.Array                        # float32 [], weight of the hash-function terms
-  gamma: jax.Array                     # float32 [], weight of the Frobenius regulariser
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  means: tuple[jax.Array, ...]  # per view float32 [d_v], training means m_v
+  projections: tuple[jax.Array, ...]  # per view float32 [d_v, K], P_v^T (the hash functions)
+  bases: tuple[jax.Array, ...]  # per view float32 [d_v, K], U_v
+  latent: jax.Array  # float32 [n, K], V (the paper's V^T), training items
+  view_weights: jax.Array  # float32 [num_views], lambda_v
+  mu: jax.Array  # float32 [], weight of the hash-function terms
+  gamma: jax.Array  # float32 [], weight of the Frobenius regulariser
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 class CMFHExtras(NamedTuple):
   """``objective(state, batch) -> float32 []``: ``J`` of the state on its training batch."""
+
   objective: Callable
 
 
@@ -63,25 +65,35 @@ def _sym_solve(a: jax.Array, b: jax.Array) -> jax.Array:
   return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b)
 
 
-def fit_bases(centred: Sequence[jax.Array], latent: jax.Array, view_weights: jax.Array,
-              gamma: jax.Array) -> tuple[jax.Array, ...]:
+def fit_bases(
+  centred: Sequence[jax.Array], latent: jax.Array, view_weights: jax.Array, gamma: jax.Array
+) -> tuple[jax.Array, ...]:
   """``U_v = X_v^T V (V^T V + (gamma / lambda_v) I)^{-1}``: per view float32 [d_v, K]."""
   k = latent.shape[1]
   gram = latent.T @ latent
-  return tuple(_sym_solve(gram + (gamma / view_weights[v]) * jnp.eye(k), latent.T @ x).T
-               for v, x in enumerate(centred))
+  return tuple(
+    _sym_solve(gram + (gamma / view_weights[v]) * jnp.eye(k), latent.T @ x).T
+    for v, x in enumerate(centred)
+  )
 
 
-def fit_projections(centred: Sequence[jax.Array], latent: jax.Array, mu: jax.Array,
-                    gamma: jax.Array) -> tuple[jax.Array, ...]:
+def fit_projections(
+  centred: Sequence[jax.Array], latent: jax.Array, mu: jax.Array, gamma: jax.Array
+) -> tuple[jax.Array, ...]:
   """``P_v^T = (X_v^T X_v + (gamma / mu) I)^{-1} X_v^T V``: per view float32 [d_v, K]."""
-  return tuple(_sym_solve(x.T @ x + (gamma / mu) * jnp.eye(x.shape[1]), x.T @ latent)
-               for x in centred)
+  return tuple(
+    _sym_solve(x.T @ x + (gamma / mu) * jnp.eye(x.shape[1]), x.T @ latent) for x in centred
+  )
 
 
-def fit_latent(centred: Sequence[jax.Array], bases: Sequence[jax.Array],
-               projections: Sequence[jax.Array], view_weights: jax.Array, mu: jax.Array,
-               gamma: jax.Array) -> jax.Array:
+def fit_latent(
+  centred: Sequence[jax.Array],
+  bases: Sequence[jax.Array],
+  projections: Sequence[jax.Array],
+  view_weights: jax.Array,
+  mu: jax.Array,
+  gamma: jax.Array,
+) -> jax.Array:
   """The minimising ``V`` given ``U_v, P_v``: float32 [n, K]."""
   k = bases[0].shape[1]
   lhs = (len(centred) * mu + gamma) * jnp.eye(k)
@@ -109,8 +121,14 @@ def _check_positive(value, name: str) -> float:
   return v
 
 
-def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: float = 100.0,
-         gamma: float = 0.01, num_iters: int = 100) -> _api.HashingMethod:
+def cmfh(
+  num_bits: int,
+  *,
+  view_weights: Sequence[float] | None = None,
+  mu: float = 100.0,
+  gamma: float = 0.01,
+  num_iters: int = 100,
+) -> _api.HashingMethod:
   """Collective matrix factorisation hashing (Ding, Guo, Zhou, CVPR 2014).
 
   Args:
@@ -148,28 +166,36 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
   num_iters = _checks.nonneg_int(num_iters, "num_iters")
   if view_weights is not None:
     if np.ndim(view_weights) != 1 or len(view_weights) == 0:
-      raise ValueError(f"view_weights must be a sequence of floats > 0, one per view; got "
-                       f"{_checks.describe(view_weights)}.")
+      raise ValueError(
+        f"view_weights must be a sequence of floats > 0, one per view; got "
+        f"{_checks.describe(view_weights)}."
+      )
     view_weights = tuple(_check_positive(w, "view_weights") for w in view_weights)
 
   def weights_for(num_views: int) -> jax.Array:
     if view_weights is None:
       return jnp.full((num_views,), 1.0 / num_views, jnp.float32)
     if len(view_weights) != num_views:
-      raise ValueError(f"view_weights must have one entry per view ({num_views}); got "
-                       f"{len(view_weights)}.")
+      raise ValueError(
+        f"view_weights must have one entry per view ({num_views}); got {len(view_weights)}."
+      )
     return jnp.asarray(view_weights, jnp.float32)
 
   def training_centred(state, batch):
     views = _common.training_views(batch, "CMFH")
     if len(views) != len(state.means) or any(
-        x.shape[1] != m.shape[0] for x, m in zip(views, state.means)):
-      raise ValueError(f"views must have the feature dimensions CMFH was initialised with, "
-                       f"{[int(m.shape[0]) for m in state.means]}; got "
-                       f"{[int(x.shape[1]) for x in views]}.")
+      x.shape[1] != m.shape[0] for x, m in zip(views, state.means)
+    ):
+      raise ValueError(
+        f"views must have the feature dimensions CMFH was initialised with, "
+        f"{[int(m.shape[0]) for m in state.means]}; got "
+        f"{[int(x.shape[1]) for x in views]}."
+      )
     if views[0].shape[0] != state.latent.shape[0]:
-      raise ValueError(f"views must hold the {state.latent.shape[0]} training items the state "
-                       f"was fitted to; got {views[0].shape[0]} rows.")
+      raise ValueError(
+        f"views must hold the {state.latent.shape[0]} training items the state "
+        f"was fitted to; got {views[0].shape[0]} rows."
+      )
     return tuple(x - m[None, :] for x, m in zip(views, state.means))
 
   def init(key, batch):
@@ -178,19 +204,28 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
     centred, means = _common.centre(views)
     mu_, gamma_ = jnp.float32(mu), jnp.float32(gamma)
     latent = jax.random.normal(key, (views[0].shape[0], num_bits), jnp.float32)
-    return CMFHState(means, fit_projections(centred, latent, mu_, gamma_),
-                     fit_bases(centred, latent, weights, gamma_), latent, weights, mu_, gamma_)
+    return CMFHState(
+      means,
+      fit_projections(centred, latent, mu_, gamma_),
+      fit_bases(centred, latent, weights, gamma_),
+      latent,
+      weights,
+      mu_,
+      gamma_,
+    )
 
   def update(state, batch, key):
     del key
     centred = training_centred(state, batch)
     before = objective_terms(state, centred)
-    latent = fit_latent(centred, state.bases, state.projections, state.view_weights, state.mu,
-                        state.gamma)
+    latent = fit_latent(
+      centred, state.bases, state.projections, state.view_weights, state.mu, state.gamma
+    )
     state = state._replace(
-        latent=latent,
-        bases=fit_bases(centred, latent, state.view_weights, state.gamma),
-        projections=fit_projections(centred, latent, state.mu, state.gamma))
+      latent=latent,
+      bases=fit_bases(centred, latent, state.view_weights, state.gamma),
+      projections=fit_projections(centred, latent, state.mu, state.gamma),
+    )
     return state, {"objective_before": before, "objective": objective_terms(state, centred)}
 
   def encode(state, batch):
@@ -204,6 +239,12 @@ def cmfh(num_bits: int, *, view_weights: Sequence[float] | None = None, mu: floa
     weights_for(len(views))
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, encode, num_bits, "cmfh",
-                            _api.one_phase("cmfh", update, num_steps=num_iters),
-                            check_batch=check_batch, extras=CMFHExtras(objective))
+  return _api.HashingMethod(
+    init,
+    encode,
+    num_bits,
+    "cmfh",
+    _api.one_phase("cmfh", update, num_steps=num_iters),
+    check_batch=check_batch,
+    extras=CMFHExtras(objective),
+  )

@@ -41,8 +41,9 @@ def training_views(batch: dict, method: str) -> tuple[jax.Array, ...]:
   _checks.batch(batch)
   views = batch["views"]
   if len(views) < 2:
-    raise ValueError(f"views must hold at least 2 views to train {method} (a cross-view "
-                     f"method); got {len(views)}.")
+    raise ValueError(
+      f"views must hold at least 2 views to train {method} (a cross-view method); got {len(views)}."
+    )
   missing = [i for i, v in enumerate(views) if v is None]
   if missing:
     raise ValueError(f"views must all be observed to train {method}; views {missing} are None.")
@@ -52,9 +53,11 @@ def training_views(batch: dict, method: str) -> tuple[jax.Array, ...]:
 def check_num_bits_per_view(num_bits: int, views: Sequence[jax.Array], method: str) -> None:
   smallest = min(int(x.shape[1]) for x in views)
   if num_bits > smallest:
-    raise ValueError(f"num_bits must be at most the smallest view dimension for {method} (one "
-                     f"projection pair per bit); got num_bits={num_bits} and view dimensions "
-                     f"{[int(x.shape[1]) for x in views]}.")
+    raise ValueError(
+      f"num_bits must be at most the smallest view dimension for {method} (one "
+      f"projection pair per bit); got num_bits={num_bits} and view dimensions "
+      f"{[int(x.shape[1]) for x in views]}."
+    )
 
 
 def check_nonneg_float(value, name: str) -> float:
@@ -86,7 +89,7 @@ def cross_view_mask(dims: Sequence[int]) -> np.ndarray:
 def split(z: jax.Array, dims: Sequence[int]) -> tuple[jax.Array, ...]:
   """Rows of ``z`` [D, ...] cut into the views' blocks."""
   o = offsets(dims)
-  return tuple(z[o[i]:o[i + 1]] for i in range(len(dims)))
+  return tuple(z[o[i] : o[i + 1]] for i in range(len(dims)))
 
 
 def inverse_sqrt(c: jax.Array) -> jax.Array:
@@ -110,8 +113,9 @@ def whiteners(centred: Sequence[jax.Array], reg: float) -> tuple[jax.Array, ...]
   return tuple(out)
 
 
-def top_generalized(cross: jax.Array, whiten: Sequence[jax.Array], k: int
-                    ) -> tuple[jax.Array, jax.Array]:
+def top_generalized(
+  cross: jax.Array, whiten: Sequence[jax.Array], k: int
+) -> tuple[jax.Array, jax.Array]:
   """Top-``k`` solutions of ``M z = lambda D z`` with ``D^{-1/2} = blockdiag(whiten)``.
 
   Args:
@@ -127,8 +131,9 @@ def top_generalized(cross: jax.Array, whiten: Sequence[jax.Array], k: int
   return w @ vecs[:, ::-1][:, :k], vals[::-1][:k]
 
 
-def unit_variance(projections: Sequence[jax.Array], centred: Sequence[jax.Array]
-                  ) -> tuple[jax.Array, ...]:
+def unit_variance(
+  projections: Sequence[jax.Array], centred: Sequence[jax.Array]
+) -> tuple[jax.Array, ...]:
   """Each column of each ``A_v`` [d_v, K] scaled so ``X_v A_v`` has unit mean square.
 
   A column that projects every training item to 0 is left as it is.
@@ -145,8 +150,10 @@ def check_encode_views(batch: dict, means: Sequence[jax.Array], method: str) -> 
   _checks.batch(batch)
   views = batch["views"]
   if len(views) != len(means):
-    raise ValueError(f"views must hold the {len(means)} views {method} was trained on (None "
-                     f"for an unobserved one); got {len(views)} entries.")
+    raise ValueError(
+      f"views must hold the {len(means)} views {method} was trained on (None "
+      f"for an unobserved one); got {len(views)} entries."
+    )
   out = []
   for i, (x, m) in enumerate(zip(views, means)):
     if x is None:
@@ -154,24 +161,30 @@ def check_encode_views(batch: dict, means: Sequence[jax.Array], method: str) -> 
       continue
     d = int(np.prod(np.shape(x)[1:]))
     if d != m.shape[0]:
-      raise ValueError(f"views[{i}] must have {m.shape[0]} features per item, as in training; "
-                       f"got {_checks.describe(x)}.")
+      raise ValueError(
+        f"views[{i}] must have {m.shape[0]} features per item, as in training; "
+        f"got {_checks.describe(x)}."
+      )
     out.append(_api.view_features(batch, i))
   return out
 
 
-def mean_projection(means: Sequence[jax.Array], projections: Sequence[jax.Array],
-                    views: Sequence[jax.Array | None]) -> jax.Array:
+def mean_projection(
+  means: Sequence[jax.Array], projections: Sequence[jax.Array], views: Sequence[jax.Array | None]
+) -> jax.Array:
   """``(1 / |O|) sum_{v in O} (x_v - m_v) A_v`` over the observed views ``O``: float32 [n, K]."""
   terms = [(x - m[None, :]) @ a for x, m, a in zip(views, means, projections) if x is not None]
   if not terms:
-    raise ValueError(f"views must hold at least one observed view to encode from; all "
-                     f"{len(views)} entries are None.")
+    raise ValueError(
+      f"views must hold at least one observed view to encode from; all "
+      f"{len(views)} entries are None."
+    )
   return sum(terms) / len(terms)
 
 
-def encode(means: Sequence[jax.Array], projections: Sequence[jax.Array], batch: dict,
-           method: str) -> jax.Array:
+def encode(
+  means: Sequence[jax.Array], projections: Sequence[jax.Array], batch: dict, method: str
+) -> jax.Array:
   """Codes from the observed views of ``batch``: int8 [n, K] in {-1, +1} (module docstring)."""
   views = check_encode_views(batch, means, method)
   return codes_lib.sign(mean_projection(means, projections, views))

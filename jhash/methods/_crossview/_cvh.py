@@ -46,10 +46,11 @@ from jhash.methods._crossview import _common
 
 class CVHState(NamedTuple):
   """CVH's per-view training means and projections, and each bit's eigenvalue."""
-  means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
-  projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], A_v, unit-variance columns
-  eigenvalues: jax.Array               # float32 [K], lambda of each bit, descending
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  means: tuple[jax.Array, ...]  # per view float32 [d_v], training means m_v
+  projections: tuple[jax.Array, ...]  # per view float32 [d_v, K], A_v, unit-variance columns
+  eigenvalues: jax.Array  # float32 [K], lambda of each bit, descending
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 def cvh_projections(views, num_bits: int, reg: float):
@@ -115,5 +116,11 @@ def cvh(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     _common.check_num_bits_per_view(num_bits, views, "CVH")
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, encode, num_bits, "cvh",
-                            _api.one_phase("cvh", update, num_steps=0), check_batch=check_batch)
+  return _api.HashingMethod(
+    init,
+    encode,
+    num_bits,
+    "cvh",
+    _api.one_phase("cvh", update, num_steps=0),
+    check_batch=check_batch,
+  )

@@ -48,14 +48,15 @@ from jhash.methods._crossview import _common
 
 class SCMState(NamedTuple):
   """SCM's per-view means and whiteners, the cross-view matrix and the bits learned so far."""
-  means: tuple[jax.Array, ...]         # per view float32 [d_v], training means m_v
-  whiteners: tuple[jax.Array, ...]     # per view float32 [d_v, d_v], (C_vv + r_v I)^{-1/2}
-  cross: jax.Array                     # float32 [D, D], X^T R_t X / n on cross-view blocks, 0 on
-                                       #   same-view blocks (D = sum d_v)
-  projections: tuple[jax.Array, ...]   # per view float32 [d_v, K], w_v^k; columns >= step are 0
-  eigenvalues: jax.Array               # float32 [K], lambda of each learned bit (0 until learned)
-  step: jax.Array                      # int32 [], bits learned so far
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  means: tuple[jax.Array, ...]  # per view float32 [d_v], training means m_v
+  whiteners: tuple[jax.Array, ...]  # per view float32 [d_v, d_v], (C_vv + r_v I)^{-1/2}
+  cross: jax.Array  # float32 [D, D], X^T R_t X / n on cross-view blocks, 0 on
+  #   same-view blocks (D = sum d_v)
+  projections: tuple[jax.Array, ...]  # per view float32 [d_v, K], w_v^k; columns >= step are 0
+  eigenvalues: jax.Array  # float32 [K], lambda of each learned bit (0 until learned)
+  step: jax.Array  # int32 [], bits learned so far
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 def normalized_labels(labels) -> jax.Array:
@@ -85,15 +86,17 @@ def semantic_gram(xcat: jax.Array, labels) -> jax.Array:
     _, cls = jnp.unique(jnp.asarray(labels), return_inverse=True, size=n)
     per_class = jax.ops.segment_sum(xcat, cls.reshape(n), num_segments=n)
   else:
-    per_class = normalized_labels(labels).T @ xcat                           # [C, D]
+    per_class = normalized_labels(labels).T @ xcat  # [C, D]
   return 2.0 * per_class.T @ per_class - total[:, None] * total[None, :]
 
 
 def _read_labels(batch: dict):
   labels = batch.get("labels")
   if labels is None:
-    raise ValueError("labels are required to train SCM (class ids int [n] or multi-hot bool "
-                     "[n, C]); batch['labels'] is missing or None.")
+    raise ValueError(
+      "labels are required to train SCM (class ids int [n] or multi-hot bool "
+      "[n, C]); batch['labels'] is missing or None."
+    )
   _checks.label_array(labels, "labels", num_items=_checks.batch(batch))
   _checks.labelled_rows(labels)
   return labels
@@ -144,9 +147,14 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     xcat = jnp.concatenate(centred, axis=1)
     mask = jnp.asarray(_common.cross_view_mask(dims))
     cross = jnp.where(mask, num_bits * semantic_gram(xcat, labels) / xcat.shape[0], 0.0)
-    return SCMState(means, _common.whiteners(centred, reg), cross,
-                    tuple(jnp.zeros((d, num_bits), jnp.float32) for d in dims),
-                    jnp.zeros((num_bits,), jnp.float32), jnp.zeros((), jnp.int32))
+    return SCMState(
+      means,
+      _common.whiteners(centred, reg),
+      cross,
+      tuple(jnp.zeros((d, num_bits), jnp.float32) for d in dims),
+      jnp.zeros((num_bits,), jnp.float32),
+      jnp.zeros((), jnp.int32),
+    )
 
   def training_centred(state, batch):
     views = _common.training_views(batch, "SCM")
@@ -159,20 +167,23 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     dims = [int(x.shape[1]) for x in centred]
     n = centred[0].shape[0]
     z, lam = _common.top_generalized(state.cross, state.whiteners, 1)
-    w = _common.unit_variance(_common.split(z, dims), centred)              # per view [d_v, 1]
+    w = _common.unit_variance(_common.split(z, dims), centred)  # per view [d_v, 1]
     codes = [jnp.where(x @ wv >= 0, 1.0, -1.0) for x, wv in zip(centred, w)]
     g = jnp.concatenate([x.T @ b for x, b in zip(centred, codes)], axis=0)  # [D, 1]
     mask = jnp.asarray(_common.cross_view_mask(dims))
     active = state.step < num_bits
     t = jnp.minimum(state.step, num_bits - 1)
     cross = jnp.where(active & mask, state.cross - (g @ g.T) / n, state.cross)
-    projections = tuple(jnp.where(active, p.at[:, t].set(wv[:, 0]), p)
-                        for p, wv in zip(state.projections, w))
+    projections = tuple(
+      jnp.where(active, p.at[:, t].set(wv[:, 0]), p) for p, wv in zip(state.projections, w)
+    )
     eigenvalue = jnp.where(active, lam[0], 0.0)
     new = state._replace(
-        cross=cross, projections=projections,
-        eigenvalues=jnp.where(active, state.eigenvalues.at[t].set(lam[0]), state.eigenvalues),
-        step=state.step + active.astype(jnp.int32))
+      cross=cross,
+      projections=projections,
+      eigenvalues=jnp.where(active, state.eigenvalues.at[t].set(lam[0]), state.eigenvalues),
+      step=state.step + active.astype(jnp.int32),
+    )
     return new, {"eigenvalue": eigenvalue, "cross_norm": jnp.sqrt(jnp.sum(cross * cross))}
 
   def encode(state, batch):
@@ -183,15 +194,20 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     _read_labels(batch)
     return int(views[0].shape[0])
 
-  return _api.HashingMethod(init, encode, num_bits, "scm",
-                            _api.one_phase("scm", update, num_steps=num_bits),
-                            check_batch=check_batch)
+  return _api.HashingMethod(
+    init,
+    encode,
+    num_bits,
+    "scm",
+    _api.one_phase("scm", update, num_steps=num_bits),
+    check_batch=check_batch,
+  )
 
 
 def _check_views_match(state: SCMState, views) -> None:
   dims = [int(m.shape[0]) for m in state.means]
   got = [int(x.shape[1]) for x in views]
   if got != dims:
-    raise ValueError(f"views must have the feature dimensions SCM was initialised with, "
-                     f"{dims}; got {got}.")
-
+    raise ValueError(
+      f"views must have the feature dimensions SCM was initialised with, {dims}; got {got}."
+    )

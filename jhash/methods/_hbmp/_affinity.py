@@ -59,8 +59,10 @@ def check_affinity(affinity, name: str = "affinity") -> int:
   """
   n = _check_square(affinity, name, "affinity matrix")
   if n < 2:
-    raise ValueError(f"{name} must hold at least 2 items (the pursuit fits the off-diagonal "
-                     f"entries); got {_checks.describe(affinity)}.")
+    raise ValueError(
+      f"{name} must hold at least 2 items (the pursuit fits the off-diagonal "
+      f"entries); got {_checks.describe(affinity)}."
+    )
   dtype = np.dtype(affinity.dtype) if hasattr(affinity, "dtype") else np.asarray(affinity).dtype
   if dtype.kind not in "iuf":
     raise ValueError(f"{name} must hold real numbers; got {_checks.describe(affinity)}.")
@@ -72,8 +74,9 @@ def check_affinity(affinity, name: str = "affinity") -> int:
     if asym > 1e-5 * scale:
       i, j = np.unravel_index(np.argmax(np.abs(a - a.T)), a.shape)
       raise ValueError(
-          f"{name} must be symmetric (R[i, j] == R[j, i]); got {_checks.describe(affinity)} "
-          f"with R[{i}, {j}] = {a[i, j]:.6g} but R[{j}, {i}] = {a[j, i]:.6g}.")
+        f"{name} must be symmetric (R[i, j] == R[j, i]); got {_checks.describe(affinity)} "
+        f"with R[{i}, {j}] = {a[i, j]:.6g} but R[{j}, {i}] = {a[j, i]:.6g}."
+      )
   return n
 
 
@@ -89,8 +92,10 @@ def affinity_from_distances(distances, num_bits: int) -> jax.Array:
   num_bits = _checks.positive_int(num_bits, "num_bits")
   check_affinity(distances, "distances")
   if _checks.is_concrete(distances) and np.min(np.asarray(distances)) < 0:
-    raise ValueError(f"distances must be non-negative; got minimum "
-                     f"{np.min(np.asarray(distances)):.6g} in {_checks.describe(distances)}.")
+    raise ValueError(
+      f"distances must be non-negative; got minimum "
+      f"{np.min(np.asarray(distances)):.6g} in {_checks.describe(distances)}."
+    )
   return _affinity_from_distances(jnp.asarray(distances, jnp.float32), num_bits)
 
 
@@ -133,8 +138,9 @@ def class_affinity(num_classes: int, num_bits: int) -> jax.Array:
 
 class LabelSets(NamedTuple):
   """The unique label combinations of a multi-label set."""
-  sets: np.ndarray    # bool [m, C], the unique rows, in lexicographic order
-  index: np.ndarray   # int32 [n], the set of each input row: labels == sets[index]
+
+  sets: np.ndarray  # bool [m, C], the unique rows, in lexicographic order
+  index: np.ndarray  # int32 [n], the set of each input row: labels == sets[index]
 
 
 def unique_label_sets(labels) -> LabelSets:
@@ -147,11 +153,14 @@ def unique_label_sets(labels) -> LabelSets:
     rows in lexicographic order (as ``np.unique(..., axis=0)`` and ``jnp.unique``).
   """
   if _checks.label_array(labels, "labels") != "multi_hot":
-    raise ValueError(f"labels must be multi-hot bool [n, C] for label sets; got "
-                     f"{_checks.describe(labels)}.")
+    raise ValueError(
+      f"labels must be multi-hot bool [n, C] for label sets; got {_checks.describe(labels)}."
+    )
   if not _checks.is_concrete(labels):
-    raise ValueError("unique_label_sets needs concrete labels (its output size depends on "
-                     "the data); call it outside jit.")
+    raise ValueError(
+      "unique_label_sets needs concrete labels (its output size depends on "
+      "the data); call it outside jit."
+    )
   a = np.asarray(labels, bool)
   if a.shape[0] == 0:
     raise ValueError(f"labels must hold at least one row; got {_checks.describe(a)}.")
@@ -206,7 +215,7 @@ def _label_set_affinity(sets: jax.Array, num_bits: int, metric: str) -> jax.Arra
 def euclidean_distances(features: jax.Array) -> jax.Array:
   """All-pairs Euclidean distances of rows: float [n, d] -> float32 [n, n], zero diagonal."""
   x = jnp.asarray(features, jnp.float32)
-  x = x - jnp.mean(x, axis=0)[None, :]    # same distances, less cancellation
+  x = x - jnp.mean(x, axis=0)[None, :]  # same distances, less cancellation
   sq = jnp.sum(x * x, axis=1)
   gram = lax.dot_general(x, x, (((1,), (1,)), ((), ())), precision=lax.Precision.HIGHEST)
   d2 = jnp.maximum(sq[:, None] + sq[None, :] - 2.0 * gram, 0.0)
@@ -227,8 +236,9 @@ def feature_affinity(features, num_bits: int) -> jax.Array:
   num_bits = _checks.positive_int(num_bits, "num_bits")
   _checks.rank(features, 2, "features", "[n, d]")
   if np.shape(features)[0] < 2:
-    raise ValueError(f"features must hold at least 2 rows (items); got "
-                     f"{_checks.describe(features)}.")
+    raise ValueError(
+      f"features must hold at least 2 rows (items); got {_checks.describe(features)}."
+    )
   _checks.finite(features, "features")
   return _affinity_from_distances(euclidean_distances(features), num_bits)
 
@@ -245,8 +255,9 @@ def item_centroids(features: jax.Array, item_index: jax.Array, num_items: int) -
   """
   x = jnp.asarray(features, jnp.float32)
   sums = jax.ops.segment_sum(x, item_index, num_segments=num_items)
-  counts = jax.ops.segment_sum(jnp.ones(x.shape[0], jnp.float32), item_index,
-                               num_segments=num_items)
+  counts = jax.ops.segment_sum(
+    jnp.ones(x.shape[0], jnp.float32), item_index, num_segments=num_items
+  )
   return sums / jnp.maximum(counts, 1.0)[:, None]
 
 
@@ -274,5 +285,4 @@ def instance_affinity(labels, num_bits: int, metric: str = "share") -> jax.Array
 
 def _check_metric(metric, allowed) -> None:
   if metric not in allowed:
-    raise ValueError(f"metric must be one of {', '.join(map(repr, allowed))} here; "
-                     f"got {metric!r}.")
+    raise ValueError(f"metric must be one of {', '.join(map(repr, allowed))} here; got {metric!r}.")

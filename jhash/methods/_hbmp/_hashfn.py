@@ -43,9 +43,15 @@ def check_kind(kind, name: str = "kind") -> str:
   return kind
 
 
-def network(kind: str, num_bits: int, input_shape: Sequence[int], *,
-            hidden: Sequence[int] = (512,), channels: Sequence[int] = (16, 32),
-            dense: int = 128) -> models.Model:
+def network(
+  kind: str,
+  num_bits: int,
+  input_shape: Sequence[int],
+  *,
+  hidden: Sequence[int] = (512,),
+  channels: Sequence[int] = (16, 32),
+  dense: int = 128,
+) -> models.Model:
   """The scoring network of a hash-function family for items of ``input_shape``.
 
   "linear": ``W x + c`` (``jhash.models.MLP`` with no hidden layer); "mlp": ``hidden``
@@ -60,11 +66,19 @@ def network(kind: str, num_bits: int, input_shape: Sequence[int], *,
   return models.model(module, tuple(input_shape))
 
 
-def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
-                   learning_rate: float | None = None, weight_decay: float = 0.0,
-                   hidden: Sequence[int] = (512,), channels: Sequence[int] = (16, 32),
-                   dense: int = 128, encode_chunk: int = 2048,
-                   model: models.Model | None = None) -> coder_lib.Coder:
+def hash_functions(
+  kind: str,
+  num_bits: int,
+  *,
+  view: int | None = None,
+  learning_rate: float | None = None,
+  weight_decay: float = 0.0,
+  hidden: Sequence[int] = (512,),
+  channels: Sequence[int] = (16, 32),
+  dense: int = 128,
+  encode_chunk: int = 2048,
+  model: models.Model | None = None,
+) -> coder_lib.Coder:
   """Hash functions ``f(x) = sign(psi(x))`` as a network coder (Eq. 11).
 
   Args:
@@ -89,12 +103,24 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
   rate = DEFAULT_LEARNING_RATES[kind] if learning_rate is None else learning_rate
   if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
     raise ValueError(f"learning_rate must be a positive float; got {learning_rate!r}.")
-  if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) or (
-      weight_decay < 0):
+  if (
+    isinstance(weight_decay, bool)
+    or not isinstance(weight_decay, (int, float))
+    or (weight_decay < 0)
+  ):
     raise ValueError(f"weight_decay must be a float >= 0; got {weight_decay!r}.")
-  args = (kind, num_bits, view, float(rate), float(weight_decay),
-          tuple(int(h) for h in hidden), tuple(int(c) for c in channels), int(dense),
-          encode_chunk, model)
+  args = (
+    kind,
+    num_bits,
+    view,
+    float(rate),
+    float(weight_decay),
+    tuple(int(h) for h in hidden),
+    tuple(int(c) for c in channels),
+    int(dense),
+    encode_chunk,
+    model,
+  )
   try:
     hash(args)
   except TypeError:
@@ -105,23 +131,32 @@ def hash_functions(kind: str, num_bits: int, *, view: int | None = None,
 # One coder per setting: jit caches are keyed on the functions, so hash functions (and
 # HBMP methods) built with the same settings share their compiled steps.
 @functools.lru_cache(maxsize=64)
-def _hash_functions(kind, num_bits, view, rate, weight_decay, hidden, channels, dense,
-                    encode_chunk, model) -> coder_lib.Coder:
+def _hash_functions(
+  kind, num_bits, view, rate, weight_decay, hidden, channels, dense, encode_chunk, model
+) -> coder_lib.Coder:
   def net(item_shape):
     return network(kind, num_bits, item_shape, hidden=hidden, channels=channels, dense=dense)
-  return coder_lib.coder(num_bits, network=net if model is None else model, view=view,
-                         images=kind in IMAGE_KINDS,
-                         optimizer=optax.adamw(rate, weight_decay=weight_decay),
-                         encode_chunk=encode_chunk, name=f"the {kind} hash functions")
+
+  return coder_lib.coder(
+    num_bits,
+    network=net if model is None else model,
+    view=view,
+    images=kind in IMAGE_KINDS,
+    optimizer=optax.adamw(rate, weight_decay=weight_decay),
+    encode_chunk=encode_chunk,
+    name=f"the {kind} hash functions",
+  )
 
 
 def _hinge(outputs, targets):
   return losses.mean_hinge(outputs.logits, targets), {
-      "bit_error": losses.mean_bit_error(outputs.logits, targets)}
+    "bit_error": losses.mean_bit_error(outputs.logits, targets)
+  }
 
 
-def hinge_step(functions: coder_lib.Coder, state: coder_lib.CoderState, batch: dict,
-               targets: jax.Array):
+def hinge_step(
+  functions: coder_lib.Coder, state: coder_lib.CoderState, batch: dict, targets: jax.Array
+):
   """One minibatch of the hinge bound (Eq. 12): the functions' state and metrics.
 
   Args:
@@ -133,8 +168,9 @@ def hinge_step(functions: coder_lib.Coder, state: coder_lib.CoderState, batch: d
     (state, metrics): ``hinge_loss`` (the bound per instance) and ``bit_error`` (fraction
     of mismatched bits), measured before the update.
   """
-  new, loss, aux, _ = functions.step(state, functions.read(batch), _hinge,
-                                     targets.astype(jnp.float32))
+  new, loss, aux, _ = functions.step(
+    state, functions.read(batch), _hinge, targets.astype(jnp.float32)
+  )
   return new, {"hinge_loss": loss, "bit_error": aux["bit_error"]}
 
 
@@ -143,13 +179,18 @@ def hinge_step(functions: coder_lib.Coder, state: coder_lib.CoderState, batch: d
 
 class TargetFitState(NamedTuple):
   """Hash functions fitted to target codes (``fit_to_targets``)."""
-  coder: coder_lib.CoderState     # the functions' network and input statistics
-  widths: jax.Array               # int32 [V], the training views' widths
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  coder: coder_lib.CoderState  # the functions' network and input statistics
+  widths: jax.Array  # int32 [V], the training views' widths
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
-def fit_to_targets(functions: coder_lib.Coder, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                   num_epochs: int = DEFAULT_EPOCHS) -> _api.HashingMethod:
+def fit_to_targets(
+  functions: coder_lib.Coder,
+  *,
+  batch_size: int = DEFAULT_BATCH_SIZE,
+  num_epochs: int = DEFAULT_EPOCHS,
+) -> _api.HashingMethod:
   """Stage (ii) alone: hash functions fitted to given target codes, as a method.
 
   The training batch carries ``"targets"``, int8 [n, num_bits] in {-1, +1}, the target
@@ -189,14 +230,21 @@ def fit_to_targets(functions: coder_lib.Coder, *, batch_size: int = DEFAULT_BATC
     n = functions.check_batch(batch)
     _checks.signed_codes(batch.get("targets"), "batch['targets']", functions.num_bits)
     if np.shape(batch["targets"])[0] != n:
-      raise ValueError(f"batch['targets'] must hold one code per training instance ({n}); "
-                       f"got {_checks.describe(batch['targets'])}.")
+      raise ValueError(
+        f"batch['targets'] must hold one code per training instance ({n}); "
+        f"got {_checks.describe(batch['targets'])}."
+      )
     return n
 
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, functions.view, "hash_functions")
 
   return _api.HashingMethod(
-      init, lambda s, b: functions.encode(s.coder, b), functions.num_bits, "hash_functions",
-      _api.one_phase("hash_functions", update, batch_size=batch_size, num_epochs=num_epochs),
-      check_batch, check_encode=check_encode)
+    init,
+    lambda s, b: functions.encode(s.coder, b),
+    functions.num_bits,
+    "hash_functions",
+    _api.one_phase("hash_functions", update, batch_size=batch_size, num_epochs=num_epochs),
+    check_batch,
+    check_encode=check_encode,
+  )

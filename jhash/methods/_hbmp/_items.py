@@ -26,28 +26,37 @@ def check_level_and_metric(level: str, metric: str) -> None:
   if level not in LEVELS:
     raise ValueError(f"level must be one of {', '.join(map(repr, LEVELS))}; got {level!r}.")
   if metric not in _affinity.METRICS:
-    raise ValueError(f"metric must be one of {', '.join(map(repr, _affinity.METRICS))}; "
-                     f"got {metric!r}.")
+    raise ValueError(
+      f"metric must be one of {', '.join(map(repr, _affinity.METRICS))}; got {metric!r}."
+    )
   if level == "class" and metric == "shared_count":
-    raise ValueError("metric='shared_count' needs multi-hot labels (level='label_sets' or "
-                     "'instance'); got level='class'.")
+    raise ValueError(
+      "metric='shared_count' needs multi-hot labels (level='label_sets' or "
+      "'instance'); got level='class'."
+    )
 
 
 def _items_needed(level: str) -> ValueError:
   what = "classes" if level == "class" else "unique label sets"
-  hint = ("max(labels) + 1" if level == "class"
-          else "len(jhash.methods._hbmp.unique_label_sets(labels).sets)")
+  hint = (
+    "max(labels) + 1"
+    if level == "class"
+    else "len(jhash.methods._hbmp.unique_label_sets(labels).sets)"
+  )
   return ValueError(
-      f"num_items must be given for level={level!r} when init is traced (jhash.init and "
-      f"jhash.fit jit it): the number of {what} sets the state's shapes. Pass "
-      f"num_items={hint}, or call method.init eagerly.")
+    f"num_items must be given for level={level!r} when init is traced (jhash.init and "
+    f"jhash.fit jit it): the number of {what} sets the state's shapes. Pass "
+    f"num_items={hint}, or call method.init eagerly."
+  )
 
 
 def class_items(labels, num_items: int | None):
   """``(m, ids int32 [m], index int32 [n])`` of class-id labels [n]."""
   if _checks.label_array(labels, "labels") != "class_ids":
-    raise ValueError(f"labels must be integer class ids [n] for level='class' (use "
-                     f"level='label_sets' for multi-hot labels); got {_checks.describe(labels)}.")
+    raise ValueError(
+      f"labels must be integer class ids [n] for level='class' (use "
+      f"level='label_sets' for multi-hot labels); got {_checks.describe(labels)}."
+    )
   if _checks.is_concrete(labels):
     y = np.asarray(labels)
     if y.size and y.min() < 0:
@@ -56,8 +65,9 @@ def class_items(labels, num_items: int | None):
     if num_items is None:
       num_items = found
     elif found > num_items:
-      raise ValueError(f"labels must be class ids below num_items={num_items}; got "
-                       f"class id {found - 1}.")
+      raise ValueError(
+        f"labels must be class ids below num_items={num_items}; got class id {found - 1}."
+      )
   elif num_items is None:
     raise _items_needed("class")
   ids = jnp.arange(num_items, dtype=jnp.int32)
@@ -67,19 +77,24 @@ def class_items(labels, num_items: int | None):
 def label_set_items(labels, num_items: int | None):
   """``(m, sets bool [m, C], index int32 [n])`` of multi-hot labels [n, C]."""
   if _checks.label_array(labels, "labels") != "multi_hot":
-    raise ValueError(f"labels must be multi-hot bool [n, C] for level='label_sets'; got "
-                     f"{_checks.describe(labels)}.")
+    raise ValueError(
+      f"labels must be multi-hot bool [n, C] for level='label_sets'; got "
+      f"{_checks.describe(labels)}."
+    )
   if _checks.is_concrete(labels):
     found = _affinity.unique_label_sets(labels)
     if num_items is not None and num_items != found.sets.shape[0]:
-      raise ValueError(f"num_items must equal the number of unique label sets in labels, "
-                       f"{found.sets.shape[0]}; got num_items={num_items}.")
+      raise ValueError(
+        f"num_items must equal the number of unique label sets in labels, "
+        f"{found.sets.shape[0]}; got num_items={num_items}."
+      )
     return found.sets.shape[0], jnp.asarray(found.sets), jnp.asarray(found.index)
   if num_items is None:
     raise _items_needed("label_sets")
   # Traced: a static number of sets. Extra rows (num_items too large) repeat a set.
-  sets, index = jnp.unique(labels, axis=0, size=num_items, return_inverse=True,
-                           fill_value=labels[0])
+  sets, index = jnp.unique(
+    labels, axis=0, size=num_items, return_inverse=True, fill_value=labels[0]
+  )
   return num_items, sets, index.reshape(-1).astype(jnp.int32)
 
 
@@ -94,8 +109,7 @@ def labels_of(level: str, batch: dict):
   """``batch["labels"]``, which the class and label-set levels need."""
   labels = batch.get("labels")
   if labels is None:
-    raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys "
-                     f"{sorted(batch)}.")
+    raise ValueError(f"batch must hold 'labels' for level={level!r}; got keys {sorted(batch)}.")
   return labels
 
 
@@ -116,8 +130,9 @@ def _instance_items(batch: dict, metric: str, num_bits: int, view: int | None):
   return n, r, item_labels, index
 
 
-def items_and_affinity(batch: dict, level: str, metric: str, num_bits: int,
-                       num_items: int | None, view: int | None):
+def items_and_affinity(
+  batch: dict, level: str, metric: str, num_bits: int, num_items: int | None, view: int | None
+):
   """The items of a training batch and their affinity.
 
   Args:
@@ -160,16 +175,18 @@ def row_items(level: str, item_labels: jax.Array, num_items: int, batch: dict) -
   """
   labels = batch.get("labels")
   if level == "instance":
-    n = (_api.view_features(batch, None).shape[0] if labels is None
-         else np.shape(labels)[0])
+    n = _api.view_features(batch, None).shape[0] if labels is None else np.shape(labels)[0]
     if n != num_items:
       raise ValueError(
-          f"instance-level HBMP encodes its {num_items} training instances only; got a "
-          f"batch of {n} rows (codes of new data come from hash functions, stage ii).")
+        f"instance-level HBMP encodes its {num_items} training instances only; got a "
+        f"batch of {n} rows (codes of new data come from hash functions, stage ii)."
+      )
     return jnp.arange(num_items)
   if labels is None:
-    raise ValueError("batch must hold 'labels' to encode by item (codes from features "
-                     "come from hash functions, stage ii).")
+    raise ValueError(
+      "batch must hold 'labels' to encode by item (codes from features "
+      "come from hash functions, stage ii)."
+    )
   if level == "class":
     return _class_of_rows(labels, num_items)
   return _nearest_label_set(labels, item_labels)
@@ -178,12 +195,15 @@ def row_items(level: str, item_labels: jax.Array, num_items: int, batch: dict) -
 def _class_of_rows(labels, m: int) -> jax.Array:
   """Class ids in ``[0, m)``, checked: int32 [n]."""
   if _checks.label_array(labels, "labels") != "class_ids":
-    raise ValueError(f"labels must be class ids [n] for level='class'; got "
-                     f"{_checks.describe(labels)}.")
-  if _checks.is_concrete(labels) and np.size(labels) and (
-      np.min(labels) < 0 or np.max(labels) >= m):
-    raise ValueError(f"labels must be class ids in [0, {m}); got values in "
-                     f"[{np.min(labels)}, {np.max(labels)}].")
+    raise ValueError(
+      f"labels must be class ids [n] for level='class'; got {_checks.describe(labels)}."
+    )
+  if (
+    _checks.is_concrete(labels) and np.size(labels) and (np.min(labels) < 0 or np.max(labels) >= m)
+  ):
+    raise ValueError(
+      f"labels must be class ids in [0, {m}); got values in [{np.min(labels)}, {np.max(labels)}]."
+    )
   return jnp.asarray(labels, jnp.int32)
 
 
@@ -196,10 +216,12 @@ def _nearest_label_set(labels, sets: jax.Array) -> jax.Array:
   """
   c = sets.shape[1]
   if _checks.label_array(labels, "labels") != "multi_hot" or np.shape(labels)[1] != c:
-    raise ValueError(f"labels must be multi-hot bool [n, {c}] for level='label_sets'; "
-                     f"got {_checks.describe(labels)}.")
+    raise ValueError(
+      f"labels must be multi-hot bool [n, {c}] for level='label_sets'; "
+      f"got {_checks.describe(labels)}."
+    )
   shared = _affinity.shared_label_counts(labels, sets)
   sizes = jnp.sum(sets, axis=1, dtype=jnp.int32)
   own = jnp.sum(jnp.asarray(labels), axis=1, dtype=jnp.int32)
-  differ = own[:, None] + sizes[None, :] - 2 * shared    # Hamming distance of label rows
+  differ = own[:, None] + sizes[None, :] - 2 * shared  # Hamming distance of label rows
   return jnp.argmin(differ, axis=1)

@@ -42,14 +42,15 @@ LEVELS = _items.LEVELS
 
 class HBMPState(NamedTuple):
   """Items, their affinity and the pursuit's buffers."""
+
   pursuit: _pursuit.PursuitState  # codes int8 [m, b] (targets of the m items), alphas [b], ...
-  affinity: jax.Array             # float32 [m, m], R between items
-  item_labels: jax.Array          # class: int32 [m] ids; label_sets: bool [m, C];
-                                  # instance: the training labels (int32 [n] zeros if none)
-  instance_items: jax.Array       # int32 [n], the item of each training instance
+  affinity: jax.Array  # float32 [m, m], R between items
+  item_labels: jax.Array  # class: int32 [m] ids; label_sets: bool [m, C];
+  # instance: the training labels (int32 [n] zeros if none)
+  instance_items: jax.Array  # int32 [n], the item of each training instance
   hashing: coder_lib.CoderState | None = None  # stage ii's network (None: stage i only)
-  widths: jax.Array | None = None              # int32 [V], the training views' widths
-  trained: _api.Trained | None = None          # what it was trained on (jhash.init / fit)
+  widths: jax.Array | None = None  # int32 [V], the training views' widths
+  trained: _api.Trained | None = None  # what it was trained on (jhash.init / fit)
 
   @property
   def codes(self) -> jax.Array:
@@ -79,24 +80,26 @@ def target_codes(state: HBMPState) -> jax.Array:
 
 class HBMPExtras(NamedTuple):
   """Further pure functions of ``hbmp`` (``HashingMethod.extras``)."""
-  weights: Callable[[HBMPState], jax.Array]         # float32 [b], the alphas
-  target_codes: Callable[[HBMPState], jax.Array]    # int8 [n_train, b]
-  items: Callable[[HBMPState, dict], jax.Array]     # int32 [m], the item of each batch row
-  pursuit: _pursuit.MatrixPursuit                   # init(R) / step(state, R, key)
+
+  weights: Callable[[HBMPState], jax.Array]  # float32 [b], the alphas
+  target_codes: Callable[[HBMPState], jax.Array]  # int8 [n_train, b]
+  items: Callable[[HBMPState, dict], jax.Array]  # int32 [m], the item of each batch row
+  pursuit: _pursuit.MatrixPursuit  # init(R) / step(state, R, key)
   encode_targets: Callable[[HBMPState, dict], jax.Array]  # int8 [m, b], codes by item
-  scores: Callable[[HBMPState, dict], jax.Array] | None   # float32 [m, b], psi(x)
-  hash_functions: coder_lib.Coder | None                  # stage ii (None: stage i only)
+  scores: Callable[[HBMPState, dict], jax.Array] | None  # float32 [m, b], psi(x)
+  hash_functions: coder_lib.Coder | None  # stage ii (None: stage i only)
 
 
 class _Settings(NamedTuple):
   """``hbmp``'s arguments, checked, with the pursuit and the hash functions they build."""
+
   num_bits: int
-  level: str                                  # one of LEVELS
-  metric: str                                 # one of _affinity.METRICS (checked by _items)
-  num_items: int | None                       # classes / label sets (None: read at bind)
-  view: int | None                            # the features of "euclidean" (None: all)
-  pursuit: _pursuit.MatrixPursuit             # stage i, from the pursuit's options
-  hashing: "StageTwo | None"                  # stage ii (None: stage i only)
+  level: str  # one of LEVELS
+  metric: str  # one of _affinity.METRICS (checked by _items)
+  num_items: int | None  # classes / label sets (None: read at bind)
+  view: int | None  # the features of "euclidean" (None: all)
+  pursuit: _pursuit.MatrixPursuit  # stage i, from the pursuit's options
+  hashing: "StageTwo | None"  # stage ii (None: stage i only)
 
 
 # ----------------------------------------------------------------------------- the functions
@@ -109,10 +112,14 @@ def _check_batch(s: _Settings, batch: dict) -> int:
   if s.metric == "euclidean" or (s.level == "instance" and labels is None):
     _api.view_features(batch, s.view)
   if s.level == "instance":
-    if labels is not None and s.metric == "shared_count" and (
-        _checks.label_array(labels, "labels") != "multi_hot"):
-      raise ValueError(f"metric='shared_count' needs multi-hot labels; got "
-                       f"{_checks.describe(labels)}.")
+    if (
+      labels is not None
+      and s.metric == "shared_count"
+      and (_checks.label_array(labels, "labels") != "multi_hot")
+    ):
+      raise ValueError(
+        f"metric='shared_count' needs multi-hot labels; got {_checks.describe(labels)}."
+      )
     m = n
   else:
     m = _items.label_items(s.level, _items.labels_of(s.level, batch), s.num_items)[0]
@@ -129,8 +136,9 @@ def _init(s: _Settings, key: jax.Array, batch: dict) -> HBMPState:
 
   Every bit draws from its own update key; the key of init starts the networks.
   """
-  m, r, item_labels, index = _items.items_and_affinity(batch, s.level, s.metric, s.num_bits,
-                                                       s.num_items, s.view)
+  m, r, item_labels, index = _items.items_and_affinity(
+    batch, s.level, s.metric, s.num_bits, s.num_items, s.view
+  )
   _pursuit.check_num_bits_for_items(s.num_bits, m)
   state = HBMPState(s.pursuit.init(r), r, item_labels, index, widths=_api.view_widths(batch))
   if s.hashing is None:
@@ -142,10 +150,11 @@ def _no_encoder(state: HBMPState, batch: dict):
   """``encode`` of ``hbmp(..., hash_function=None)``: there is no function of features."""
   del state, batch
   raise ValueError(
-      "hbmp(..., hash_function=None) learns target codes of its training items only "
-      "and has no function of the features: encode would read the batch's labels. "
-      "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
-      "a hash_function ('linear', 'mlp', 'cnn').")
+    "hbmp(..., hash_function=None) learns target codes of its training items only "
+    "and has no function of the features: encode would read the batch's labels. "
+    "Use method.extras.encode_targets(state, batch) for the codes by item, or give "
+    "a hash_function ('linear', 'mlp', 'cnn')."
+  )
 
 
 def _bind(s: _Settings, batch: dict) -> _api.HashingMethod | None:
@@ -171,19 +180,31 @@ def _phases(s: _Settings, pursue: Callable, train: Callable | None) -> tuple[_ap
   phases = (_api.Phase("pursuit", pursue, None, num_steps=s.num_bits),)
   if s.hashing is None:
     return phases
-  return phases + (_api.Phase("hash_functions", train, s.hashing.batch_size,
-                              num_epochs=s.hashing.num_epochs),)
+  return phases + (
+    _api.Phase("hash_functions", train, s.hashing.batch_size, num_epochs=s.hashing.num_epochs),
+  )
 
 
 # ----------------------------------------------------------------------------- the method
 
 
-def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
-         num_items: int | None = None, view: int | None = None, step_size: str = "regress",
-         num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
-         local_search: bool = True, max_flips: int | None = None, eigensolver: str = "auto",
-         hash_function: str | coder_lib.Coder | None = "linear",
-         hash_options: dict | None = None) -> _api.HashingMethod:
+def hbmp(
+  num_bits: int,
+  *,
+  level: str = "class",
+  metric: str = "share",
+  num_items: int | None = None,
+  view: int | None = None,
+  step_size: str = "regress",
+  num_restarts: int = 4,
+  num_iters: int = 20,
+  tol: float = 1e-4,
+  local_search: bool = True,
+  max_flips: int | None = None,
+  eigensolver: str = "auto",
+  hash_function: str | coder_lib.Coder | None = "linear",
+  hash_options: dict | None = None,
+) -> _api.HashingMethod:
   """HBMP as a method: one pursuit bit per step, then hash functions on minibatches.
 
   Args:
@@ -245,8 +266,15 @@ def hbmp(num_bits: int, *, level: str = "class", metric: str = "share",
   if num_items is not None:
     num_items = _checks.positive_int(num_items, "num_items")
   pursuit = _pursuit.matrix_pursuit(
-      num_bits, step_size=step_size, num_restarts=num_restarts, num_iters=num_iters,
-      tol=tol, local_search=local_search, max_flips=max_flips, eigensolver=eigensolver)
+    num_bits,
+    step_size=step_size,
+    num_restarts=num_restarts,
+    num_iters=num_iters,
+    tol=tol,
+    local_search=local_search,
+    max_flips=max_flips,
+    eigensolver=eigensolver,
+  )
   hashing = _stage_two(hash_function, hash_options, num_bits, view)
   return _shared(_build, _Settings(num_bits, level, metric, num_items, view, pursuit, hashing))
 
@@ -291,25 +319,43 @@ def _build(s: _Settings) -> _api.HashingMethod:
   def check_encode(state, batch):
     _check_encode(s.hashing, state, batch)
 
-  extras = HBMPExtras(retrieval_weights, target_codes, items, s.pursuit, encode_targets,
-                      scores, None if s.hashing is None else s.hashing.functions)
-  return _api.HashingMethod(init, encode, s.num_bits, "hbmp", _phases(s, pursue, train),
-                            check_batch=check_batch, extras=extras, bind=bind,
-                            check_encode=check_encode)
+  extras = HBMPExtras(
+    retrieval_weights,
+    target_codes,
+    items,
+    s.pursuit,
+    encode_targets,
+    scores,
+    None if s.hashing is None else s.hashing.functions,
+  )
+  return _api.HashingMethod(
+    init,
+    encode,
+    s.num_bits,
+    "hbmp",
+    _phases(s, pursue, train),
+    check_batch=check_batch,
+    extras=extras,
+    bind=bind,
+    check_encode=check_encode,
+  )
 
 
 @functools.lru_cache(maxsize=64)
 def _pursue_function(step):
   """The pursuit phase's update: one bit of the pursuit ``step`` per call."""
+
   def pursue(state, batch, key):
     del batch
     new, metrics = step(state.pursuit, state.affinity, key)
     return state._replace(pursuit=new), metrics
+
   return pursue
 
 
 class StageTwo(NamedTuple):
   """HBMP's hash functions and their phase's schedule."""
+
   functions: coder_lib.Coder
   batch_size: int
   num_epochs: int
@@ -332,39 +378,51 @@ def _stage_two_functions(hashing: StageTwo):
 
   def scores(state, batch):
     return functions.scores(state.hashing, batch)
+
   return train, encode, scores
 
 
-def _stage_two(hash_function: Any, hash_options: dict | None, num_bits: int,
-               view: int | None) -> StageTwo | None:
+def _stage_two(
+  hash_function: Any, hash_options: dict | None, num_bits: int, view: int | None
+) -> StageTwo | None:
   """The hash functions of ``hbmp(..., hash_function=, hash_options=)``, checked."""
   if hash_function is None:
     if hash_options:
-      raise ValueError(f"hash_options need a hash_function; got hash_options={hash_options!r} "
-                       "and hash_function=None.")
+      raise ValueError(
+        f"hash_options need a hash_function; got hash_options={hash_options!r} "
+        "and hash_function=None."
+      )
     return None
   options = dict(hash_options or {})
-  batch_size = _checks.positive_int(options.pop("batch_size", _hashfn.DEFAULT_BATCH_SIZE),
-                                    "hash_options['batch_size']")
-  num_epochs = _checks.nonneg_int(options.pop("num_epochs", _hashfn.DEFAULT_EPOCHS),
-                                  "hash_options['num_epochs']")
+  batch_size = _checks.positive_int(
+    options.pop("batch_size", _hashfn.DEFAULT_BATCH_SIZE), "hash_options['batch_size']"
+  )
+  num_epochs = _checks.nonneg_int(
+    options.pop("num_epochs", _hashfn.DEFAULT_EPOCHS), "hash_options['num_epochs']"
+  )
   if isinstance(hash_function, coder_lib.Coder):
     if options:
-      raise ValueError(f"hash_options other than batch_size and num_epochs apply to a "
-                       f"hash_function given by name; this coder is already built (got "
-                       f"{sorted(options)}).")
+      raise ValueError(
+        f"hash_options other than batch_size and num_epochs apply to a "
+        f"hash_function given by name; this coder is already built (got "
+        f"{sorted(options)})."
+      )
     if hash_function.num_bits != num_bits:
-      raise ValueError(f"hash_function must have num_bits={num_bits} bits; got one of "
-                       f"{hash_function.num_bits}.")
+      raise ValueError(
+        f"hash_function must have num_bits={num_bits} bits; got one of {hash_function.num_bits}."
+      )
     return StageTwo(hash_function, batch_size, num_epochs)
   if not isinstance(hash_function, str):
-    raise ValueError(f"hash_function must be None, a name ('linear', 'mlp', 'cnn') or a "
-                     f"jhash.coder.Coder; got {_checks.describe(hash_function)}.")
+    raise ValueError(
+      f"hash_function must be None, a name ('linear', 'mlp', 'cnn') or a "
+      f"jhash.coder.Coder; got {_checks.describe(hash_function)}."
+    )
   _hashfn.check_kind(hash_function, "hash_function")
   options.setdefault("view", view)
   try:
     functions = _hashfn.hash_functions(hash_function, num_bits, **options)
   except TypeError as error:
-    raise ValueError(f"hash_options: {error} (the options of hash_functions, with "
-                     "batch_size and num_epochs).") from None
+    raise ValueError(
+      f"hash_options: {error} (the options of hash_functions, with batch_size and num_epochs)."
+    ) from None
   return StageTwo(functions, batch_size, num_epochs)

@@ -50,26 +50,29 @@ MatVec = Callable[[jax.Array], jax.Array]
 
 class PowerResult(NamedTuple):
   """A unit vector and its Rayleigh quotient (batched: a leading [num_restarts] axis)."""
-  vector: jax.Array      # float32 [n], unit norm
-  rayleigh: jax.Array    # float32 [], vector^T Q vector
-  shift: jax.Array       # float32 [], shift of the second run (0 when none was needed)
+
+  vector: jax.Array  # float32 [n], unit norm
+  rayleigh: jax.Array  # float32 [], vector^T Q vector
+  shift: jax.Array  # float32 [], shift of the second run (0 when none was needed)
   iterations: jax.Array  # int32 [], matrix-vector products over both runs
 
 
 class LocalSearchResult(NamedTuple):
   """A binary vector after single-bit flips, with its cached product."""
-  code: jax.Array        # float32 [n] in {-1, +1}
-  q_code: jax.Array      # float32 [n], Q code (kept up to date by rank-one corrections)
-  objective: jax.Array   # float32 [], code^T Q code
-  flips: jax.Array       # int32 [], flips made
+
+  code: jax.Array  # float32 [n] in {-1, +1}
+  q_code: jax.Array  # float32 [n], Q code (kept up to date by rank-one corrections)
+  objective: jax.Array  # float32 [], code^T Q code
+  flips: jax.Array  # int32 [], flips made
 
 
 def _normalize(x: jax.Array) -> jax.Array:
   return x / jnp.maximum(jnp.linalg.norm(x), jnp.finfo(jnp.float32).tiny)
 
 
-def power_iteration(matvec: MatVec, x0: jax.Array, shift: jax.Array, num_iters: int,
-                    tol: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+def power_iteration(
+  matvec: MatVec, x0: jax.Array, shift: jax.Array, num_iters: int, tol: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Power iteration on ``Q - shift I`` from one start.
 
   ``x <- (Q - shift I) x / ||.||`` until ``||x_new -+ x|| < tol`` (the sign taken so a
@@ -106,8 +109,9 @@ def power_iteration(matvec: MatVec, x0: jax.Array, shift: jax.Array, num_iters: 
   return x, qx, it
 
 
-def shifted_power_iteration(matvec: MatVec, x0: jax.Array, num_iters: int,
-                            tol: float) -> PowerResult:
+def shifted_power_iteration(
+  matvec: MatVec, x0: jax.Array, num_iters: int, tol: float
+) -> PowerResult:
   """Eigenvector of the algebraically largest eigenvalue of symmetric ``Q``, one start.
 
   First plain power iteration (the largest-magnitude eigenvalue ``lambda_m``); when its
@@ -135,8 +139,9 @@ def random_starts(key: jax.Array, num_restarts: int, n: int) -> jax.Array:
   return jax.random.normal(key, (num_restarts, n), jnp.float32)
 
 
-def top_eigenvector(matvec: MatVec, starts: jax.Array, num_iters: int,
-                    tol: float) -> tuple[PowerResult, PowerResult]:
+def top_eigenvector(
+  matvec: MatVec, starts: jax.Array, num_iters: int, tol: float
+) -> tuple[PowerResult, PowerResult]:
   """Shifted power iteration from several starts (vmapped), keeping the best.
 
   Args:
@@ -153,8 +158,9 @@ def top_eigenvector(matvec: MatVec, starts: jax.Array, num_iters: int,
   return jax.tree.map(lambda a: a[best], every), every
 
 
-def eigenbasis_power_iteration(eigenvalues: jax.Array, coef: jax.Array, shift: jax.Array,
-                               num_iters: int, tol: float) -> tuple[jax.Array, jax.Array]:
+def eigenbasis_power_iteration(
+  eigenvalues: jax.Array, coef: jax.Array, shift: jax.Array, num_iters: int, tol: float
+) -> tuple[jax.Array, jax.Array]:
   """``power_iteration`` in the eigenbasis of ``Q``, every iterate in closed form.
 
   The iterate after ``j`` updates is ``x_j = c .* d^j / ||c .* d^j||``, with
@@ -182,7 +188,7 @@ def eigenbasis_power_iteration(eigenvalues: jax.Array, coef: jax.Array, shift: j
   j = jnp.arange(1, num_iters + 1)[:, None]
   negative = (j % 2 == 1) & (ratio[None, :] < 0)
   magnitude = jnp.exp(j.astype(jnp.float32) * jnp.log(jnp.abs(ratio))[None, :])
-  ys = x0[None, :] * jnp.where(negative, -magnitude, magnitude)   # [num_iters, n], updates 1..
+  ys = x0[None, :] * jnp.where(negative, -magnitude, magnitude)  # [num_iters, n], updates 1..
   norms = jnp.linalg.norm(ys, axis=1)
   xs = ys / jnp.where(norms > 0, norms, 1.0)[:, None]
   previous = jnp.concatenate([x0[None, :], xs[:-1]])
@@ -190,12 +196,13 @@ def eigenbasis_power_iteration(eigenvalues: jax.Array, coef: jax.Array, shift: j
   delta = jnp.where(norms > 0, jnp.linalg.norm(xs - sign[:, None] * previous, axis=1), 0.0)
   stops = delta <= tol
   last = jnp.where(jnp.any(stops), jnp.argmax(stops), num_iters - 1)
-  x = jnp.where(norms[last] > 0, xs[last], previous[last])   # Q x = shift x: x is kept
+  x = jnp.where(norms[last] > 0, xs[last], previous[last])  # Q x = shift x: x is kept
   return x, (last + 2).astype(jnp.int32)
 
 
-def eigenbasis_shifted_power_iteration(eigenvalues: jax.Array, coef: jax.Array, num_iters: int,
-                                       tol: float) -> PowerResult:
+def eigenbasis_shifted_power_iteration(
+  eigenvalues: jax.Array, coef: jax.Array, num_iters: int, tol: float
+) -> PowerResult:
   """``shifted_power_iteration`` in the eigenbasis of ``Q`` (one start, no loop).
 
   Args:
@@ -214,8 +221,9 @@ def eigenbasis_shifted_power_iteration(eigenvalues: jax.Array, coef: jax.Array, 
   return PowerResult(x2, jnp.dot(x2 * x2, eigenvalues), shift, it1 + it2)
 
 
-def dense_top_eigenvector(q: jax.Array, starts: jax.Array, num_iters: int,
-                          tol: float) -> tuple[PowerResult, PowerResult]:
+def dense_top_eigenvector(
+  q: jax.Array, starts: jax.Array, num_iters: int, tol: float
+) -> tuple[PowerResult, PowerResult]:
   """``top_eigenvector`` of a dense ``Q`` by one ``eigh``: the same results, no loop.
 
   Both runs of every start are evaluated in the eigenbasis
@@ -232,9 +240,10 @@ def dense_top_eigenvector(q: jax.Array, starts: jax.Array, num_iters: int,
   """
   eigenvalues, basis = jnp.linalg.eigh(q)
   hi = lax.Precision.HIGHEST
-  coefs = jnp.dot(starts, basis, precision=hi)                       # [r, n], U^T x0
-  every = jax.vmap(lambda c: eigenbasis_shifted_power_iteration(
-      eigenvalues, c, num_iters, tol))(coefs)
+  coefs = jnp.dot(starts, basis, precision=hi)  # [r, n], U^T x0
+  every = jax.vmap(lambda c: eigenbasis_shifted_power_iteration(eigenvalues, c, num_iters, tol))(
+    coefs
+  )
   every = every._replace(vector=jnp.dot(every.vector, basis.T, precision=hi))
   best = jnp.argmax(every.rayleigh)
   return jax.tree.map(lambda a: a[best], every), every
@@ -253,8 +262,13 @@ def flip_gains(code: jax.Array, q_code: jax.Array) -> jax.Array:
   return -4.0 * code * q_code
 
 
-def local_search(column: Callable[[jax.Array], jax.Array], code: jax.Array, q_code: jax.Array,
-                 max_flips: int | jax.Array, rtol: float = 1e-5) -> LocalSearchResult:
+def local_search(
+  column: Callable[[jax.Array], jax.Array],
+  code: jax.Array,
+  q_code: jax.Array,
+  max_flips: int | jax.Array,
+  rtol: float = 1e-5,
+) -> LocalSearchResult:
   """Greedy single-bit flips while one raises ``v^T Q v`` (a BQP polish of Eq. 6).
 
   Each round flips the bit with the largest gain ``-4 v_i (Q v)_i`` and corrects the
@@ -272,6 +286,7 @@ def local_search(column: Callable[[jax.Array], jax.Array], code: jax.Array, q_co
   Returns:
     LocalSearchResult.
   """
+
   def best_flip(v, qv):
     gains = flip_gains(v, qv)
     i = jnp.argmax(gains)

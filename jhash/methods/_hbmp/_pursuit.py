@@ -64,26 +64,27 @@ from jhash.methods._hbmp import _affinity
 from jhash.methods._hbmp import _power
 from jhash.methods._hbmp import _steps
 
-ENUMERATE_MAX_ITEMS = 16   # degenerate rule: enumerate every code up to this many items
-NUM_RANDOM_DRAWS = 16      # degenerate rule: random draws beyond it
-DIRECT_NORM_BELOW = 0.1    # residual norms below this fraction are summed from the entries
-NOISE_GAIN = 1e-5          # v^T Q v below this times ||R0||_F sqrt(n^2 - n) counts as <= 0
+ENUMERATE_MAX_ITEMS = 16  # degenerate rule: enumerate every code up to this many items
+NUM_RANDOM_DRAWS = 16  # degenerate rule: random draws beyond it
+DIRECT_NORM_BELOW = 0.1  # residual norms below this fraction are summed from the entries
+NOISE_GAIN = 1e-5  # v^T Q v below this times ||R0||_F sqrt(n^2 - n) counts as <= 0
 EIGENSOLVERS = ("auto", "power", "dense")
-DENSE_MAX_ITEMS = 20       # "auto": the dense eigensolver at or below this many items
+DENSE_MAX_ITEMS = 20  # "auto": the dense eigensolver at or below this many items
 
 
 class PursuitState(NamedTuple):
   """Full-size buffers of the pursuit after ``step`` bits."""
-  codes: jax.Array           # int8 [n, b]; column k is v_k for k < step, zero after
-  alphas: jax.Array          # float32 [b]; zero for bits not made
-  step: jax.Array            # int32 [], bits made so far
-  gram: jax.Array            # float32 [b, b]; G_kl = (v_k^T v_l)^2 - n on made bits, else 0
-  corr: jax.Array            # float32 [b]; c_k = v_k^T R0 v_k on made bits, else 0
+
+  codes: jax.Array  # int8 [n, b]; column k is v_k for k < step, zero after
+  alphas: jax.Array  # float32 [b]; zero for bits not made
+  step: jax.Array  # int32 [], bits made so far
+  gram: jax.Array  # float32 [b, b]; G_kl = (v_k^T v_l)^2 - n on made bits, else 0
+  corr: jax.Array  # float32 [b]; c_k = v_k^T R0 v_k on made bits, else 0
   residual_norms: jax.Array  # float32 [b]; ||Q_k||_F after bit k (0 for bits not made)
-  initial_norm: jax.Array    # float32 []; ||M .* R||_F
-  step_size: jax.Array       # int32 []; the rule, an index into _steps.STEP_SIZES (data, so
-                             # one compiled step serves every rule)
-  factor: _steps.RegressFactor   # regress's inverse Cholesky factor of G (``_steps``)
+  initial_norm: jax.Array  # float32 []; ||M .* R||_F
+  step_size: jax.Array  # int32 []; the rule, an index into _steps.STEP_SIZES (data, so
+  # one compiled step serves every rule)
+  factor: _steps.RegressFactor  # regress's inverse Cholesky factor of G (``_steps``)
 
 
 class StepDraws(NamedTuple):
@@ -91,8 +92,9 @@ class StepDraws(NamedTuple):
   the key of the degenerate rule. A whole pursuit draws every bit's at once
   (``draw_all``): on the CPU each call of the generator is a loop of its own, which cost
   more than the rest of a 10-item step."""
-  starts: jax.Array          # float32 [num_restarts, n]
-  key: jax.Array             # PRNG key of the degenerate rule (drawn from only when used)
+
+  starts: jax.Array  # float32 [num_restarts, n]
+  key: jax.Array  # PRNG key of the degenerate rule (drawn from only when used)
 
 
 class MatrixPursuit(NamedTuple):
@@ -103,6 +105,7 @@ class MatrixPursuit(NamedTuple):
   ``run(R, key) -> PursuitResult`` makes all ``num_bits`` bits in one compiled ``lax.scan``
   (``infer_codes`` without its input checks; one compilation serves every step-size rule).
   """
+
   init: Callable[[jax.Array], PursuitState]
   step: Callable[[PursuitState, jax.Array, jax.Array], tuple[PursuitState, dict]]
   num_bits: int
@@ -114,11 +117,12 @@ class MatrixPursuit(NamedTuple):
 
 class PursuitResult(NamedTuple):
   """Output of ``infer_codes``."""
-  codes: jax.Array           # int8 [n, b] in {-1, +1}
-  alphas: jax.Array          # float32 [b], the bit weights (weighted Hamming ranking)
+
+  codes: jax.Array  # int8 [n, b] in {-1, +1}
+  alphas: jax.Array  # float32 [b], the bit weights (weighted Hamming ranking)
   residual_norms: jax.Array  # float32 [b], ||Q_t||_F after each bit (Figure 1(c))
-  initial_norm: jax.Array    # float32 [], ||M .* R||_F
-  metrics: dict              # name -> [b] per-bit metrics of ``step``
+  initial_norm: jax.Array  # float32 [], ||M .* R||_F
+  metrics: dict  # name -> [b] per-bit metrics of ``step``
 
 
 def residual_operator(affinity: jax.Array, codes: jax.Array, alphas: jax.Array):
@@ -202,9 +206,17 @@ def random_new_code(key: jax.Array, codes: jax.Array) -> jax.Array:
   return draws[jnp.argmax(~_repeats(draws, codes))]
 
 
-def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: int = 4,
-                   num_iters: int = 20, tol: float = 1e-4, local_search: bool = True,
-                   max_flips: int | None = None, eigensolver: str = "auto") -> MatrixPursuit:
+def matrix_pursuit(
+  num_bits: int,
+  *,
+  step_size: str = "regress",
+  num_restarts: int = 4,
+  num_iters: int = 20,
+  tol: float = 1e-4,
+  local_search: bool = True,
+  max_flips: int | None = None,
+  eigensolver: str = "auto",
+) -> MatrixPursuit:
   """The pursuit as pure functions: ``init(R) -> state``, ``step(state, R, key)``.
 
   Args:
@@ -244,10 +256,12 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
   if max_flips is not None:
     max_flips = _checks.nonneg_int(max_flips, "max_flips")
   if eigensolver not in EIGENSOLVERS:
-    raise ValueError(f"eigensolver must be one of {', '.join(map(repr, EIGENSOLVERS))}; "
-                     f"got {eigensolver!r}.")
-  return _matrix_pursuit(num_bits, rule, num_restarts, num_iters, tol, bool(local_search),
-                         max_flips, eigensolver)
+    raise ValueError(
+      f"eigensolver must be one of {', '.join(map(repr, EIGENSOLVERS))}; got {eigensolver!r}."
+    )
+  return _matrix_pursuit(
+    num_bits, rule, num_restarts, num_iters, tol, bool(local_search), max_flips, eigensolver
+  )
 
 
 # One MatrixPursuit per setting, and one ``step`` per solver setting (it does not
@@ -255,11 +269,19 @@ def matrix_pursuit(num_bits: int, *, step_size: str = "regress", num_restarts: i
 # keyed on the functions, so methods built with the same settings share their compiled
 # steps.
 @functools.lru_cache(maxsize=64, typed=True)
-def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int, tol,
-                    local_search: bool, max_flips: int | None,
-                    eigensolver: str) -> MatrixPursuit:
-  step, step_drawn, draw, draw_all = _step_functions(num_restarts, num_iters, tol,
-                                                     local_search, max_flips, eigensolver)
+def _matrix_pursuit(
+  num_bits: int,
+  rule: int,
+  num_restarts: int,
+  num_iters: int,
+  tol,
+  local_search: bool,
+  max_flips: int | None,
+  eigensolver: str,
+) -> MatrixPursuit:
+  step, step_drawn, draw, draw_all = _step_functions(
+    num_restarts, num_iters, tol, local_search, max_flips, eigensolver
+  )
 
   def init(affinity):
     affinity = jnp.asarray(affinity, jnp.float32)
@@ -267,15 +289,21 @@ def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int,
     off = jnp.where(jnp.eye(n, dtype=bool), 0.0, affinity)
     b = num_bits
     return PursuitState(
-        codes=jnp.zeros((n, b), jnp.int8), alphas=jnp.zeros((b,), jnp.float32),
-        step=jnp.int32(0), gram=jnp.zeros((b, b), jnp.float32),
-        corr=jnp.zeros((b,), jnp.float32), residual_norms=jnp.zeros((b,), jnp.float32),
-        initial_norm=jnp.linalg.norm(off), step_size=jnp.int32(rule),
-        factor=_steps.new_factor(b))
+      codes=jnp.zeros((n, b), jnp.int8),
+      alphas=jnp.zeros((b,), jnp.float32),
+      step=jnp.int32(0),
+      gram=jnp.zeros((b, b), jnp.float32),
+      corr=jnp.zeros((b,), jnp.float32),
+      residual_norms=jnp.zeros((b,), jnp.float32),
+      initial_norm=jnp.linalg.norm(off),
+      step_size=jnp.int32(rule),
+      factor=_steps.new_factor(b),
+    )
 
   def run(affinity, key):
-    compiled = _compiled_pursuit(num_bits, num_restarts, num_iters, float(tol),
-                                 bool(local_search), max_flips, eigensolver)
+    compiled = _compiled_pursuit(
+      num_bits, num_restarts, num_iters, float(tol), bool(local_search), max_flips, eigensolver
+    )
     # NumPy arguments go to the compiled call directly: converting them with jnp first
     # dispatches two small computations, about 1 ms, a fifth of a 10-item 48-bit pursuit.
     # JAX arrays (and tracers) stay where they are: no round trip through the host.
@@ -289,11 +317,16 @@ def _matrix_pursuit(num_bits: int, rule: int, num_restarts: int, num_iters: int,
 
 
 @functools.lru_cache(maxsize=64, typed=True)
-def _step_functions(num_restarts: int, num_iters: int, tol, local_search: bool,
-                    max_flips: int | None, eigensolver: str):
+def _step_functions(
+  num_restarts: int,
+  num_iters: int,
+  tol,
+  local_search: bool,
+  max_flips: int | None,
+  eigensolver: str,
+):
   """``(step, step_drawn, draw, draw_all)`` of ``matrix_pursuit`` for one solver setting."""
-  step_drawn = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips,
-                             eigensolver)
+  step_drawn = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver)
 
   def draw(key, n):
     key_starts, key_random = jax.random.split(key)
@@ -309,8 +342,15 @@ def _step_functions(num_restarts: int, num_iters: int, tol, local_search: bool,
 
 
 @functools.lru_cache(maxsize=64, typed=True)
-def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
-                  max_flips: int | None, eigensolver: str, guard_full: bool = True) -> Callable:
+def _pursuit_step(
+  num_restarts: int,
+  num_iters: int,
+  tol,
+  local_search: bool,
+  max_flips: int | None,
+  eigensolver: str,
+  guard_full: bool = True,
+) -> Callable:
   """``step_drawn(state, R, draws)`` of ``matrix_pursuit`` for one solver setting.
 
   ``guard_full=False`` drops the no-op for a full state (a select per state field, a
@@ -335,20 +375,23 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     codes = state.codes.astype(jnp.float32)
     matvec, column = residual_operator(affinity, codes, state.alphas)
     power = directions(state, affinity, matvec, draws.starts)
-    signs = _power.binarize(power.vector)                       # [r, n]
+    signs = _power.binarize(power.vector)  # [r, n]
     q_signs = jax.vmap(matvec)(signs)
     objectives = jnp.sum(signs * q_signs, axis=1)
     floor = NOISE_GAIN * state.initial_norm * jnp.sqrt(float(n * n - n))
     usable = ~_repeats(signs, codes) & (objectives > floor)
-    best = jnp.where(jnp.any(usable), jnp.argmax(jnp.where(usable, objectives, -jnp.inf)),
-                     jnp.argmax(objectives))
+    best = jnp.where(
+      jnp.any(usable), jnp.argmax(jnp.where(usable, objectives, -jnp.inf)), jnp.argmax(objectives)
+    )
     if local_search:
       flips_cap = n if max_flips is None else max_flips
       polished = _power.local_search(column, signs[best], q_signs[best], flips_cap)
     else:
-      polished = _power.LocalSearchResult(signs[best], q_signs[best], objectives[best],
-                                          jnp.int32(0))
+      polished = _power.LocalSearchResult(
+        signs[best], q_signs[best], objectives[best], jnp.int32(0)
+      )
     degenerate = _repeats(polished.code[None, :], codes)[0] | (polished.objective <= floor)
+
     # Only the branch taken runs: drawn at every step (jnp.where), the random rule cost
     # about 30 us of a 10-item step on the CPU, a quarter of a dense step.
     # A polished code that is kept repeats nothing (else it would be degenerate); only a
@@ -358,9 +401,14 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
       return new, _repeats(new[None, :], codes)[0]
 
     code, repeated = lax.cond(degenerate, random_code, lambda: (polished.code, False))
-    info = {"rayleigh": power.rayleigh[best], "shift": power.shift[best],
-            "power_iterations": jnp.max(power.iterations),
-            "flips": polished.flips, "degenerate": degenerate, "repeated": repeated}
+    info = {
+      "rayleigh": power.rayleigh[best],
+      "shift": power.shift[best],
+      "power_iterations": jnp.max(power.iterations),
+      "flips": polished.flips,
+      "degenerate": degenerate,
+      "repeated": repeated,
+    }
     return code, info
 
   def step_drawn(state, affinity, draws):
@@ -372,27 +420,48 @@ def _pursuit_step(num_restarts: int, num_iters: int, tol, local_search: bool,
     made = jnp.arange(b) < state.step
     codes = state.codes.astype(jnp.float32)
     hi = lax.Precision.HIGHEST
-    corr_new = (jnp.dot(code, jnp.dot(affinity, code, precision=hi), precision=hi)
-                - jnp.sum(jnp.diagonal(affinity)))
+    corr_new = jnp.dot(code, jnp.dot(affinity, code, precision=hi), precision=hi) - jnp.sum(
+      jnp.diagonal(affinity)
+    )
     row = _steps.gram_row(codes, code, made)
-    objective = corr_new - jnp.dot(state.alphas, row)   # v^T Q v = v^T R0 v - sum a_k G_k.
+    objective = corr_new - jnp.dot(state.alphas, row)  # v^T Q v = v^T R0 v - sum a_k G_k.
     row = row.at[bit].set(float(_steps.masked_size(n)))
     gram = state.gram.at[bit, :].set(row).at[:, bit].set(row)
     corr = state.corr.at[bit].set(corr_new)
     made = made.at[bit].set(True)
     new_codes = state.codes.at[:, bit].set(code.astype(jnp.int8))
-    codes = codes.at[:, bit].set(code)                  # the same codes, as float32
-    alphas, factor = _steps.new_alphas(state.step_size, state.alphas, bit, objective, gram,
-                                       corr, made, n, state.factor, codes, affinity)
+    codes = codes.at[:, bit].set(code)  # the same codes, as float32
+    alphas, factor = _steps.new_alphas(
+      state.step_size,
+      state.alphas,
+      bit,
+      objective,
+      gram,
+      corr,
+      made,
+      n,
+      state.factor,
+      codes,
+      affinity,
+    )
     norm = _steps.residual_norm(state.initial_norm, alphas, corr, gram)
     # Below 10% of the initial norm the closed form's rounding (~3e-4 of it) matters.
     norm = lax.cond(
-        norm < DIRECT_NORM_BELOW * state.initial_norm,
-        lambda: direct_residual_norm(affinity, codes, alphas),
-        lambda: norm)
-    new = PursuitState(new_codes, alphas,
-                       state.step + 1, gram, corr, state.residual_norms.at[bit].set(norm),
-                       state.initial_norm, state.step_size, factor)
+      norm < DIRECT_NORM_BELOW * state.initial_norm,
+      lambda: direct_residual_norm(affinity, codes, alphas),
+      lambda: norm,
+    )
+    new = PursuitState(
+      new_codes,
+      alphas,
+      state.step + 1,
+      gram,
+      corr,
+      state.residual_norms.at[bit].set(norm),
+      state.initial_norm,
+      state.step_size,
+      factor,
+    )
     metrics = {"residual_norm": norm, "objective": objective, "alpha": alphas[bit], **info}
     if guard_full:
       full = state.step >= b
@@ -412,19 +481,21 @@ def check_num_bits_for_items(num_bits: int, n: int) -> None:
   """At most ``2^(n-1)`` distinct codes exist for ``n`` items up to negation."""
   if n < 63 and num_bits > 2 ** (n - 1):
     raise ValueError(
-        f"num_bits must be at most 2**(n-1) = {2 ** (n - 1)} for n = {n} items (the number "
-        f"of distinct codes up to negation); got num_bits={num_bits}.")
+      f"num_bits must be at most 2**(n-1) = {2 ** (n - 1)} for n = {n} items (the number "
+      f"of distinct codes up to negation); got num_bits={num_bits}."
+    )
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_flips,
-                      eigensolver):
+def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_flips, eigensolver):
   """The pursuit of all ``num_bits`` bits as one jitted ``(R, key, rule) -> PursuitResult``
   (shared by every step-size rule: the rule is data in the state)."""
-  pursuit = _matrix_pursuit(num_bits, 0, num_restarts, num_iters, tol, local_search,
-                            max_flips, eigensolver)
-  step = _pursuit_step(num_restarts, num_iters, tol, local_search, max_flips, eigensolver,
-                       guard_full=False)    # the scan makes exactly num_bits bits
+  pursuit = _matrix_pursuit(
+    num_bits, 0, num_restarts, num_iters, tol, local_search, max_flips, eigensolver
+  )
+  step = _pursuit_step(
+    num_restarts, num_iters, tol, local_search, max_flips, eigensolver, guard_full=False
+  )  # the scan makes exactly num_bits bits
 
   def run(affinity, key, rule):
     def body(state, draws):
@@ -433,16 +504,26 @@ def _compiled_pursuit(num_bits, num_restarts, num_iters, tol, local_search, max_
     state = pursuit.init(affinity)._replace(step_size=rule)
     draws = pursuit.draw_all(key, num_bits, affinity.shape[0])
     state, metrics = lax.scan(body, state, draws)
-    return PursuitResult(state.codes, state.alphas, state.residual_norms,
-                         state.initial_norm, metrics)
+    return PursuitResult(
+      state.codes, state.alphas, state.residual_norms, state.initial_norm, metrics
+    )
 
   return jax.jit(run)
 
 
-def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "regress",
-                num_restarts: int = 4, num_iters: int = 20, tol: float = 1e-4,
-                local_search: bool = True, max_flips: int | None = None,
-                eigensolver: str = "auto") -> PursuitResult:
+def infer_codes(
+  affinity,
+  num_bits: int,
+  key: jax.Array,
+  *,
+  step_size: str = "regress",
+  num_restarts: int = 4,
+  num_iters: int = 20,
+  tol: float = 1e-4,
+  local_search: bool = True,
+  max_flips: int | None = None,
+  eigensolver: str = "auto",
+) -> PursuitResult:
   """Target codes and bit weights of ``n`` items from their affinity (HBMP stage i).
 
   Runs all ``num_bits`` steps of ``matrix_pursuit`` in one jitted ``lax.scan``; bit
@@ -461,7 +542,14 @@ def infer_codes(affinity, num_bits: int, key: jax.Array, *, step_size: str = "re
   n = _affinity.check_affinity(affinity, "affinity")
   num_bits = _checks.positive_int(num_bits, "num_bits")
   check_num_bits_for_items(num_bits, n)
-  pursuit = matrix_pursuit(num_bits, step_size=step_size, num_restarts=num_restarts,
-                           num_iters=num_iters, tol=tol, local_search=local_search,
-                           max_flips=max_flips, eigensolver=eigensolver)
+  pursuit = matrix_pursuit(
+    num_bits,
+    step_size=step_size,
+    num_restarts=num_restarts,
+    num_iters=num_iters,
+    tol=tol,
+    local_search=local_search,
+    max_flips=max_flips,
+    eigensolver=eigensolver,
+  )
   return pursuit.run(affinity, key)

@@ -57,7 +57,7 @@ def gram_row(codes: jax.Array, code: jax.Array, made: jax.Array) -> jax.Array:
     float32 [b].
   """
   n = codes.shape[0]
-  overlap = jnp.dot(code, codes, precision=lax.Precision.HIGHEST)   # exact integers
+  overlap = jnp.dot(code, codes, precision=lax.Precision.HIGHEST)  # exact integers
   return jnp.where(made, overlap * overlap - n, 0.0)
 
 
@@ -111,8 +111,9 @@ def _psd_solve(g: jax.Array, c: jax.Array) -> jax.Array:
   return lax.cond(ok, by_cholesky, by_pinv)
 
 
-def extend_factor(inv_chol: jax.Array, row: jax.Array, bit: jax.Array,
-                  made_before: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+def extend_factor(
+  inv_chol: jax.Array, row: jax.Array, bit: jax.Array, made_before: jax.Array, n: int
+) -> tuple[jax.Array, jax.Array]:
   """Border the inverse Cholesky factor of ``G / (n^2 - n)`` with a new bit: ``O(b^2)``.
 
   ``L^-1`` is kept instead of refactoring ``G`` at every bit: with ``G``'s new row ``g``
@@ -140,8 +141,7 @@ def extend_factor(inv_chol: jax.Array, row: jax.Array, bit: jax.Array,
   return inv_chol.at[bit].set((unit - jnp.dot(l, inv_chol, precision=hi)) / d), d2
 
 
-def factored_alphas(inv_chol: jax.Array, corr: jax.Array, made: jax.Array,
-                    n: int) -> jax.Array:
+def factored_alphas(inv_chol: jax.Array, corr: jax.Array, made: jax.Array, n: int) -> jax.Array:
   """``alpha = G^-1 c = L^-T L^-1 c`` from ``extend_factor``'s ``L^-1``: float32 [b]."""
   hi = lax.Precision.HIGHEST
   c = jnp.where(made, corr / float(masked_size(n)), 0.0)
@@ -167,7 +167,7 @@ def pair_alphas(codes: jax.Array, affinity: jax.Array) -> tuple[jax.Array, jax.A
   """
   hi = lax.Precision.HIGHEST
   rows, cols = np.triu_indices(codes.shape[0], 1)
-  phi = codes[rows] * codes[cols]                                  # [m, b]
+  phi = codes[rows] * codes[cols]  # [m, b]
   k = jnp.dot(phi, phi.T, precision=hi)
   size = jnp.maximum(jnp.diagonal(k), 1.0)
   chol = jnp.linalg.cholesky(k / jnp.sqrt(size[:, None] * size[None, :]))
@@ -181,8 +181,9 @@ def line_alpha(objective: jax.Array, n: int) -> jax.Array:
   return objective / float(masked_size(n))
 
 
-def residual_norm(affinity_norm: jax.Array, alphas: jax.Array, corr: jax.Array,
-                  gram: jax.Array) -> jax.Array:
+def residual_norm(
+  affinity_norm: jax.Array, alphas: jax.Array, corr: jax.Array, gram: jax.Array
+) -> jax.Array:
   """``||M .* (R - sum_k alpha_k v_k v_k^T)||_F`` from the cached ``G`` and ``c``.
 
   Args:
@@ -193,14 +194,15 @@ def residual_norm(affinity_norm: jax.Array, alphas: jax.Array, corr: jax.Array,
     float32 [] (rounding below zero clipped to 0).
   """
   fit = jnp.dot(alphas, jnp.dot(gram, alphas, precision=lax.Precision.HIGHEST))
-  sq = affinity_norm ** 2 - 2.0 * jnp.dot(alphas, corr) + fit
+  sq = affinity_norm**2 - 2.0 * jnp.dot(alphas, corr) + fit
   return jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
 class RegressFactor(NamedTuple):
   """What ``regress`` keeps between bits: the inverse Cholesky factor of ``G``."""
-  inv_chol: jax.Array    # float32 [b, b], L^-1 of G / (n^2 - n) on made bits (``extend_factor``)
-  factored: jax.Array    # bool [], every pivot so far above the floor (else G^+ from now on)
+
+  inv_chol: jax.Array  # float32 [b, b], L^-1 of G / (n^2 - n) on made bits (``extend_factor``)
+  factored: jax.Array  # bool [], every pivot so far above the floor (else G^+ from now on)
 
 
 def new_factor(num_bits: int) -> RegressFactor:
@@ -208,10 +210,19 @@ def new_factor(num_bits: int) -> RegressFactor:
   return RegressFactor(jnp.eye(num_bits, dtype=jnp.float32), jnp.bool_(True))
 
 
-def new_alphas(rule: jax.Array, alphas: jax.Array, bit: jax.Array, objective: jax.Array,
-               gram: jax.Array, corr: jax.Array, made: jax.Array, n: int,
-               factor: RegressFactor, codes: jax.Array,
-               affinity: jax.Array) -> tuple[jax.Array, RegressFactor]:
+def new_alphas(
+  rule: jax.Array,
+  alphas: jax.Array,
+  bit: jax.Array,
+  objective: jax.Array,
+  gram: jax.Array,
+  corr: jax.Array,
+  made: jax.Array,
+  n: int,
+  factor: RegressFactor,
+  codes: jax.Array,
+  affinity: jax.Array,
+) -> tuple[jax.Array, RegressFactor]:
   """Step sizes after bit ``bit`` was made.
 
   The rule is data (an index), so one compiled step serves all three rules; only the
@@ -234,9 +245,10 @@ def new_alphas(rule: jax.Array, alphas: jax.Array, bit: jax.Array, objective: ja
   Returns:
     ``(alphas float32 [b], factor)``.
   """
+
   def regress():
     inv_chol, d2 = extend_factor(factor.inv_chol, gram[bit], bit, made.at[bit].set(False), n)
-    factored = factor.factored & (d2 > _PIVOT_FLOOR)       # NaN pivots fail too
+    factored = factor.factored & (d2 > _PIVOT_FLOOR)  # NaN pivots fail too
 
     def singular():
       if n * (n - 1) // 2 > gram.shape[0]:
@@ -247,15 +259,18 @@ def new_alphas(rule: jax.Array, alphas: jax.Array, bit: jax.Array, objective: ja
     new = lax.cond(factored, lambda: factored_alphas(inv_chol, corr, made, n), singular)
     return new, RegressFactor(inv_chol, factored)
 
-  branches = (lambda: (alphas.at[bit].set(1.0), factor),
-              lambda: (alphas.at[bit].set(line_alpha(objective, n)), factor),
-              regress)
+  branches = (
+    lambda: (alphas.at[bit].set(1.0), factor),
+    lambda: (alphas.at[bit].set(line_alpha(objective, n)), factor),
+    regress,
+  )
   return lax.switch(rule, branches)
 
 
 def rule_index(step_size: str) -> int:
   """Index of a step-size rule in ``STEP_SIZES``, or a ValueError naming ``step_size``."""
   if step_size not in STEP_SIZES:
-    raise ValueError(f"step_size must be one of {', '.join(map(repr, STEP_SIZES))}; "
-                     f"got {step_size!r}.")
+    raise ValueError(
+      f"step_size must be one of {', '.join(map(repr, STEP_SIZES))}; got {step_size!r}."
+    )
   return STEP_SIZES.index(step_size)

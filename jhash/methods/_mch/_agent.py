@@ -27,9 +27,10 @@ from jhash.methods import _memory
 
 class AgentState(NamedTuple):
   """The policy network's train state and the running reward statistics."""
+
   policy: training.TrainState  # parameters, batch statistics, optimiser state, step
-  reward_mean: jax.Array       # float32 []: running mean of the rewards (the baseline)
-  reward_scale: jax.Array      # float32 []: running RMS of reward minus baseline
+  reward_mean: jax.Array  # float32 []: running mean of the rewards (the baseline)
+  reward_scale: jax.Array  # float32 []: running RMS of reward minus baseline
 
 
 def agent_inputs(whole, crop) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -59,6 +60,7 @@ def policy_step(model, optimizer, agent: AgentState, states, rewards, key, momen
   Returns (agent, metrics): the loss, the mean reward of the actions taken, the
   fraction kept and the mean keep probability.
   """
+
   def loss_fn(logits, context):
     key, rewards, mean, scale = context
     actions = jax.random.categorical(key, jax.lax.stop_gradient(logits))
@@ -66,18 +68,25 @@ def policy_step(model, optimizer, agent: AgentState, states, rewards, key, momen
     advantages = (taken - mean) / scale
     keep = jax.nn.softmax(logits)[:, 1]
     return losses.reinforce_loss(logits, actions, advantages), {
-        "taken": taken, "kept": actions, "keep_probability": keep}
+      "taken": taken,
+      "kept": actions,
+      "keep_probability": keep,
+    }
 
   step = training.make_step(model, optimizer, loss_fn)
-  policy, value, aux, _ = step(agent.policy, states,
-                               (key, rewards, agent.reward_mean, agent.reward_scale))
+  policy, value, aux, _ = step(
+    agent.policy, states, (key, rewards, agent.reward_mean, agent.reward_scale)
+  )
   taken = aux["taken"]
   mean = momentum * agent.reward_mean + (1 - momentum) * jnp.mean(taken)
   spread = jnp.sqrt(jnp.mean((taken - agent.reward_mean) ** 2))
   scale = momentum * agent.reward_scale + (1 - momentum) * jnp.maximum(spread, 1e-6)
-  metrics = {"agent_loss": value, "reward": jnp.mean(taken),
-             "kept": jnp.mean(aux["kept"].astype(jnp.float32)),
-             "keep_probability": jnp.mean(aux["keep_probability"])}
+  metrics = {
+    "agent_loss": value,
+    "reward": jnp.mean(taken),
+    "kept": jnp.mean(aux["kept"].astype(jnp.float32)),
+    "keep_probability": jnp.mean(aux["keep_probability"]),
+  }
   return AgentState(policy, mean, scale), metrics
 
 
@@ -95,9 +104,7 @@ def dedupe_mask(codes: jax.Array, keep: jax.Array) -> jax.Array:
     keep: bool [n, m] (the first column, the whole image's code, should be True).
   """
   m = codes.shape[1]
-  same = jnp.all(codes[:, :, None, :] == codes[:, None, :, :], axis=-1)   # [n, m, m]
-  earlier = jnp.tril(jnp.ones((m, m), bool), k=-1)                        # j < i
+  same = jnp.all(codes[:, :, None, :] == codes[:, None, :, :], axis=-1)  # [n, m, m]
+  earlier = jnp.tril(jnp.ones((m, m), bool), k=-1)  # j < i
   repeated = jnp.any(same & earlier[None] & keep[:, None, :], axis=-1)
   return keep & ~repeated
-
-

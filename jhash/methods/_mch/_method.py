@@ -43,14 +43,16 @@ from jhash.methods import _crops
 
 class MCHState(NamedTuple):
   """The base model's state, the crop agent's and the memory of training codes."""
-  base: Any                   # the base method's state
-  agent: _agent.AgentState    # policy network and running reward statistics
-  memory: _memory.Memory      # [n, K] whole-image codes of the training items, labels
-  trained: _api.Trained | None = None   # what it was trained on (set by jhash.init / fit)
+
+  base: Any  # the base method's state
+  agent: _agent.AgentState  # policy network and running reward statistics
+  memory: _memory.Memory  # [n, K] whole-image codes of the training items, labels
+  trained: _api.Trained | None = None  # what it was trained on (set by jhash.init / fit)
 
 
 class MCHExtras(NamedTuple):
   """Further pure functions of ``mch``."""
+
   # keep_probabilities(state, batch) -> float32 [n, 5]: pi(keep | h) of the five crops.
   keep_probabilities: Callable[[MCHState, dict], jax.Array]
   # crops(batch) -> float32 [n, 5, H, W, C]: the five crops, resized to the image.
@@ -58,12 +60,15 @@ class MCHExtras(NamedTuple):
 
 
 def _check_base(base: Any) -> _api.HashingMethod:
-  if not isinstance(base, _api.HashingMethod) or not isinstance(base.extras,
-                                                                _pairwise.NetworkExtras):
+  if not isinstance(base, _api.HashingMethod) or not isinstance(
+    base.extras, _pairwise.NetworkExtras
+  ):
     got = getattr(base, "name", type(base).__name__)
-    raise ValueError("base must be a network method (a HashingMethod whose extras are "
-                     "jhash.methods.NetworkExtras: its coder and its pair loss on codes), as "
-                     f"jhash.methods.pairwise, ksh, hashnet, adsh, dch and mmhh are; got {got!r}.")
+    raise ValueError(
+      "base must be a network method (a HashingMethod whose extras are "
+      "jhash.methods.NetworkExtras: its coder and its pair loss on codes), as "
+      f"jhash.methods.pairwise, ksh, hashnet, adsh, dch and mmhh are; got {got!r}."
+    )
   return base
 
 
@@ -73,28 +78,42 @@ def _crop_range(crop_range, sigma: float) -> tuple[float, float]:
   try:
     low, high = (float(v) for v in crop_range)
   except (TypeError, ValueError):
-    raise ValueError(f"crop_range must be (low, high) with 0 < low <= high <= 1; got "
-                     f"{crop_range!r}.") from None
+    raise ValueError(
+      f"crop_range must be (low, high) with 0 < low <= high <= 1; got {crop_range!r}."
+    ) from None
   if not 0.0 < low <= high <= 1.0:
-    raise ValueError(f"crop_range must be (low, high) with 0 < low <= high <= 1; got "
-                     f"{crop_range!r}.")
+    raise ValueError(
+      f"crop_range must be (low, high) with 0 < low <= high <= 1; got {crop_range!r}."
+    )
   return low, high
 
 
 def _lift(phase: _api.Phase) -> _api.Phase:
   """A base phase acting on ``MCHState.base``."""
+
   def update(state, batch, key):
     base, metrics = phase.update(state.base, batch, key)
     return state._replace(base=base), metrics
+
   return phase._replace(update=update)
 
 
-def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
-        crop_range: tuple[float, float] | None = None, agent_epochs: int = 5,
-        agent_batch_size: int = 64, hidden: tuple[int, ...] = (512, 256, 128, 64),
-        optimizer: optax.GradientTransformation | None = None, learning_rate: float = 1e-3,
-        momentum: float = 0.9, memory: bool = True, encode_chunk: int = 256,
-        name: str | None = None) -> _api.HashingMethod:
+def mch(
+  base: _api.HashingMethod,
+  *,
+  sigma: float = 0.5,
+  xi: float = 0.5,
+  crop_range: tuple[float, float] | None = None,
+  agent_epochs: int = 5,
+  agent_batch_size: int = 64,
+  hidden: tuple[int, ...] = (512, 256, 128, 64),
+  optimizer: optax.GradientTransformation | None = None,
+  learning_rate: float = 1e-3,
+  momentum: float = 0.9,
+  memory: bool = True,
+  encode_chunk: int = 256,
+  name: str | None = None,
+) -> _api.HashingMethod:
   """Multiple Code Hashing over a base model: codes of an image and of the crops worth keeping.
 
   Args:
@@ -146,8 +165,10 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
   def images(batch):
     x = read(batch)
     if x.ndim != 4:
-      raise ValueError(f"{name} crops images: the batch's view must hold images [n, H, W] "
-                       f"or [n, H, W, C]; got {x.shape}.")
+      raise ValueError(
+        f"{name} crops images: the batch's view must hold images [n, H, W] "
+        f"or [n, H, W, C]; got {x.shape}."
+      )
     for ratio, what in ((sigma, "sigma"), (train_range[0], "crop_range")):
       _crops.check_ratio(ratio, what, min(x.shape[1:3]))
     return x
@@ -159,8 +180,7 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
     h, _, _ = _agent.agent_inputs(whole, whole)
     train = training.create(policy, optimizer, jax.random.fold_in(key, 1), h)
     n = _api.num_items(batch)
-    bank = _memory.empty_memory(n if memory else 0, base.num_bits,
-                                  jnp.asarray(batch["labels"]))
+    bank = _memory.empty_memory(n if memory else 0, base.num_bits, jnp.asarray(batch["labels"]))
     return MCHState(base_state, _agent.empty_agent(train), bank)
 
   def agent_step(state, batch, key):
@@ -172,10 +192,10 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
     h, codes, crop_codes = _agent.agent_inputs(whole, crop)
     labels, index = batch["labels"], batch["index"]
     bank = state.memory if memory else None
-    rewards = _agent.minibatch_rewards(codes, crop_codes, labels, index, bank,
-                                       code_loss(state.base))
-    agent, metrics = _agent.policy_step(policy, optimizer, state.agent, h, rewards, k_act,
-                                        momentum)
+    rewards = _agent.minibatch_rewards(
+      codes, crop_codes, labels, index, bank, code_loss(state.base)
+    )
+    agent, metrics = _agent.policy_step(policy, optimizer, state.agent, h, rewards, k_act, momentum)
     if memory:
       bank = _memory.write_memory(bank, index, codes, labels)
     return state._replace(agent=agent, memory=state.memory if bank is None else bank), metrics
@@ -194,8 +214,12 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
       h, codes, crop_codes = _agent.agent_inputs(rep, crop)
       keep = _agent.keep_probability(policy, state.agent.policy, h)
       k = crop_codes.shape[-1]
-      return (keep.reshape(n, _crops.NUM_FIXED), codes[::_crops.NUM_FIXED],
-              crop_codes.reshape(n, _crops.NUM_FIXED, k))
+      return (
+        keep.reshape(n, _crops.NUM_FIXED),
+        codes[:: _crops.NUM_FIXED],
+        crop_codes.reshape(n, _crops.NUM_FIXED, k),
+      )
+
     return _api.map_in_chunks(one_chunk, batch, encode_chunk)
 
   def encode(state, batch):
@@ -221,15 +245,33 @@ def mch(base: _api.HashingMethod, *, sigma: float = 0.5, xi: float = 0.5,
   def bind(batch):
     if base.bind is None:
       return None
-    return mch(_api.bound(base, batch), sigma=sigma, xi=xi, crop_range=train_range,
-               agent_epochs=agent_epochs, agent_batch_size=agent_batch_size, hidden=hidden,
-               optimizer=optimizer, momentum=momentum, memory=memory,
-               encode_chunk=encode_chunk, name=name)
+    return mch(
+      _api.bound(base, batch),
+      sigma=sigma,
+      xi=xi,
+      crop_range=train_range,
+      agent_epochs=agent_epochs,
+      agent_batch_size=agent_batch_size,
+      hidden=hidden,
+      optimizer=optimizer,
+      momentum=momentum,
+      memory=memory,
+      encode_chunk=encode_chunk,
+      name=name,
+    )
 
   phases = tuple(_lift(p) for p in base.phases) + (
-      _api.Phase("agent", agent_step, agent_batch_size, num_epochs=agent_epochs),)
+    _api.Phase("agent", agent_step, agent_batch_size, num_epochs=agent_epochs),
+  )
   return _api.HashingMethod(
-      init, encode, base.num_bits, name, phases, check_batch,
-      extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of),
-      encode_multi=encode_multi, bind=bind if base.bind is not None else None,
-      check_encode=check_encode)
+    init,
+    encode,
+    base.num_bits,
+    name,
+    phases,
+    check_batch,
+    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of),
+    encode_multi=encode_multi,
+    bind=bind if base.bind is not None else None,
+    check_encode=check_encode,
+  )
