@@ -10,7 +10,8 @@ hash functions, MCH's base) owns one ``Coder``, a NamedTuple of pure functions o
 * ``step(state, x, loss_fn, context) -> (state, loss, aux, outputs)``: one optax step of
   ``loss_fn(outputs, context)`` on the network's raw inputs ``x`` (``jhash.training``);
 * ``outputs(state, x)``: evaluation-mode ``HashOutputs`` (logits and features);
-* ``scores(state, batch)`` / ``encode(state, batch)``: logits / codes, ``encode_chunk``
+* ``scores(state, batch)`` / ``features(state, batch)`` / ``encode(state, batch)``: the
+  logits, the penultimate features the head reads, the codes, ``encode_chunk``
   items at a time (``lax.map``), so a large database is coded in bounded memory;
 * ``read(batch)``: what the network reads from a batch; ``check_batch(batch)``: the
   complete check of a batch (rank, size, channels, dtype, and the head's width).
@@ -66,6 +67,7 @@ class Coder(NamedTuple):
   ]
   outputs: Callable[[CoderState, jax.Array], models.HashOutputs]
   scores: Callable[[CoderState, dict], jax.Array]  # float32 [n, K]
+  features: Callable[[CoderState, dict], jax.Array]  # float32 [n, F], what the head reads
   encode: Callable[[CoderState, dict], jax.Array]  # int8 [n, K] in {-1, +1}
   read: Callable[[dict], jax.Array]  # batch -> the network's inputs
   check_batch: Callable[[dict], int]  # outside jit: the batch fits
@@ -192,6 +194,10 @@ def coder(
     logits = _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
     return logits.astype(jnp.float32)
 
+  def features(state, batch):
+    out = _api.map_in_chunks(lambda b: outputs(state, read(b)).features, batch, encode_chunk)
+    return out.astype(jnp.float32)
+
   def encode(state, batch):
     return codes_lib.sign(scores(state, batch))
 
@@ -211,7 +217,9 @@ def coder(
       )
     return n
 
-  return Coder(init, step, outputs, scores, encode, read, check_batch, model_for, num_bits, view)
+  return Coder(
+    init, step, outputs, scores, features, encode, read, check_batch, model_for, num_bits, view
+  )
 
 
 # ----------------------------------------------------------------------------- weights

@@ -216,6 +216,14 @@ def test_coder_functions_agree_with_the_network_by_hand(rng):
   want = (x - x.mean(0)) / x.std(0) @ np.asarray(p["kernel"]) + np.asarray(p["bias"])
   np.testing.assert_allclose(coder.scores(state, batch), want, rtol=1e-5, atol=1e-5)
   np.testing.assert_array_equal(coder.encode(state, batch), np.where(want >= 0, 1, -1))
+  # Features: the hidden layer the head reads, chunked as the scores.
+  deep = coder_lib.coder(5, network=models.backbone((6,), 5, hidden=(7,)), encode_chunk=4)
+  state = deep.init(jax.random.key(1), batch)
+  hidden = state.train.params["hidden_0"]
+  z = (x - x.mean(0)) / x.std(0) @ np.asarray(hidden["kernel"]) + np.asarray(hidden["bias"])
+  got = deep.features(state, batch)
+  assert got.shape == (23, 7)
+  np.testing.assert_allclose(got, np.maximum(z, 0), rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- noticing
@@ -277,6 +285,9 @@ def test_encode_refuses_a_state_of_another_method_or_length(rng):
     jhash.encode(jhash.methods.itq(32), itq16, batch)
   with pytest.raises(ValueError, match=r"trained by itq \(16 bits\); the method given is cdh"):
     jhash.encode(jhash.methods.cdh(16), itq16, batch)
+  cdh16, _ = jhash.fit(jhash.methods.cdh(16, num_sweeps=1), key, batch, progress=False)
+  with pytest.raises(ValueError, match=r"trained by cdh \(16 bits\); the method given is itq"):
+    jhash.encode(jhash.methods.itq(16), cdh16, batch)
   dch8, _ = jhash.fit(jhash.methods.dch(8, batch_size=40, num_epochs=1), key, batch, progress=False)
   with pytest.raises(
     ValueError,
