@@ -41,8 +41,8 @@ drawn from the database of the other 69,000; pixels / 255 as images [n, 28, 28].
    * jhash, one step, with ``PatchesOnlySmallCNN``: every convolution the product of its
      patches and kernel, as ``SmallCNN`` computed it before ``StridedConv`` (the same
      parameters and function), to measure that change in the same run;
-   * encoding the 5,000 training images in chunks of 1,024, the pixels standardised inside
-     the timing: ``jhash.encode`` with ``SmallCNN`` and with the patches-only network,
+   * encoding the 5,000 training images (jhash in its default chunks of 256, PyTorch in
+     chunks of 1,024), the pixels standardised inside the timing: ``jhash.encode`` with ``SmallCNN`` and with the patches-only network,
      and PyTorch's network in evaluation mode under ``torch.no_grad`` (both thread
      settings).
 
@@ -435,7 +435,7 @@ def throughput_body(rates, repeats, load, encode_items, batch=128):
       "",
       _speed_ups(train, names[2:4], names[:2]),
       "",
-      f"### Encoding throughput ({encode_items:,} training images, chunks of 1,024)\n",
+      f"### Encoding throughput ({encode_items:,} training images)\n",
       "Evaluation-mode forward pass and signs, the pixels standardised inside the timing; "
       "the same repeats as above.",
       "",
@@ -443,8 +443,8 @@ def throughput_body(rates, repeats, load, encode_items, batch=128):
       "",
       _speed_ups(encode, enc_names[2:3], enc_names[:2]),
       "",
-      f"`StridedConv` (XLA's convolution when evaluated, the patches' product when "
-      f"differentiated) against every convolution as the product of its patches and kernel, "
+      f"`StridedConv` (evaluated: the one-channel first layer as nine multiply-adds, the "
+      f"second as the patches' product; differentiated: the patches' product) against every convolution as the product of its patches and kernel, "
       f"medians of the ratios in the same repeats: encoding x{enc_gain:.2f}; train step "
       f"x{step_gain:.2f}, where the two compiled train steps hold the same operations (a "
       f"check below), so any difference there is the machine's noise.",
@@ -653,10 +653,11 @@ gradients (about 6 times slower inside a compiled loop), the one-channel first l
 nine fused multiply-adds, a space-to-depth 2 x 2 convolution, a sum of nine per-tap
 products, patches grouped by 2 x 2 block (four longer copies instead of nine): none was
 more than 3 % faster, so training still runs the patches' products. What helped is
-evaluation: `jhash.models.SmallCNN`'s layers (`StridedConv`) now run XLA's forward
-convolution when they are not differentiated and the patches' product (with its
-gradient) when they are; the rows against the patches-only network measure that change
-in the same repeats (encoding x1.3-2.3 across runs). PyTorch at 2 threads suffers more
+evaluation: `jhash.models.SmallCNN`'s layers (`StridedConv`), when not differentiated,
+run the one-channel first layer as nine fused multiply-adds of strided slices (earlier:
+XLA's forward convolution for every layer, x1.3-2.3 over the patches on an AMD EPYC at
+chunks of 1,024); the rows against the patches-only network measure that in the same
+repeats. jhash encodes in chunks of 256 (the coder's default), PyTorch in chunks of 1,024. PyTorch at 2 threads suffers more
 from other work than at 1 thread (both threads must run at once).
 """
 

@@ -61,6 +61,8 @@ def finite(x: Any, name: str) -> None:
     return
   a = np.asarray(x)
   if np.issubdtype(a.dtype, np.floating) or a.dtype.kind == "V":
+    if a.dtype.kind == "f" and np.isfinite(a).all():  # the usual case, without a copy
+      return
     bad = ~np.isfinite(a.astype(np.float64, copy=False))
     if bad.any():
       where = tuple(int(i) for i in np.argwhere(bad)[0])

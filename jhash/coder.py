@@ -111,7 +111,7 @@ def coder(
   learning_rate: float = 1e-3,
   init_variables: Any = None,
   trainable: str = "all",
-  encode_chunk: int = 1024,
+  encode_chunk: int = 256,
   name: str = "network",
 ) -> Coder:
   """A network coder (module docstring).

@@ -232,7 +232,7 @@ def adsh(
   init_variables: Any = None,
   trainable: str = "all",
   batch_size: int = 64,
-  encode_chunk: int = 1024,
+  encode_chunk: int = 256,
   name: str = "adsh",
 ) -> _api.HashingMethod:
   """Asymmetric Deep Supervised Hashing: the network and the database codes, alternately.

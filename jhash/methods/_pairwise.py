@@ -126,7 +126,7 @@ def pairwise(
   memory: bool = False,
   crop_augment: tuple[float, float] | None = None,
   crop_probability: float = 0.5,
-  encode_chunk: int = 1024,
+  encode_chunk: int = 256,
   name: str = "pairwise",
 ) -> _api.HashingMethod:
   """Deep supervised hashing with a pairwise loss over the pairs of each minibatch.

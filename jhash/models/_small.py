@@ -10,18 +10,20 @@
 ``batch_norm=True`` puts a BatchNorm (batch statistics in training, running averages in
 evaluation) between each layer and its ReLU; those layers then have no bias.
 
-How SmallCNN's convolutions run on the CPU (jax 0.10.2, 2 AMD EPYC cores, 28 x 28 x 1
-inputs, the default widths): XLA's gradients of a convolution inside a compiled loop
+How SmallCNN's convolutions run on the CPU (jax 0.10.2, 2 cores, 28 x 28 x 1 inputs,
+the default widths): XLA's gradients of a convolution inside a compiled loop
 (``jhash.fit``'s) were about 6 times slower than matrix products over im2col patches (a
-training loop at about 1,400 against 8,600 images/s); XLA's forward convolution, on the
-other hand, encoded about 1.9 times faster than building the patches and multiplying, in
-chunks of 1,024 images (30,000 against 16,000 images/s; the second layer's patches of
-1,024 images take 29 MB), and was slower inside a training step of 128 images. So a
-layer keeps its kernel as the dense layer over patches ([9 C, O]) and is
-``strided_conv``: XLA's convolution when evaluated (encoding, evaluation mode), the
-patches' product when differentiated (training), with the product's gradient. With one
-input channel the product is faster in both (K = 9) and the layer is the product. The
-two computations agree to float rounding.
+training loop at about 1,400 against 8,600 images/s, AMD EPYC). So a layer keeps its
+kernel as the dense layer over patches ([9 C, O]) and is ``strided_conv``: differentiated
+(training), the patches' product and its gradient; evaluated (encoding), the patches'
+product too, except with one input channel, where it is nine fused multiply-adds of
+strided slices. Measured on an Intel Xeon (2 cores, AVX-512), encoding in chunks of 256
+images, same process, interleaved repeats: the one-channel first layer alone at about
+226,000 images/s as multiply-adds against 131,000 as the product; the whole network
+about 131,000 with the second layer as the patches' product against 111,000 with XLA's
+forward convolution (on an AMD EPYC, in chunks of 1,024 and with the first layer as a
+product, XLA's convolution had encoded faster; not measured again there). The
+computations agree to float rounding.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from typing import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from jhash.models import _layers as layers
 from jhash.models._layers import HashOutputs
@@ -77,15 +78,15 @@ def strided_patches(x: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
 def strided_conv(x: jax.Array, kernel: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
-  """``strided_patches(x, size, stride) @ kernel``, by XLA's convolution unless differentiated.
+  """``strided_patches(x, size, stride) @ kernel``, a convolution kept as a patches' product.
 
-  Evaluated, it is ``lax.conv_general_dilated`` (NHWC input, the kernel read as HWIO).
-  Differentiated (a ``custom_jvp``), it is the patches' matrix product, whose patches the
-  kernel's derivative needs anyway: the tangent is ``patches(dx) kernel + patches(x)
-  dkernel``, so reverse mode gives ``patches(x)^T dy`` for the kernel and the patches'
-  transpose (a sum of padded slices) of ``dy kernel^T`` for the input, which XLA runs
-  much faster than a convolution's gradients inside compiled loops (module docstring).
-  The two values agree to float rounding.
+  Evaluated, one input channel is ``size**2`` fused multiply-adds of strided slices, more
+  channels the patches' product (module docstring). Differentiated (a ``custom_jvp``), it
+  is always the patches' matrix product, whose patches the kernel's derivative needs
+  anyway: the tangent is ``patches(dx) kernel + patches(x) dkernel``, so reverse mode
+  gives ``patches(x)^T dy`` for the kernel and the patches' transpose (a sum of padded
+  slices) of ``dy kernel^T`` for the input, which XLA runs much faster than a
+  convolution's gradients inside compiled loops. The values agree to float rounding.
 
   Args:
     x: float32 [n, H, W, C].
@@ -95,14 +96,27 @@ def strided_conv(x: jax.Array, kernel: jax.Array, size: int = 3, stride: int = 2
   Returns:
     float32 [n, ceil(H / stride), ceil(W / stride), O].
   """
-  _, h, w, c = x.shape
-  return lax.conv_general_dilated(
-    x,
-    kernel.reshape(size, size, c, kernel.shape[-1]),
-    (stride, stride),
-    (_same_pads(h, size, stride), _same_pads(w, size, stride)),
-    dimension_numbers=("NHWC", "HWIO", "NHWC"),
-  )
+  if x.shape[-1] == 1:
+    return _one_channel_taps(x, kernel, size, stride)
+  return strided_patches(x, size, stride) @ kernel
+
+
+def _one_channel_taps(x: jax.Array, kernel: jax.Array, size: int, stride: int) -> jax.Array:
+  """The convolution of a one-channel image as ``size**2`` multiply-adds of strided slices
+  (one fused loop; a product with a 9-row kernel, or XLA's convolution, is slower)."""
+  _, h, w, _ = x.shape
+  out_h, out_w = -(-h // stride), -(-w // stride)
+  x = jnp.pad(x, ((0, 0), _same_pads(h, size, stride), _same_pads(w, size, stride), (0, 0)))
+  span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
+  y = 0.0
+  for i in range(size):
+    for j in range(size):
+      y = (
+        y
+        + x[:, i : i + span_h : stride, j : j + span_w : stride, :]
+        * kernel[i * size + j][None, None, None, :]
+      )
+  return y
 
 
 def _strided_conv_jvp(size, stride, primals, tangents):
@@ -126,7 +140,7 @@ class StridedConv(nn.Module):
 
   Parameters as ``nn.Dense(features)`` applied to ``strided_patches(x)`` (kernel
   [9 C, O], lecun-normal; bias [O], zeros), and the same function of them; computed by
-  ``strided_conv``, or by the patches' product when ``C = 1`` (module docstring).
+  ``strided_conv`` (module docstring).
   """
 
   features: int
@@ -138,7 +152,7 @@ class StridedConv(nn.Module):
     kernel = self.param(
       "kernel", nn.initializers.lecun_normal(), (9 * channels, self.features), jnp.float32
     )
-    y = strided_patches(x) @ kernel if channels == 1 else strided_conv(x, kernel)
+    y = strided_conv(x, kernel)
     if self.use_bias:
       bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
       y = y + bias.reshape((1,) * (y.ndim - 1) + (-1,))
@@ -178,7 +192,8 @@ class SmallCNN(nn.Module):
 
   ``im2col=True`` (the default) keeps each convolution as a dense layer over
   ``strided_patches`` (``StridedConv``: kernel [9 C, O]; differentiated, that product and
-  its gradient; evaluated, XLA's convolution); ``False`` uses ``nn.Conv`` (kernel
+  its gradient; evaluated, the same product, or multiply-adds with one input channel);
+  ``False`` uses ``nn.Conv`` (kernel
   [3, 3, C, O]) and XLA's convolution gradients. Both are the same function of their parameters. On
   the CPU a training epoch ran about 4 times faster with im2col: inside XLA loops,
   convolution gradients were several times slower than the matrix products.
