@@ -111,6 +111,7 @@ def coder(
   learning_rate: float = 1e-3,
   init_variables: Any = None,
   trainable: str = "all",
+  standardize: bool = True,
   encode_chunk: int = 256,
   name: str = "network",
 ) -> Coder:
@@ -134,6 +135,8 @@ def coder(
       applied to the fresh ones. Shapes are checked against the network: a difference
       names the first layer that differs.
     trainable: "all", or "head": only the hash head trains, the backbone frozen.
+    standardize: standardise the inputs by the training inputs' statistics; False reads
+      them as they come (mean 0, scale 1: MCH's policy reads states already scaled).
     encode_chunk: items per chunk when coding.
     name: the owner's name, in errors.
   Returns:
@@ -169,7 +172,10 @@ def coder(
 
   def init(key, batch):
     x = read(batch)
-    mean, scale = training.input_statistics(x)
+    if standardize:
+      mean, scale = training.input_statistics(x)
+    else:
+      mean, scale = jnp.zeros((), jnp.float32), jnp.ones((), jnp.float32)
     model = model_for(x)
     sample = training.standardize(x[:1], mean, scale)
     variables = model.init(key, sample)

@@ -292,16 +292,19 @@ def test_policy_step_is_one_reinforce_step_with_the_running_baseline():
   opt = optax.sgd(0.1)
   states = jnp.asarray(rng.normal(size=(16, 6)), jnp.float32)
   rewards = jnp.asarray(rng.normal(size=16), jnp.float32)
-  policy = jax.jit(lambda k: training.create(net, opt, k, states))(jax.random.key(0))
+  coder = mch_parts.policy_coder(net, opt)
+  policy = jax.jit(lambda k: coder.init(k, {"views": (states,)}))(jax.random.key(0))
   agent = mch_parts.AgentState(policy, jnp.float32(0.3), jnp.float32(2.0))
   key = jax.random.key(7)
-  new, metrics = jax.jit(lambda a: mch_parts.policy_step(net, opt, a, states, rewards, key, 0.9))(
+  new, metrics = jax.jit(lambda a: mch_parts.policy_step(coder, a, states, rewards, key, 0.9))(
     agent
   )
   # Independently: actions drawn with the step's key from the training-mode logits; the
   # reward of the action taken (0 for discard); advantages (R - m) / s with the running
   # mean and scale before the step; one SGD step on -mean_i A_i log pi(a_i | h_i).
-  logits = jax.jit(lambda v: net.apply(v, states, train=True)[0])(training.variables(agent.policy))
+  logits = jax.jit(lambda v: net.apply(v, states, train=True)[0])(
+    training.variables(agent.policy.train)
+  )
   actions = np.asarray(jax.random.categorical(key, logits))
   assert 0 < actions.sum() < 16
   taken = np.asarray(rewards) * actions
@@ -309,16 +312,16 @@ def test_policy_step_is_one_reinforce_step_with_the_running_baseline():
 
   def loss(params, advantages, actions):
     out, _ = net.apply(
-      {"params": params, "batch_stats": agent.policy.batch_stats}, states, train=True
+      {"params": params, "batch_stats": agent.policy.train.batch_stats}, states, train=True
     )
     return -jnp.mean(advantages * jax.nn.log_softmax(out)[jnp.arange(16), actions])
 
-  value, grads = jax.jit(jax.value_and_grad(loss))(agent.policy.params, advantages, actions)
+  value, grads = jax.jit(jax.value_and_grad(loss))(agent.policy.train.params, advantages, actions)
   np.testing.assert_allclose(metrics["agent_loss"], value, rtol=1e-5)
   jax.tree.map(
     lambda a, p, g: np.testing.assert_allclose(a, p - 0.1 * g, rtol=1e-5, atol=1e-6),
-    new.policy.params,
-    agent.policy.params,
+    new.policy.train.params,
+    agent.policy.train.params,
     grads,
   )
   np.testing.assert_allclose(metrics["reward"], taken.mean(), rtol=1e-5)
@@ -342,27 +345,28 @@ def test_dedupe_mask_drops_only_repeats_of_kept_codes():
 def _agent(dim, seed=0):
   net = models.model(models.PolicyMLP((32, 32, 16, 16)))
   opt = optax.adam(3e-3)
-  state = training.create(net, opt, jax.random.key(seed), jnp.zeros((2, dim)))
-  return net, opt, mch_parts.AgentState(state, jnp.zeros(()), jnp.ones(()))
+  coder = mch_parts.policy_coder(net, opt)
+  state = coder.init(jax.random.key(seed), {"views": (jnp.zeros((2, dim)),)})
+  return coder, mch_parts.AgentState(state, jnp.zeros(()), jnp.ones(()))
 
 
 def test_policy_learns_to_keep_a_rewarded_crop_and_drop_an_unrewarded_one():
   rng = np.random.default_rng(0)
   good, bad = rng.normal(size=(2, 10)).astype(np.float32)
-  net, opt, agent = _agent(10)
+  coder, agent = _agent(10)
   states = jnp.asarray(np.stack([good, bad] * 16))
   noise = jax.random.normal(jax.random.key(5), (400,) + states.shape) * 0.1
   rewards = jnp.asarray([1.0, -1.0] * 16)
 
   def step(a, i):
     return mch_parts.policy_step(
-      net, opt, a, states + noise[i], rewards, jax.random.fold_in(jax.random.key(1), i), 0.9
+      coder, a, states + noise[i], rewards, jax.random.fold_in(jax.random.key(1), i), 0.9
     )
 
-  before = mch_parts.keep_probability(net, agent.policy, states[:2])
+  before = mch_parts.keep_probability(coder, agent.policy, states[:2])
   agent, metrics = jax.jit(lambda a: jax.lax.scan(step, a, jnp.arange(400)))(agent)
   metrics = jax.tree.map(lambda m: m[-20:].mean(), metrics)
-  after = np.asarray(mch_parts.keep_probability(net, agent.policy, states[:2]))
+  after = np.asarray(mch_parts.keep_probability(coder, agent.policy, states[:2]))
   assert after[0] > 0.9 and after[1] < 0.1, (before, after)
   assert float(metrics["reward"]) > 0.4
 
@@ -501,7 +505,7 @@ def test_agent_step_rewards_the_crops_it_cuts_and_acts_with_its_own_key(fitted, 
   h = jnp.concatenate([whole.features, crop.features, codes, crop_codes], axis=1)
   policy = models.model(models.PolicyMLP((512, 256, 128, 64)))
   logits = jax.jit(lambda v, h: policy.apply(v, h, train=True)[0])(
-    training.variables(state.agent.policy), h
+    training.variables(state.agent.policy.train), h
   )
   actions = np.asarray(jax.random.categorical(k_act, logits))
   assert 0 < actions.sum() < 32 and np.ptp(rewards) > 0

@@ -4,8 +4,8 @@
 
 * crops: ``five_crops`` (the fixed crops of encoding), ``fixed_boxes``, ``fixed_crop``,
   ``random_crops`` and ``random_boxes`` (training), ``crop_resize`` (any box);
-* the agent: ``agent_inputs`` (its states), ``minibatch_rewards``, ``policy_step`` (one
-  REINFORCE step), ``keep_probability``, ``AgentState``;
+* the agent: ``agent_inputs`` (its states), ``minibatch_rewards``, ``policy_coder`` (the policy
+  network as a ``jhash.coder.Coder``), ``policy_step`` (one REINFORCE step), ``keep_probability``, ``AgentState``;
 * encoding: ``dedupe_mask`` (a repeated code of an item is not kept twice);
 * the method and its state: ``mch``, ``MCHState``, ``MCHExtras``.
 
@@ -26,6 +26,7 @@ from jhash.methods._mch import fixed_crop
 from jhash.methods._mch import keep_probability
 from jhash.methods._mch import mch
 from jhash.methods._mch import minibatch_rewards
+from jhash.methods._mch import policy_coder
 from jhash.methods._mch import policy_step
 from jhash.methods._mch import random_boxes
 from jhash.methods._mch import random_crops

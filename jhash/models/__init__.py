@@ -18,6 +18,7 @@ from jhash.models._model import backbone
 from jhash.models._model import check_input
 from jhash.models._model import model
 from jhash.models._layers import HashOutputs
+from jhash.models._policy import NUM_ACTIONS
 from jhash.models._policy import PolicyMLP
 from jhash.models._resnet import BasicBlock
 from jhash.models._resnet import Bottleneck

@@ -5,6 +5,7 @@ from jhash.methods._mch._agent import agent_inputs
 from jhash.methods._mch._agent import dedupe_mask
 from jhash.methods._mch._agent import keep_probability
 from jhash.methods._mch._agent import minibatch_rewards
+from jhash.methods._mch._agent import policy_coder
 from jhash.methods._mch._agent import policy_step
 from jhash.methods._crops import crop_resize
 from jhash.methods._crops import five_crops

@@ -18,17 +18,19 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
+from jhash import coder as coder_lib
 from jhash import codes as codes_lib
 from jhash import losses
-from jhash import training
+from jhash import models
 from jhash.methods import _memory
 
 
 class AgentState(NamedTuple):
-  """The policy network's train state and the running reward statistics."""
+  """The policy network's state and the running reward statistics."""
 
-  policy: training.TrainState  # parameters, batch statistics, optimiser state, step
+  policy: coder_lib.CoderState  # the policy's variables, optimiser state (a coder's)
   reward_mean: jax.Array  # float32 []: running mean of the rewards (the baseline)
   reward_scale: jax.Array  # float32 []: running RMS of reward minus baseline
 
@@ -42,7 +44,21 @@ def agent_inputs(whole, crop) -> tuple[jax.Array, jax.Array, jax.Array]:
   return h, b, c
 
 
-def empty_agent(policy: training.TrainState) -> AgentState:
+def policy_coder(
+  model: models.Model, optimizer: optax.GradientTransformation, name: str = "mch"
+) -> coder_lib.Coder:
+  """The policy network as a network coder: states [b, D] in, two action logits out, the
+  states read as they come (no standardisation)."""
+  return coder_lib.coder(
+    models.NUM_ACTIONS,
+    network=model,
+    optimizer=optimizer,
+    standardize=False,
+    name=f"{name}'s policy",
+  )
+
+
+def empty_agent(policy: coder_lib.CoderState) -> AgentState:
   """An agent with a fresh policy, baseline 0 and scale 1."""
   return AgentState(policy, jnp.zeros((), jnp.float32), jnp.ones((), jnp.float32))
 
@@ -54,8 +70,9 @@ def minibatch_rewards(codes, crop_codes, labels, index, memory, table):
   return losses.keep_rewards(codes, crop_codes, others, similarity, weights, table)
 
 
-def policy_step(model, optimizer, agent: AgentState, states, rewards, key, momentum):
-  """One REINFORCE step of the policy on states [b, D] with keep rewards [b].
+def policy_step(policy: coder_lib.Coder, agent: AgentState, states, rewards, key, momentum):
+  """One REINFORCE step of the policy (``policy_coder``) on states [b, D] with keep
+  rewards [b].
 
   Returns (agent, metrics): the loss, the mean reward of the actions taken, the
   fraction kept and the mean keep probability.
@@ -73,9 +90,8 @@ def policy_step(model, optimizer, agent: AgentState, states, rewards, key, momen
       "keep_probability": keep,
     }
 
-  step = training.make_step(model, optimizer, loss_fn)
-  policy, value, aux, _ = step(
-    agent.policy, states, (key, rewards, agent.reward_mean, agent.reward_scale)
+  new, value, aux, _ = policy.step(
+    agent.policy, states, loss_fn, (key, rewards, agent.reward_mean, agent.reward_scale)
   )
   taken = aux["taken"]
   mean = momentum * agent.reward_mean + (1 - momentum) * jnp.mean(taken)
@@ -87,12 +103,14 @@ def policy_step(model, optimizer, agent: AgentState, states, rewards, key, momen
     "kept": jnp.mean(aux["kept"].astype(jnp.float32)),
     "keep_probability": jnp.mean(aux["keep_probability"]),
   }
-  return AgentState(policy, mean, scale), metrics
+  return AgentState(new, mean, scale), metrics
 
 
-def keep_probability(model, policy: training.TrainState, states: jax.Array) -> jax.Array:
+def keep_probability(
+  policy: coder_lib.Coder, state: coder_lib.CoderState, states: jax.Array
+) -> jax.Array:
   """pi(keep | h), float32 [b], in evaluation mode."""
-  logits = training.predict(model, policy, states)
+  logits = policy.outputs(state, states)
   return jax.nn.softmax(logits, axis=-1)[:, 1]
 
 

@@ -34,7 +34,6 @@ import optax
 from jhash import _api
 from jhash import _checks
 from jhash import models
-from jhash import training
 from jhash.methods import _memory
 from jhash.methods import _pairwise
 from jhash.methods._mch import _agent
@@ -157,7 +156,9 @@ def mch(
   agent_batch_size = _checks.positive_int(agent_batch_size, "agent_batch_size")
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
-  policy = models.model(models.PolicyMLP(tuple(int(h) for h in hidden)))
+  policy = _agent.policy_coder(
+    models.model(models.PolicyMLP(tuple(int(h) for h in hidden))), optimizer, name or "mch"
+  )
   net, code_loss = base.extras.coder, base.extras.code_loss
   read = net.read
   name = name or f"mch-{base.name}"
@@ -178,7 +179,7 @@ def mch(
     base_state = base.init(jax.random.fold_in(key, 0), batch)
     whole = net.outputs(base_state.coder, x[:1])
     h, _, _ = _agent.agent_inputs(whole, whole)
-    train = training.create(policy, optimizer, jax.random.fold_in(key, 1), h)
+    train = policy.init(jax.random.fold_in(key, 1), {"views": (h,)})
     n = _api.num_items(batch)
     bank = _memory.empty_memory(n if memory else 0, base.num_bits, jnp.asarray(batch["labels"]))
     return MCHState(base_state, _agent.empty_agent(train), bank)
@@ -195,7 +196,7 @@ def mch(
     rewards = _agent.minibatch_rewards(
       codes, crop_codes, labels, index, bank, code_loss(state.base)
     )
-    agent, metrics = _agent.policy_step(policy, optimizer, state.agent, h, rewards, k_act, momentum)
+    agent, metrics = _agent.policy_step(policy, state.agent, h, rewards, k_act, momentum)
     if memory:
       bank = _memory.write_memory(bank, index, codes, labels)
     return state._replace(agent=agent, memory=state.memory if bank is None else bank), metrics
