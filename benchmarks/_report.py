@@ -104,13 +104,17 @@ def table(header: list[str], rows: list[list]) -> str:
 
 def backend_suffix() -> str:
   """`` (gpu: NVIDIA H200)`` off the CPU, `` (cpu: 2 cores, AVX-512 VPOPCNTDQ)`` on a CPU
-  without AVX2 or with AVX-512's popcount, so results of other devices and CPU kinds get
-  sections of their own; nothing on an AVX2 CPU (the README's reference kind)."""
+  without AVX2 or with AVX-512's popcount (`` (cpu: 2 cores, Intel, AVX-512 VPOPCNTDQ)`` on
+  an Intel one), so results of other devices and CPU kinds get sections of their own;
+  nothing on an AVX2 CPU (the README's reference kind)."""
   import jax
 
   if jax.default_backend() == "cpu":
     level = popcount_level()
-    return "" if level == "AVX2" else f" (cpu: {cores()} cores, {level})"
+    # AMD's AVX-512 sections came first and carry no vendor; Intel's name it (FAISS and
+    # XLA run other code paths there, so the two must not replace each other's results).
+    vendor = "Intel, " if "intel" in _cpu_info()[0].lower() else ""
+    return "" if level == "AVX2" else f" (cpu: {cores()} cores, {vendor}{level})"
   return f" ({jax.default_backend()}: {jax.devices()[0].device_kind})"
 
 
