@@ -266,6 +266,12 @@ class Workdir:
 
   def __init__(self, workdir, config):
     self.path = pathlib.Path(workdir)
+    blocking = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} must be a directory (new or a run's); "
+        f"{str(blocking)!r} is a file."
+      )
     self.path.mkdir(parents=True, exist_ok=True)
     self._lock_fd = _lock(self.path / ".lock")
     try:

@@ -11,7 +11,10 @@ another config on that workdir is refused.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.util
+import re
 import sys
 
 from absl import app
@@ -24,6 +27,46 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (resumed if it exists).")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def _config_keys(spec: str, path: tuple[str, ...]) -> list[str]:
+  """The keys of the config ``spec`` (FILE[:ARG]) at ``path`` (empty: the top level)."""
+  file, _, arg = spec.partition(":")
+  loader = importlib.util.spec_from_file_location("_config", file)
+  module = importlib.util.module_from_spec(loader)
+  loader.loader.exec_module(module)
+  node = module.get_config(arg or None)
+  for name in path:
+    node = node[name]
+  return sorted(node.keys()) if hasattr(node, "keys") else []
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, with a config override of a key the config does not have
+  refused by a message naming the key and the keys there are (not a traceback)."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError) as error:
+    args = argv[1:]
+    overrides = [a for a in args if a.startswith("--config.")]
+    spec = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    if spec is None and "--config" in args[:-1]:
+      spec = args[args.index("--config") + 1]
+    found = re.search(r"'([^'\\]+)", str(error))
+    missing = found.group(1) if found else ""
+    for override in overrides:
+      dotted = override[len("--config.") :].split("=", 1)[0].split(".")
+      if missing not in dotted or spec is None:
+        continue
+      at = dotted.index(missing)
+      keys = _config_keys(spec, tuple(dotted[:at]))
+      close = difflib.get_close_matches(missing, keys, n=1)
+      hint = f" (did you mean {close[0]!r}?)" if close else ""
+      where = ".".join(["config", *dotted[:at]])
+      sys.exit(
+        f"error: {override}: {where} has no key {missing!r}{hint}; its keys: {', '.join(keys)}."
+      )
+    raise
 
 
 def main(argv) -> None:
@@ -41,4 +84,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

@@ -108,6 +108,9 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
     signed: return codes in {-1,+1} (int8) when True, else {0,1} (uint8).
   Returns:
     int8 (or uint8) array [..., num_bits].
+  Raises:
+    ValueError when concrete ``packed`` sets bits past ``num_bits`` (codes packed at
+    another length: unpacking them shorter would drop bits without a word).
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
   packed = jnp.asarray(packed)
@@ -116,6 +119,7 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
       f"packed must have {num_words(num_bits)} words for num_bits={num_bits}; "
       f"got shape {packed.shape}."
     )
+  check_padding(packed, num_bits, "packed")  # set bits past num_bits would be dropped
   shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32).reshape((1,) * packed.ndim + (WORD_BITS,))
   bits = (packed.astype(jnp.uint32)[..., None] >> shifts) & jnp.uint32(1)
   bits = bits.reshape(*packed.shape[:-1], -1)[..., :num_bits].astype(jnp.uint8)

@@ -363,6 +363,17 @@ SHARDED_SCRIPT = textwrap.dedent("""
     ref = np.bitwise_count(q[:, None, :] ^ db[None]).sum(-1)
     order = np.stack([np.lexsort((np.arange(n), r))[:k] for r in ref])
     np.testing.assert_array_equal(np.asarray(got[1]), order)
+    # k = n: every row comes back, in order, from shards that each give all of theirs.
+    for a, b in zip(search.hamming_topk(q, db, n, db_block=256),
+                    search.sharded_hamming_topk(q, db, n, db_block=256)):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The k nearest all in one shard: shard 2 (rows 252-377) holds the query's code, every
+    # other row its complement; k = 126, the shard's size, needs its every row.
+    near = np.tile(q[:1] ^ np.uint32(0x3F), (n, 1))
+    near[252:378] = q[:1]
+    d, i = search.sharded_hamming_topk(q[:1], near, 126, db_block=256)
+    np.testing.assert_array_equal(np.asarray(i)[0], np.arange(252, 378))
+    np.testing.assert_array_equal(np.asarray(d), 0)
     d0, i0 = search.sharded_hamming_topk(q[:0], db, 5, db_block=256)  # no queries: empty
     assert d0.shape == i0.shape == (0, 5), (d0.shape, i0.shape)
     print("sharded ok")

@@ -122,8 +122,8 @@ def make_canvas_dataset(
     * ``"grid"``: ``(grid_h, grid_w)``; ``"cell_shape"``: ``(h, w)``.
   """
   images, labels = _check_images(images, labels)
-  if len(grid) != 2:
-    raise ValueError(f"grid must be (grid_h, grid_w); got {grid!r}.")
+  if not isinstance(grid, (tuple, list)) or len(grid) != 2:
+    raise ValueError(f"grid must be (grid_h, grid_w), two ints >= 1; got {grid!r}.")
   grid_h, grid_w = (_checks.positive_int(g, "grid") for g in grid)
   num_cells = grid_h * grid_w
   lo, hi = _object_range(num_objects, num_cells)

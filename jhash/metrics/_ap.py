@@ -314,4 +314,4 @@ def mean_average_precision(
     query_chunk=query_chunk,
   )
   _inputs.require_queries(query_codes)
-  return float(_inputs.mean_defined(ap, defined, no_relevant))
+  return _inputs.host_mean(ap, defined, no_relevant, "mean_average_precision")

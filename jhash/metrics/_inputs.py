@@ -8,6 +8,7 @@ over query chunks with ``lax.map`` inside one jit, so memory stays at
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Callable, NamedTuple
 
 import jax
@@ -250,6 +251,20 @@ def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:
     count = jnp.sum(defined)
     return jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan)
   raise ValueError(f"no_relevant / empty must be 'zero' or 'skip'; got {rule!r}.")
+
+
+def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> float:
+  """``mean_defined`` as a Python float; with ``rule="skip"`` and no query defined it is
+  NaN, and a ``RuntimeWarning`` says why (every query was left out)."""
+  value = float(mean_defined(values, defined, rule))
+  if rule == "skip" and not bool(np.any(np.asarray(defined))):
+    warnings.warn(
+      f"{name} is NaN: no query has a relevant item, and no_relevant='skip' leaves every "
+      "query out (no_relevant='zero' counts each as 0).",
+      RuntimeWarning,
+      stacklevel=3,
+    )
+  return value
 
 
 def check_chunk(distances, values, name: str) -> None:

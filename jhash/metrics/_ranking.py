@@ -350,4 +350,4 @@ def ndcg_at_k(
   (k,) = _check_ks(k, setup.num_items, "k")
   chunk = _inputs.chunk_size(setup, query_chunk)
   values, defined = _per_query_ndcg(corpus, setup, chunk, (k, ties, gain))
-  return float(_inputs.mean_defined(values, defined, no_relevant))
+  return _inputs.host_mean(values, defined, no_relevant, "ndcg_at_k")

@@ -90,7 +90,15 @@ def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
       raise ImportError(
         "reading .safetensors weights needs the safetensors package (pip install safetensors)."
       ) from None
-    return dict(load_file(str(path)))
+    if not path.is_file():
+      raise ValueError(f"path: no weights file at {str(path)!r}.")
+    try:
+      return dict(load_file(str(path)))
+    except Exception as error:  # safetensors' own error types: a damaged or foreign file
+      raise ValueError(
+        f"{str(path)!r} is not a readable .safetensors file ({type(error).__name__}: "
+        f"{error}); it may be truncated or of another format."
+      ) from None
   if path.suffix in (".pth", ".pt"):
     return _read_torch(path)
   raise ValueError(f"path must name a .safetensors, .pth or .pt file; got {str(path)!r}.")

@@ -126,7 +126,9 @@ def hamming_topk(
     k: number of neighbours, ``1 <= k <= n``.
     num_bits: code length K (defaults to 32 W; bounds the distances). When given,
       bits past it must be zero in concrete codes (checked: they would count in
-      every distance).
+      every distance). Without it every bit of the words is part of the code, so set
+      padding bits count in the distances and cannot be told from code bits: pass
+      ``num_bits`` for codes whose length is not a multiple of 32.
     query_chunk: queries processed together (``benchmarks/bench_topk.py`` compares
       values).
     db_block: database items per block of the fused pass; blocks are whole
