@@ -1117,3 +1117,19 @@ def test_harmonic_difference_equals_exact_float64_sums():
   want = np.array([np.sum(1.0 / np.arange(a + 1, b + 1, dtype=np.float64)) for a, b in pairs])
   np.testing.assert_array_equal(got[want == 0], 0.0)
   np.testing.assert_allclose(got[want > 0], want[want > 0], rtol=1e-6)
+
+
+def test_items_holding_no_code_rank_after_items_at_distance_k():
+  # The whole ranking (k = n) by the (distance, index) sort key: an item holding no code
+  # (distance past max_distance K = 4) at index 0 goes after the items at distance exactly
+  # K, however low its index; it is never retrieved, so the AP counts only the relevant
+  # item at index 4, ranked fourth: 1 / 4.
+  from jhash.metrics import _ap
+
+  distances = jnp.asarray([[11, 1, 4, 0, 4]], jnp.int32)
+  order = _ap.ranked_positions(distances, 5, max_distance=4)
+  np.testing.assert_array_equal(order, [[3, 1, 2, 4, 0]])
+  relevant = jnp.asarray([[True, False, False, False, True]])
+  total, hits = _ap._index_sum(distances, relevant, 5, 4)
+  np.testing.assert_allclose(total, [0.25])
+  np.testing.assert_array_equal(hits, [1.0])

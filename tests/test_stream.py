@@ -191,6 +191,30 @@ def test_a_stream_starts_exactly_prefetch_minibatches_ahead(monkeypatch, prefetc
   assert len(started) == 6
 
 
+def test_leaving_a_stream_cancels_the_reads_not_started(monkeypatch):
+  # One thread, six reads handed to it ahead, each slow: when the consumer leaves after the
+  # first minibatch, the reads still queued are cancelled, not run to the end.
+  submitted, ran = [], []
+
+  class Counting(futures.ThreadPoolExecutor):
+    def submit(self, fn, *args, **kwargs):
+      def slow(*a, **k):
+        time.sleep(0.05)
+        ran.append(1)
+        return fn(*a, **k)
+
+      submitted.append(fn)
+      return super().submit(slow, *args, **kwargs)
+
+  monkeypatch.setattr(futures, "ThreadPoolExecutor", Counting)
+  batch = {"views": (np.arange(80, dtype=np.float32).reshape(40, 2),)}
+  stream = data.array_stream(batch, 4, jax.random.key(0), 8, prefetch=6, num_threads=1)
+  it = iter(stream)
+  next(it)
+  it.close()
+  assert len(submitted) == 7 and len(ran) <= 3, (len(submitted), len(ran))
+
+
 # ----------------------------------------------------------------------------- training
 
 
