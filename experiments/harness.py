@@ -55,6 +55,8 @@ from typing import Any, Callable, Iterable, Mapping
 import jax
 import numpy as np
 
+from experiments import integrity
+
 CRASH_ENV = "JHASH_KILL_AFTER_SAVES"
 
 
@@ -112,9 +114,25 @@ def atomic_write_json(path, obj: Any) -> None:
   atomic_write_bytes(path, json.dumps(jsonable(obj), indent=2, sort_keys=True).encode())
 
 
-def read_json(path, default: Any = None) -> Any:
+def read_json(path, default: Any = None, remedy: str | None = None) -> Any:
+  """The JSON in ``path`` (``default`` when absent); a damaged file is a WorkdirError
+  naming it and saying how to go on (``remedy``; files are written atomically, so damage
+  comes from outside the run)."""
   path = pathlib.Path(path)
-  return json.loads(path.read_text()) if path.exists() else default
+  if not path.exists():
+    return default
+  try:
+    return json.loads(path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    raise WorkdirError(
+      f"{path} is damaged ({error}); jhash writes it atomically, so something else changed "
+      f"it. {remedy or 'Restore it from a copy, or delete the folder it is in to start again.'}"
+    ) from None
+
+
+def _first_line(error: BaseException, limit: int = 300) -> str:
+  text = str(error).strip().splitlines()
+  return (text[0] if text else "")[:limit]
 
 
 def package_versions() -> dict[str, str]:
@@ -274,13 +292,19 @@ class Workdir:
       )
     self.path.mkdir(parents=True, exist_ok=True)
     self._lock_fd = _lock(self.path / ".lock")
+    self.progress_path = self.path / "progress.json"
     try:
       self._claim(config)
+      self.progress = read_json(
+        self.progress_path,
+        {"cells": {}, "seconds": {}},
+        remedy="It holds the results of the finished cells: restore it from a copy, or "
+        "delete it and run again to train those cells again (same seeds, same results; "
+        "checkpoints of a cell in progress are kept).",
+      )
     except BaseException:
       self.close()
       raise
-    self.progress_path = self.path / "progress.json"
-    self.progress = read_json(self.progress_path, {"cells": {}, "seconds": {}})
     self._managers: dict[str, Any] = {}
     self._saves = 0
 
@@ -289,7 +313,11 @@ class Workdir:
     work (finished cells, checkpoints, results) the workdir holds."""
     fingerprint = config_fingerprint(config)
     path = self.path / "config.json"
-    saved = read_json(path)
+    saved = read_json(
+      path,
+      remedy="If you are running the same config as the run that wrote it, delete it and "
+      "run again: it is written again and the run's work is kept.",
+    )
     if saved is not None and saved["fingerprint"] != fingerprint and self._holds_work():
       diff = "; ".join(config_differences(saved["config"], config)[:8])
       raise WorkdirError(
@@ -339,7 +367,7 @@ class Workdir:
 
     if cell not in self._managers:
       options = ocp.CheckpointManagerOptions(
-        max_to_keep=1, create=True, enable_async_checkpointing=False
+        max_to_keep=2, create=True, enable_async_checkpointing=False
       )
       self._managers[cell] = ocp.CheckpointManager(
         (self.path / "checkpoints" / _safe(cell)).absolute(), options=options
@@ -357,22 +385,33 @@ class Workdir:
         state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
       ),
     )
+    integrity.write_manifest(self._cell_folder(cell) / str(step), atomic_write_json)
     self._after_save()
+
+  def _cell_folder(self, cell: str) -> pathlib.Path:
+    return self.path / "checkpoints" / _safe(cell)
 
   def load_state(self, cell: str, template: Any):
     """``(step, state, history)`` of the last save of ``cell``, or None.
 
     ``template``: the state's structure (``jax.eval_shape(...)`` of its init); the state
-    comes back in it, arrays and all.
+    comes back in it, arrays and all. A damaged checkpoint (a file missing, truncated or
+    changed since it was written) is a ``WorkdirError`` naming the file and saying how to
+    go on; so is one that cannot be read as this version's state.
     """
     import orbax.checkpoint as ocp
 
-    if not (self.path / "checkpoints" / _safe(cell)).exists():
+    folder = self._cell_folder(cell)
+    if not folder.exists():
       return None
     manager = self._manager(cell)
-    step = manager.latest_step()
-    if step is None:
+    steps = sorted(manager.all_steps(), reverse=True)
+    if not steps:
       return None
+    step = steps[0]
+    damage = integrity.first_damage(folder / str(step))
+    if damage is not None:
+      raise WorkdirError(self._damaged(cell, step, steps[1:], damage))
     try:
       restored = manager.restore(
         step,
@@ -380,23 +419,44 @@ class Workdir:
           state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()
         ),
       )
-    except ValueError as e:  # orbax: the saved tree is not the template's
-      folder = self.path / "checkpoints" / _safe(cell)
-      raise WorkdirError(
-        f"the checkpoint of cell {cell!r} (step {step}, in {folder}) does not match the "
-        f"state this version of jhash makes ({e}); it was written by another version. "
-        f"Delete that folder to run the cell again from its start (finished cells are "
-        f"kept)."
-      ) from None
+    except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
+      checked = (folder / str(step) / integrity.MANIFEST).exists()
+      cause = (
+        "its files are as written, so it was written by another version of jhash"
+        if checked
+        else "it is damaged or was written by another version of jhash"
+      )
+      what = (
+        f"it cannot be restored as the state this version makes "
+        f"({type(e).__name__}: {_first_line(e)}); {cause}"
+      )
+      earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
+      raise WorkdirError(self._damaged(cell, step, earlier, what)) from None
     history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
     return step, restored.state, history
+
+  def _damaged(self, cell: str, step: int, earlier: list[int], what: str) -> str:
+    """The message for a checkpoint of ``cell`` at ``step`` that cannot be used."""
+    folder = self._cell_folder(cell)
+    intact = next((s for s in earlier if integrity.first_damage(folder / str(s)) is None), None)
+    if intact is not None:
+      way = (
+        f"delete {folder / str(step)} and run again: the cell resumes from its checkpoint "
+        f"at step {intact}, which is intact"
+      )
+    else:
+      way = f"delete {folder} and run again: the cell starts again from step 0"
+    return (
+      f"the checkpoint of cell {cell!r} at step {step} is unusable: {what}. Finished cells "
+      f"are intact (their results are in {self.progress_path}). To go on, {way}."
+    )
 
   def remove_state(self, cell: str) -> None:
     """Delete the checkpoints of ``cell`` (results in ``progress.json`` are kept)."""
     manager = self._managers.pop(cell, None)
     if manager is not None:
       manager.close()
-    shutil.rmtree(self.path / "checkpoints" / _safe(cell), ignore_errors=True)
+    shutil.rmtree(self._cell_folder(cell), ignore_errors=True)
 
   def _after_save(self) -> None:
     self._saves += 1

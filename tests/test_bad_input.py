@@ -96,3 +96,15 @@ def test_a_workdir_that_is_a_file_is_refused(tmp_path):
     out = _main("--config", "experiments/configs/quickstart.py:quick", "--workdir", str(workdir))
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert f"must be a directory (new or a run's); '{blocker}' is a file" in out.stderr
+
+
+def test_a_damaged_progress_file_is_named(tmp_path):
+  from experiments import harness
+
+  path = tmp_path / "progress.json"
+  harness.atomic_write_json(path, {"cells": {"a": {"map": 0.5}}, "seconds": {}})
+  assert harness.read_json(path)["cells"]["a"]["map"] == 0.5
+  path.write_text(path.read_text()[:20])  # truncated from outside
+  with pytest.raises(harness.WorkdirError, match="progress.json is damaged"):
+    harness.read_json(path)
+  assert harness.read_json(tmp_path / "absent.json", {"x": 1}) == {"x": 1}

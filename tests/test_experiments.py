@@ -10,6 +10,7 @@ runs the trainer in the test's process).
 import json
 import os
 import pathlib
+import shutil
 import stat
 import subprocess
 import sys
@@ -378,3 +379,96 @@ def test_cell_keys_fold_a_bool_part_by_its_hash_and_an_int_as_it_is():
   assert not np.array_equal(
     key_data(harness.cell_key(2, "a", 8)), key_data(harness.cell_key(2, 8, "a"))
   )
+
+
+@pytest.fixture(scope="module")
+def killed_mid_cell(tmp_path_factory):
+  """A run killed after its 5th save: mfeat/itq/8 finished, mfeat/itq/16 checkpointed at
+  steps 4 and 8 (the two kept)."""
+  workdir = tmp_path_factory.mktemp("killed") / "run"
+  killed = _main(workdir, env_extra={harness.CRASH_ENV: "5"})
+  assert killed.returncode == -9, killed.stderr[-2000:]
+  cell = workdir / "checkpoints" / "mfeat_itq_16_seed=0"
+  assert sorted(p.name for p in cell.iterdir()) == ["4", "8"]
+  assert set(json.loads((workdir / "progress.json").read_text())["cells"]) == {"mfeat/itq/8/seed=0"}
+  return workdir
+
+
+def _largest_data_file(step):
+  files = [p for p in (step / "state").rglob("*") if p.is_file() and "/d/" in str(p)]
+  return max(files, key=lambda p: p.stat().st_size)
+
+
+def _truncate(path):
+  path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+  return path
+
+
+CELL_16 = pathlib.Path("checkpoints") / "mfeat_itq_16_seed=0"
+
+
+@pytest.mark.parametrize(
+  "kind, damage, named, remedy",
+  [
+    # The newest checkpoint's data or metadata: named; the remedy is to delete that step,
+    # and the cell resumes from the one before it.
+    ("data", lambda w: _truncate(_largest_data_file(w / CELL_16 / "8")), None, CELL_16 / "8"),
+    (
+      "metadata",
+      lambda w: _truncate(w / CELL_16 / "8" / "state" / "_METADATA"),
+      None,
+      CELL_16 / "8",
+    ),
+    # Both kept checkpoints damaged: the cell starts again.
+    (
+      "both",
+      lambda w: [_truncate(_largest_data_file(w / CELL_16 / s)) for s in ("8", "4")][0],
+      None,
+      CELL_16,
+    ),
+    ("progress", lambda w: _truncate(w / "progress.json"), "progress.json", "progress.json"),
+    ("config", lambda w: _truncate(w / "config.json"), "config.json", "config.json"),
+  ],
+)
+def test_a_damaged_workdir_names_the_file_and_loses_no_finished_result(
+  kind, damage, named, remedy, killed_mid_cell, reference, tmp_path
+):
+  workdir = tmp_path / "run"
+  shutil.copytree(killed_mid_cell, workdir)
+  progress = (workdir / "progress.json").read_bytes()
+  damaged = damage(workdir)
+  with pytest.raises(harness.WorkdirError) as error:
+    runs.run_config(_tiny(), workdir)
+  message = str(error.value)
+  assert str(workdir / (named or damaged.relative_to(workdir))) in message, message
+  assert f"delete {workdir / remedy}" in message or "delete it" in message, message
+  if kind not in ("progress",):  # the finished cell's result is untouched
+    assert (workdir / "progress.json").read_bytes() == progress
+    assert "Finished cells are intact" in message or kind == "config", message
+  if kind in ("data", "metadata"):
+    assert "resumes from its checkpoint at step 4" in message, message
+  if kind == "both":
+    assert "starts again from step 0" in message, message
+  # Doing what the message says ends with the results of a run never interrupted.
+  target = workdir / remedy
+  shutil.rmtree(target) if target.is_dir() else target.unlink()
+  assert runs.run_config(_tiny(), workdir)["metrics"] == _results(reference[0])["metrics"]
+
+
+def test_a_damaged_results_file_is_written_again(reference, tmp_path):
+  workdir = tmp_path / "run"
+  shutil.copytree(reference[0], workdir)
+  _truncate(workdir / "results.json")
+  assert runs.run_config(_tiny(), workdir)["metrics"] == _results(reference[0])["metrics"]
+
+
+def test_a_checkpoint_of_another_structure_blames_the_version_not_damage(tmp_path):
+  state = {"w": jnp.arange(12.0).reshape(3, 4)}
+  with harness.Workdir(tmp_path, _tiny()) as workdir:
+    workdir.save_state("cell", 4, state, {"loss": np.zeros(4)})
+    with pytest.raises(harness.WorkdirError) as error:
+      workdir.load_state("cell", jax.eval_shape(lambda: {"v": state["w"]}))
+    assert workdir.load_state("cell", jax.eval_shape(lambda: state))[0] == 4
+  message = str(error.value)
+  assert "its files are as written, so it was written by another version" in message
+  assert f"delete {tmp_path / 'checkpoints' / 'cell'} and run again" in message
