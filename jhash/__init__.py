@@ -27,6 +27,7 @@ from jhash._fit import fit
 from jhash._fit import init
 from jhash._fit import minibatches
 from jhash._fit import schedule
+from jhash._train import make_train
 from jhash._grid import GammaSelection
 from jhash._grid import GridSearch
 from jhash._grid import PAPER_GAMMA_OVER_N

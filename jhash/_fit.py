@@ -70,6 +70,17 @@ def _check_key(key) -> None:
     )
 
 
+def _check_untraced(key, data) -> None:
+  leaves = jax.tree.leaves(data) if isinstance(data, Mapping) else []
+  if any(isinstance(x, jax.core.Tracer) for x in [key, *leaves]):
+    raise TypeError(
+      "jhash.fit is a host loop (it fetches metrics, shows progress, calls back) and "
+      "cannot run under jit or vmap. For one traceable function of the key, use "
+      "train = jhash.make_train(method, batch); jax.vmap(train, in_axes=(0, None))(keys, "
+      "batch)."
+    )
+
+
 def _check_training_batch(method: _api.HashingMethod, batch: Mapping) -> int:
   n = _checks.batch(batch)
   if n == 0:
@@ -152,14 +163,21 @@ def _jit_init(method: _api.HashingMethod, num_items: int | None):
   return _jit_init_of(method.init, method.name, method.num_bits, num_items)
 
 
-@functools.lru_cache(maxsize=64)
-def _jit_init_of(init: Callable, name: str, num_bits: int, num_items: int | None):
-  def init_fn(key, batch):
+def init_of(init: Callable, name: str, num_bits: int, num_items: int | None = None) -> Callable:
+  """``(key, batch) -> state``: a method's ``init`` with the training record
+  (``jhash.Trained``) set in its state. Traceable."""
+
+  def fn(key, batch):
     if num_items is not None:
       batch = {**batch, "num_items": num_items}
     return _api.record_training(name, num_bits, init(key, batch), batch)
 
-  return jax.jit(init_fn)
+  return fn
+
+
+@functools.lru_cache(maxsize=64)
+def _jit_init_of(init: Callable, name: str, num_bits: int, num_items: int | None):
+  return jax.jit(init_of(init, name, num_bits, num_items))
 
 
 @functools.lru_cache(maxsize=64)
@@ -190,11 +208,21 @@ def _split(mesh):
 
 @functools.lru_cache(maxsize=64)
 def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: bool, mesh):
-  """A jitted loop of up to ``length`` steps of one phase: ``(state, data, key, start,
-  count, offset, phase) -> (state, metrics [length, ...])``; ``start`` counts within the
+  """``phase_loop`` jitted (the state donated; with a mesh, minibatches split over its
+  ``"data"`` axis and the results replicated)."""
+  loop = phase_loop(update, batch_size, length, _split(mesh))
+  kwargs = {}
+  if mesh is not None:
+    kwargs = {"out_shardings": (_replicated(mesh), _replicated(mesh))}
+  return jax.jit(loop, donate_argnums=(0,) if donate else (), **kwargs)
+
+
+def phase_loop(update: Callable, batch_size: int | None, length: int, split=None) -> Callable:
+  """A loop of up to ``length`` steps of one phase: ``(state, data, key, start, count,
+  offset, phase) -> (state, metrics [length, ...])``; ``start`` counts within the
   phase, ``offset`` is the phase's first global step, ``phase`` its index (traced, so a
-  phase repeated in a schedule compiles once); metrics past ``count`` are zeros."""
-  split = _split(mesh)
+  phase repeated in a schedule compiles once); metrics past ``count`` are zeros.
+  Traceable: ``fit`` jits it, ``make_train`` runs it inside the user's program."""
 
   def minibatch(data, perm, step, per_epoch):
     if batch_size is None:
@@ -235,10 +263,7 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
     state, _, buffers = lax.fori_loop(0, count, body, (state, perm, buffers))
     return state, buffers
 
-  kwargs = {}
-  if mesh is not None:
-    kwargs = {"out_shardings": (_replicated(mesh), _replicated(mesh))}
-  return jax.jit(loop, donate_argnums=(0,) if donate else (), **kwargs)
+  return loop
 
 
 # ----------------------------------------------------------------------------- public
@@ -335,6 +360,7 @@ def fit(
     >>> history["quantization_loss"].shape
     (5,)
   """
+  _check_untraced(key, data)
   _check_key(key)
   start = _checks.nonneg_int(start_step, "start_step")
   _check_mesh(mesh, None)
@@ -474,27 +500,19 @@ def _fit_in_memory(run, batch, start, state):
     every = _every(run, span.phase)
     size = None if span.phase.batch_size is None else min(span.phase.batch_size, n)
     _check_mesh(run.mesh, size)
-    direct = every == 1 and size is None and run.mesh is None
-    if direct:
-      fn = _jit_step(span.phase.update, run.donate, None)
-    else:
-      fn = _jit_loop(span.phase.update, size, every, run.donate, run.mesh)
+    fn = _jit_loop(span.phase.update, size, every, run.donate, run.mesh)
     while step < span.stop:
       count = min(every, span.stop - step)
-      if direct:
-        state, metrics = fn(state, batch, _order.step_key(run.key, step))
-        metrics = jax.tree.map(lambda v: np.asarray(v)[None], metrics)
-      else:
-        state, buffers = fn(
-          state,
-          batch,
-          run.key,
-          jnp.int32(step - span.start),
-          jnp.int32(count),
-          jnp.int32(span.start),
-          jnp.int32(span.index),
-        )
-        metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
+      state, buffers = fn(
+        state,
+        batch,
+        run.key,
+        jnp.int32(step - span.start),
+        jnp.int32(count),
+        jnp.int32(span.start),
+        jnp.int32(span.index),
+      )
+      metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
       step += count
       _record(run, span.phase, metrics, step, state, count)
   return state
