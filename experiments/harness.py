@@ -45,7 +45,6 @@ import json
 import os
 import pathlib
 import platform
-import secrets
 import shutil
 import signal
 import sys
@@ -55,7 +54,9 @@ from typing import Any, Callable, Iterable, Mapping
 import jax
 import numpy as np
 
-from experiments import integrity
+from jhash import files
+from jhash.files import atomic_write_bytes
+
 
 CRASH_ENV = "JHASH_KILL_AFTER_SAVES"
 
@@ -70,27 +71,6 @@ class WorkdirError(RuntimeError):
 
 
 # ----------------------------------------------------------------------------- files
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-  """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
-
-  The file is created with mode 0666 less the process's umask (as ``open`` does;
-  ``tempfile.mkstemp`` would give 0600 and hide results from the group).
-  """
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    tmp.unlink(missing_ok=True)
-    raise
 
 
 def jsonable(x: Any) -> Any:
@@ -385,7 +365,7 @@ class Workdir:
         state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
       ),
     )
-    integrity.write_manifest(self._cell_folder(cell) / str(step), atomic_write_json)
+    files.write_manifest(self._cell_folder(cell) / str(step))
     self._after_save()
 
   def _cell_folder(self, cell: str) -> pathlib.Path:
@@ -409,7 +389,7 @@ class Workdir:
     if not steps:
       return None
     step = steps[0]
-    damage = integrity.first_damage(folder / str(step))
+    damage = files.first_damage(folder / str(step))
     if damage is not None:
       raise WorkdirError(self._damaged(cell, step, steps[1:], damage))
     try:
@@ -420,7 +400,7 @@ class Workdir:
         ),
       )
     except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
-      checked = (folder / str(step) / integrity.MANIFEST).exists()
+      checked = (folder / str(step) / files.MANIFEST).exists()
       cause = (
         "its files are as written, so it was written by another version of jhash"
         if checked
@@ -438,7 +418,7 @@ class Workdir:
   def _damaged(self, cell: str, step: int, earlier: list[int], what: str) -> str:
     """The message for a checkpoint of ``cell`` at ``step`` that cannot be used."""
     folder = self._cell_folder(cell)
-    intact = next((s for s in earlier if integrity.first_damage(folder / str(s)) is None), None)
+    intact = next((s for s in earlier if files.first_damage(folder / str(s)) is None), None)
     if intact is not None:
       way = (
         f"delete {folder / str(step)} and run again: the cell resumes from its checkpoint "

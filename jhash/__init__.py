@@ -15,6 +15,7 @@ from jhash import metrics
 from jhash import models
 from jhash import search
 from jhash import training
+from jhash import files
 from jhash._api import HashingMethod
 from jhash._api import Phase
 from jhash._api import Trained
@@ -28,6 +29,10 @@ from jhash._fit import init
 from jhash._fit import minibatches
 from jhash._fit import schedule
 from jhash._train import make_train
+from jhash._network import Network
+from jhash._network import network
+from jhash._saving import restore
+from jhash._saving import save
 from jhash._grid import GammaSelection
 from jhash._grid import GridSearch
 from jhash._grid import PAPER_GAMMA_OVER_N

@@ -223,6 +223,8 @@ def phase_loop(update: Callable, batch_size: int | None, length: int, split=None
   phase, ``offset`` is the phase's first global step, ``phase`` its index (traced, so a
   phase repeated in a schedule compiles once); metrics past ``count`` are zeros.
   Traceable: ``fit`` jits it, ``make_train`` runs it inside the user's program."""
+  # Jitted so that the shape probe below and the loop's body share one trace of update.
+  update = jax.jit(update)
 
   def minibatch(data, perm, step, per_epoch):
     if batch_size is None:

@@ -9,7 +9,10 @@ hash functions, MCH's base) owns one ``Coder``, a NamedTuple of pure functions o
   jhash state, torchvision weights) and the optimiser's state;
 * ``step(state, x, loss_fn, context) -> (state, loss, aux, outputs)``: one optax step of
   ``loss_fn(outputs, context)`` on the network's raw inputs ``x`` (``jhash.training``);
-* ``outputs(state, x)``: evaluation-mode ``HashOutputs`` (logits and features);
+* ``outputs(state, x)``: evaluation-mode ``HashOutputs`` (logits and features) of the
+  network's raw inputs ``x`` (``read(batch)``); ``apply(state, params, x)`` the same with
+  the parameters ``params``, so ``jax.grad`` of a loss of ``apply`` with respect to
+  ``state.train.params`` is the gradient of that loss;
 * ``scores(state, batch)`` / ``features(state, batch)`` / ``encode(state, batch)``: the
   logits, the penultimate features the head reads, the codes, ``encode_chunk``
   items at a time (``lax.map``), so a large database is coded in bounded memory;
@@ -66,6 +69,9 @@ class Coder(NamedTuple):
     [CoderState, jax.Array, LossFn, Any], tuple[CoderState, jax.Array, dict, models.HashOutputs]
   ]
   outputs: Callable[[CoderState, jax.Array], models.HashOutputs]
+  # apply(state, params, x): ``outputs`` with the parameters ``params`` in place of the
+  # state's, to differentiate a loss with respect to them.
+  apply: Callable[[CoderState, Any, jax.Array], models.HashOutputs]
   scores: Callable[[CoderState, dict], jax.Array]  # float32 [n, K]
   features: Callable[[CoderState, dict], jax.Array]  # float32 [n, F], what the head reads
   encode: Callable[[CoderState, dict], jax.Array]  # int8 [n, K] in {-1, +1}
@@ -196,6 +202,9 @@ def coder(
       model_for(x), state.train, training.standardize(x, state.mean, state.scale)
     )
 
+  def apply(state, params, x):
+    return outputs(state._replace(train=state.train._replace(params=params)), x)
+
   def scores(state, batch):
     logits = _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
     return logits.astype(jnp.float32)
@@ -224,7 +233,18 @@ def coder(
     return n
 
   return Coder(
-    init, step, outputs, scores, features, encode, read, check_batch, model_for, num_bits, view
+    init,
+    step,
+    outputs,
+    apply,
+    scores,
+    features,
+    encode,
+    read,
+    check_batch,
+    model_for,
+    num_bits,
+    view,
   )
 
 

@@ -122,7 +122,9 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
   check_padding(packed, num_bits, "packed")  # set bits past num_bits would be dropped
   shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32).reshape((1,) * packed.ndim + (WORD_BITS,))
   bits = (packed.astype(jnp.uint32)[..., None] >> shifts) & jnp.uint32(1)
-  bits = bits.reshape(*packed.shape[:-1], -1)[..., :num_bits].astype(jnp.uint8)
+  # The last axis spelled out, not -1: it cannot be inferred for no codes.
+  bits = bits.reshape(*packed.shape[:-1], packed.shape[-1] * WORD_BITS)
+  bits = bits[..., :num_bits].astype(jnp.uint8)
   if signed:
     return (2 * bits.astype(jnp.int8) - 1).astype(jnp.int8)
   return bits

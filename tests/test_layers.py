@@ -2,7 +2,8 @@
 
 From the bottom: input checks, the minibatch order and the native CPU kernels; codes;
 data; search and the index; metrics; the method API, models and losses; the shared train
-step; methods; the runner (``fit``), then grid search over it. A module may import only
+step; methods; the runner (``fit``) and the network in a method's state; grid search, the
+pure training function and saving over the runner. A module may import only
 from the layers below its own (grimp's layer contract, the same as import-linter's).
 Experiments and benchmarks sit above the package and import its public names, never a
 private module.
@@ -17,8 +18,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LAYERS = (  # top first
-  ("jhash._grid",),
-  ("jhash._fit",),
+  ("jhash._grid", "jhash._train", "jhash._saving"),
+  ("jhash._fit", "jhash._network"),
   ("jhash.methods",),
   ("jhash.coder",),
   ("jhash.training",),
@@ -27,7 +28,7 @@ LAYERS = (  # top first
   ("jhash.search", "jhash.index"),
   ("jhash.data",),
   ("jhash.codes",),
-  ("jhash._checks", "jhash._order", "jhash.native"),
+  ("jhash._checks", "jhash._order", "jhash.native", "jhash.files"),
 )
 
 

@@ -13,6 +13,13 @@ empty argument. Cut-offs (``top_k``, ``k``, ``ks``) are ints in [1, n], n the
 database size: a larger one is an error naming the cut-off, the database size
 and the value, never silently the whole ranking (``deephash_map`` alone keeps
 its toolbox's slice semantics).
+
+Inside jit and vmap: every metric but ``deephash_map`` (a NumPy preset, host only) runs
+with traced codes, labels, masks and weights, and returns JAX arrays where it returns
+Python floats or NumPy arrays when called eagerly; checks of shapes, dtypes and options
+are made at trace time, checks of values (codes in {-1, +1}, an item holding a code) only
+on concrete arrays. Options (``top_k``, ``ks``, ``radius``, ``ties``, ...) stay Python
+values. So an evaluation, encode + mAP, is one jitted function of a trained state.
 """
 
 from jhash.metrics._ap import average_precision

@@ -256,7 +256,7 @@ def mean_average_precision(
   weights=None,
   db_mask=None,
   query_chunk=None,
-) -> float:
+) -> float | jax.Array:
   """Mean average precision of Hamming ranking, every convention explicit.
 
   Args:
@@ -281,7 +281,8 @@ def mean_average_precision(
       and still counts among the relevant items, on every backend).
     query_chunk: queries per chunk (default: bounded memory, about 32 MB of distances).
   Returns:
-    mAP as a Python float (NaN when every query is skipped).
+    mAP as a Python float (NaN when every query is skipped); inside jit / vmap (traced
+    codes or labels) a float32 scalar array, so an evaluation is one jitted function.
 
   Example: one query of class 0; database items at distances 1, 1 and 2 of
   classes 1, 0, 0. The two items at distance 1 tie: in either order AP is

@@ -253,9 +253,17 @@ def mean_defined(values: jax.Array, defined: jax.Array, rule: str) -> jax.Array:
   raise ValueError(f"no_relevant / empty must be 'zero' or 'skip'; got {rule!r}.")
 
 
-def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> float:
+def traced(*trees) -> bool:
+  """True when any array of ``trees`` is a tracer (the metric runs inside jit / vmap)."""
+  return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
+
+
+def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> float | jax.Array:
   """``mean_defined`` as a Python float; with ``rule="skip"`` and no query defined it is
-  NaN, and a ``RuntimeWarning`` says why (every query was left out)."""
+  NaN, and a ``RuntimeWarning`` says why (every query was left out). Inside jit / vmap
+  (traced ``values``): the float32 scalar array, with no warning."""
+  if traced(values, defined):
+    return mean_defined(values, defined, rule)
   value = float(mean_defined(values, defined, rule))
   if rule == "skip" and not bool(np.any(np.asarray(defined))):
     warnings.warn(

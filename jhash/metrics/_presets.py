@@ -77,10 +77,18 @@ def deephash_map(
     query_chunk: queries whose distances are computed at once (memory only;
       default: about 32 MB of distances).
   Returns:
-    mAP as a float.
+    mAP as a float. Host only: inside jit or vmap it raises a TypeError that names the
+    traceable rule above.
   """
   if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)):
     raise ValueError(f"top_k must be an int (Python slice semantics); got {top_k!r}.")
+  if _inputs.traced(query_codes, db_codes, query_labels, db_labels):
+    raise TypeError(
+      "deephash_map runs on the host with NumPy (its order of tied items is NumPy's "
+      "argsort's), so it cannot run inside jit or vmap. Inside a traced function use "
+      "mean_average_precision(..., top_k=k, ties='index', relevance='share_label', "
+      "normalizer='retrieved'): the same rule with ties broken by database index."
+    )
   num_bits, q, n = _inputs.check_codes_and_labels(
     query_codes, db_codes, query_labels, db_labels, db_ranks=2
   )

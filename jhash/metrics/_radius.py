@@ -8,7 +8,9 @@ The ball of radius r around a query holds the items at Hamming distance ``<= r``
   convention in hashing papers), ``"skip"`` leaves it out. A query with no
   relevant item has no recall: ``no_relevant`` does the same for recall.
 * ``average="pooled"``: relevant items found over all queries divided by items
-  found over all queries (precision), or by all relevant items (recall).
+  found over all queries (precision), or by all relevant items (recall). When no query's
+  ball holds an item, pooled precision is undefined: ``empty="zero"`` gives 0, ``"skip"``
+  NaN; likewise recall with no relevant item at all and ``no_relevant``.
 
 Hash-table lookup within radius r probes ``sum_{i<=r} C(K, i)`` buckets, so the
 same counts give F1 against the number of buckets visited (MCH's F1-bucket curve).
@@ -52,13 +54,19 @@ def _ball_counts(corpus, setup, chunk, options):
   return _inputs.map_queries(kernel, corpus, setup, chunk, native_kernel=by_kernel)
 
 
+def _pooled(numer, denom, rule: str):
+  """``numer / denom``, and where ``denom`` is 0: 0 (``"zero"``) or NaN (``"skip"``)."""
+  ratio = numer / jnp.maximum(denom, 1.0)
+  return jnp.where(denom > 0, ratio, 0.0 if rule == "zero" else jnp.nan)
+
+
 def _curve(found, hits, total, average, empty, no_relevant):
   found = found.astype(jnp.float32)
   hits = hits.astype(jnp.float32)
   total = total.astype(jnp.float32)
   if average == "pooled":
-    precision = jnp.sum(hits, 0) / jnp.maximum(jnp.sum(found, 0), 1.0)
-    recall = jnp.sum(hits, 0) / jnp.maximum(jnp.sum(total), 1.0)
+    precision = _pooled(jnp.sum(hits, 0), jnp.sum(found, 0), empty)
+    recall = _pooled(jnp.sum(hits, 0), jnp.sum(total), no_relevant)
     return precision, recall
   prec_q = hits / jnp.maximum(found, 1.0)
   rec_q = hits / jnp.maximum(total, 1.0)[:, None]
@@ -87,10 +95,13 @@ def pr_curve_by_radius(
     query_codes, db_codes, query_labels, db_labels, relevance, db_mask, query_chunk:
       as in ``mean_average_precision`` (no weights: the ball needs Hamming distance).
     average: "query" or "pooled" (module docstring).
-    empty: "zero" or "skip", for queries whose ball is empty ("query" average).
-    no_relevant: "zero" or "skip", for recall of queries with no relevant item.
+    empty: "zero" or "skip", for queries whose ball is empty ("query" average), or for
+      a radius at which every ball is empty ("pooled").
+    no_relevant: "zero" or "skip", for recall of queries with no relevant item, or of
+      a corpus with none ("pooled").
   Returns:
-    dict of numpy arrays: ``radius`` int [K+1], ``precision`` and ``recall`` float [K+1].
+    dict of numpy arrays: ``radius`` int [K+1], ``precision`` and ``recall`` float [K+1]
+    (inside jit / vmap: JAX arrays).
   """
   _inputs.check_choice(average, "average", AVERAGES)
   _inputs.check_choice(empty, "empty", ("zero", "skip"))
@@ -101,6 +112,8 @@ def pr_curve_by_radius(
   chunk = _inputs.chunk_size(setup, query_chunk)
   found, hits, total = _ball_counts(corpus, setup, chunk, None)
   precision, recall = _curve(found, hits, total, average, empty, no_relevant)
+  if _inputs.traced(precision, recall):
+    return {"radius": jnp.arange(setup.num_bits + 1), "precision": precision, "recall": recall}
   return {
     "radius": np.arange(setup.num_bits + 1),
     "precision": np.asarray(precision),
@@ -122,7 +135,8 @@ def precision_recall_at_radius(
   db_mask=None,
   query_chunk=None,
 ):
-  """(precision, recall) within Hamming radius ``radius`` (``d <= radius``), as floats.
+  """(precision, recall) within Hamming radius ``radius`` (``d <= radius``), as floats
+  (inside jit / vmap: float32 scalar arrays).
 
   Arguments as in ``pr_curve_by_radius``; ``radius`` an int in [0, K].
   """
@@ -141,6 +155,8 @@ def precision_recall_at_radius(
     db_mask=db_mask,
     query_chunk=query_chunk,
   )
+  if _inputs.traced(curve):
+    return curve["precision"][radius], curve["recall"][radius]
   return float(curve["precision"][radius]), float(curve["recall"][radius])
 
 
@@ -164,7 +180,7 @@ def f1_bucket_curve(
   Returns:
     dict of numpy arrays over r = 0..K: ``radius``, ``buckets`` (``sum_{i<=r} C(K, i)``,
     as float64 since it exceeds int64 past K = 63), ``precision``, ``recall``, ``f1``
-    (0 where precision + recall = 0).
+    (0 where precision + recall = 0). Inside jit / vmap: JAX arrays, ``f1`` in float32.
   """
   curve = pr_curve_by_radius(
     query_codes,
@@ -176,9 +192,10 @@ def f1_bucket_curve(
     db_mask=db_mask,
     query_chunk=query_chunk,
   )
-  p = curve["precision"].astype(np.float64)
-  r = curve["recall"].astype(np.float64)
-  f1 = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1.0), 0.0)
+  xp = jnp if _inputs.traced(curve) else np  # inside jit / vmap: float32 arrays
+  p = curve["precision"].astype(xp.float32 if xp is jnp else np.float64)
+  r = curve["recall"].astype(p.dtype)
+  f1 = xp.where(p + r > 0, 2 * p * r / xp.where(p + r > 0, p + r, 1.0), 0.0)
   k = len(p) - 1
   buckets = np.array([float(buckets_within(k, i)) for i in range(k + 1)])
   return {**curve, "buckets": buckets, "f1": f1}

@@ -328,7 +328,7 @@ def ndcg_at_k(
   weights=None,
   db_mask=None,
   query_chunk=None,
-) -> float:
+) -> float | jax.Array:
   """Mean NDCG@k with graded relevance (number of shared labels; same class = 1).
 
   Arguments as in ``mean_average_precision``; queries with IDCG = 0 count as 0 or

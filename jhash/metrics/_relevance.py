@@ -73,7 +73,7 @@ def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> N
         f"{name} must have shape [{n}] (class ids) or [{n}, C] (multi-hot); "
         f"got shape {tuple(np.shape(lab))}."
       )
-    dtype = np.dtype(getattr(lab, "dtype", np.asarray(lab).dtype))
+    dtype = np.dtype(lab.dtype if hasattr(lab, "dtype") else np.asarray(lab).dtype)
     if nd == 1 and not np.issubdtype(dtype, np.integer):
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):

@@ -8,6 +8,7 @@ radix sort of the integer distances) and elsewhere the array code; the same valu
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from jhash.metrics import _ap
@@ -15,7 +16,7 @@ from jhash.metrics import _ap
 
 def weighted_mean_average_precision(
   query_codes, db_codes, query_labels, db_labels, weights, *, relevance: str = "auto"
-) -> float:
+) -> float | jax.Array:
   """Tie-aware mAP of ranking by the weighted Hamming distance ``sum_k w_k [q_k != b_k]``.
 
   Args:
@@ -26,7 +27,7 @@ def weighted_mean_average_precision(
       rounding to ``jhash.search.weight_units``.
     relevance: "auto", "same_class" or "share_label".
   Returns:
-    mAP as a Python float.
+    mAP as a Python float (inside jit / vmap: a float32 scalar array).
 
   Example:
     >>> import numpy as np, jhash

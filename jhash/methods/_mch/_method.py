@@ -56,6 +56,7 @@ class MCHExtras(NamedTuple):
   keep_probabilities: Callable[[MCHState, dict], jax.Array]
   # crops(batch) -> float32 [n, 5, H, W, C]: the five crops, resized to the image.
   crops: Callable[[dict], jax.Array]
+  base: _api.HashingMethod  # the base model (its state is ``MCHState.base``)
 
 
 def _check_base(base: Any) -> _api.HashingMethod:
@@ -271,7 +272,7 @@ def mch(
     name,
     phases,
     check_batch,
-    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of),
+    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of, base),
     encode_multi=encode_multi,
     bind=bind if base.bind is not None else None,
     check_encode=check_encode,

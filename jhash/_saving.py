@@ -1,0 +1,178 @@
+"""Keep a trained state: ``jhash.save`` and ``jhash.restore``, on orbax.
+
+A saved state is a folder: orbax's checkpoint of the state's arrays, ``jhash_state.json``
+(the method's name and bit length, and each array's path, shape and dtype) and the list
+of its files with their SHA-256 (``jhash.files``). ``restore`` rebuilds the state's
+exact type from the method and a batch shaped like the training batch (the template is
+``jax.eval_shape`` of ``jhash.init``: nothing is computed), so ``encode`` and ``fit`` take
+it as they take the original. Nothing is unpickled: arrays and JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import secrets
+from typing import Any
+
+import jax
+import numpy as np
+
+from jhash import _api
+from jhash import files
+from jhash import _fit
+
+INFO = "jhash_state.json"
+_FORMAT = "jhash-state/1"
+
+
+def _layout(tree) -> list[list]:
+  """[path, shape, dtype] of each array of ``tree``, in order."""
+  return [
+    [jax.tree_util.keystr(path), list(np.shape(x)), np.dtype(x.dtype).name]
+    for path, x in jax.tree_util.tree_leaves_with_path(tree)
+  ]
+
+
+def _record(state) -> tuple[str | None, int | None]:
+  """(method name, bit length) from the state's ``Trained`` record, when it has one."""
+  record = getattr(state, "trained", None)
+  if not isinstance(record, _api.Trained):
+    return None, None
+  name = bytes(np.asarray(record.name, np.uint8)).rstrip(b"\0").decode(errors="replace")
+  return name, int(record.num_bits)
+
+
+def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
+  """Save a trained state (any pytree of arrays from ``jhash.fit``, ``jhash.init`` or a
+  ``make_train`` function) to the folder ``path``.
+
+  The folder appears whole or not at all: it is written beside ``path`` and renamed into
+  place (with ``overwrite=True`` the old folder is replaced only once the new one is
+  complete).
+
+  Args:
+    path: the folder to create.
+    state: the state; its arrays are fetched to the host.
+    overwrite: replace an existing folder (default: an existing ``path`` is an error).
+  Returns:
+    ``path`` as a ``pathlib.Path``.
+
+  Example:
+    >>> import jax, numpy as np, jhash, tempfile, pathlib
+    >>> batch = {"views": (np.random.default_rng(0).normal(size=(50, 8)).astype("f4"),)}
+    >>> method = jhash.methods.itq(4, num_iters=3)
+    >>> state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    >>> path = jhash.save(pathlib.Path(tempfile.mkdtemp()) / "itq", state)
+    >>> again = jhash.restore(path, method, batch)
+    >>> bool((jhash.encode(method, again, batch) == jhash.encode(method, state, batch)).all())
+    True
+  """
+  import orbax.checkpoint as ocp  # imported here: `import jhash` stays light
+
+  path = pathlib.Path(path).absolute()
+  if path.exists() and not overwrite:
+    raise FileExistsError(f"path {path} exists; pass overwrite=True to replace it.")
+  if path.exists() and not path.is_dir():
+    raise FileExistsError(f"path {path} is a file; jhash.save writes a folder.")
+  leaves = jax.tree.leaves(state)
+  if not leaves or not all(hasattr(x, "dtype") and hasattr(x, "shape") for x in leaves):
+    raise TypeError(
+      f"state must be a pytree of arrays (a state from jhash.fit, jhash.init or make_train); "
+      f"got {type(state).__name__} with leaves {[type(x).__name__ for x in leaves[:3]]}."
+    )
+  name, num_bits = _record(state)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      checkpointer.save(partial / "state", jax.device_get(state))
+    info = {
+      "format": _FORMAT,
+      "method": name,
+      "num_bits": num_bits,
+      "state_type": type(state).__name__,
+      "arrays": _layout(state),
+    }
+    files.atomic_write_bytes(partial / INFO, json.dumps(info, indent=2).encode())
+    files.write_manifest(partial)
+    if path.exists():
+      old = partial.with_suffix(".old")
+      os.replace(path, old)
+      os.replace(partial, path)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.replace(partial, path)
+  finally:
+    shutil.rmtree(partial, ignore_errors=True)
+  return path
+
+
+def _read_info(path: pathlib.Path) -> dict:
+  file = path / INFO
+  if not path.is_dir():
+    raise FileNotFoundError(f"path {path} is not a folder written by jhash.save.")
+  if not file.is_file():
+    raise ValueError(f"path {path} is not a state written by jhash.save: it has no {INFO}.")
+  damage = files.first_damage(path)
+  if damage is not None:
+    raise ValueError(f"the saved state {path} is damaged: {damage}.")
+  try:
+    info = json.loads(file.read_text())
+  except (ValueError, UnicodeDecodeError) as error:
+    raise ValueError(f"{file} cannot be read ({error}).") from None
+  if info.get("format") != _FORMAT:
+    raise ValueError(f"{file} is of format {info.get('format')!r}; this jhash reads {_FORMAT!r}.")
+  return info
+
+
+def restore(path, method: _api.HashingMethod, batch) -> Any:
+  """The state saved at ``path``, as the state type ``method`` makes for ``batch``.
+
+  Args:
+    path: a folder written by ``jhash.save``.
+    method: the method that trained the state, built with the same settings.
+    batch: a batch laid out as the training batch (the same views, item shapes and
+      dtypes; the same item count for methods whose state holds a code per training item,
+      as CDH's and HBMP's do). Only shapes are read.
+  Returns:
+    The state: ``encode``, ``fit(state=...)`` and ``make_train`` take it as the original.
+  Raises:
+    ValueError: the folder is damaged, or holds a state of another method or bit length,
+      or of other settings (an array of another shape, dtype or name; the first is named).
+  """
+  import orbax.checkpoint as ocp
+
+  path = pathlib.Path(path).absolute()
+  info = _read_info(path)
+  if info["method"] is not None and (info["method"], info["num_bits"]) != (
+    method.name,
+    method.num_bits,
+  ):
+    raise ValueError(
+      f"the state saved at {path} was trained by {info['method']} ({info['num_bits']} "
+      f"bits); the method given is {method.name} ({method.num_bits} bits)."
+    )
+  template = jax.eval_shape(lambda k: _fit.init(method, k, batch), jax.random.key(0))
+  want = _layout(template)
+  if info["arrays"] != want:
+    saved = {tuple(a[:1]): a for a in info["arrays"]}
+    made = {tuple(a[:1]): a for a in want}
+    first = next((p for p in list(made) + list(saved) if saved.get(p) != made.get(p)), ("(order)",))
+    raise ValueError(
+      f"the state saved at {path} does not fit {method.name}'s state for this batch "
+      f"(other settings or another training set): array {first[0]} is "
+      f"{_describe(saved.get(first))} in the saved state and {_describe(made.get(first))} "
+      f"in {method.name}'s. Build the method with the settings it was trained with, and "
+      f"pass a batch laid out as the training batch."
+    )
+  with ocp.StandardCheckpointer() as checkpointer:
+    return checkpointer.restore(path / "state", template)
+
+
+def _describe(entry) -> str:
+  if entry is None:
+    return "absent"
+  return f"{entry[2]} {tuple(entry[1])}"
