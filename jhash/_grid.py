@@ -1,11 +1,18 @@
-"""Choosing a hyperparameter that lives in a method's state, over a grid.
+"""Choosing a hyperparameter over a grid.
 
-``grid_search`` fits a method once per grid value, each run from the same initial state
-(the same key, so runs differ only in the value) with the state's field replaced, and
-ranks the fitted states by a score: the method's training objective
-(``method.extras.objective``) by default, or any score of the state, such as a
-validation mAP. One compiled ``update`` serves the whole grid, since the value is an
-array in the state.
+``grid_search`` fits a method once per grid value, each run from the same key (so runs
+differ only in the value), and ranks the fitted states by a score: by default the mAP of
+a held-out ``validation`` batch against the training items; or any score of the state;
+or, asked for by name, the method's training objective (``"objective"``), which is no
+guide for a hyperparameter that weighs the objective's own terms (below). The value is
+either a field of the state (CDH's ``gamma``: one compiled ``update`` serves the whole
+grid) or an argument of the method's factory (a loss weight, a margin, a learning rate:
+``method`` is then a function of the value).
+
+For a sweep in one compiled program, build the method inside a traced function of the
+value: the deep losses' weights and margins and the learning rate may be arrays, so
+``jax.vmap(lambda v: jhash.make_train(jhash.methods.dch(16, quantization=v), batch)(key,
+batch))(values)`` trains every value at once.
 
 ``cdh_select_gamma`` is CDH's rule (Sec. 4, "Parameter setting"): the paper runs a grid
 of ``gamma / n`` in {0, 1e-2, 1e-1, 1, 5, 10, 20, 50} and keeps the value "with the
@@ -27,6 +34,7 @@ import numpy as np
 from jhash import _api
 from jhash import _fit
 from jhash import methods
+from jhash import metrics
 
 PAPER_GAMMA_OVER_N = (0.0, 1e-2, 1e-1, 1.0, 5.0, 10.0, 20.0, 50.0)
 
@@ -41,26 +49,34 @@ class GridSearch(NamedTuple):
 
 
 def grid_search(
-  method: _api.HashingMethod,
+  method: _api.HashingMethod | Callable[[float], _api.HashingMethod],
   key: jax.Array,
   batch: dict,
-  field: str,
+  field: str | None,
   values: Sequence[float],
   *,
-  score: Callable | None = None,
+  score: Callable | str | None = None,
+  validation: dict | None = None,
   num_steps: int | None = None,
   progress: bool = False,
 ) -> GridSearch:
-  """Fit ``method`` at each value of the state field ``field`` and keep the best.
+  """Fit ``method`` at each grid value and keep the best.
 
   Args:
-    method: a ``HashingMethod`` whose state holds ``field`` as a float32 [] array.
+    method: a ``HashingMethod`` whose state holds ``field`` as a float32 [] array; or,
+      with ``field=None``, a function ``value -> HashingMethod`` (e.g. ``lambda q:
+      jhash.methods.dch(16, quantization=q)``).
     key: PRNG key, the same for every grid point.
     batch: the training batch.
-    field: the state's field to set (e.g. CDH's ``"gamma"``).
+    field: the state's field to set (e.g. CDH's ``"gamma"``), or None (above).
     values: the grid.
-    score: ``score(state) -> float``, higher is better; None: the training objective
-      ``method.extras.objective(state, batch)``.
+    score: what ranks the fitted states, higher is better. None (default): the mAP
+      (tie-aware, whole ranking) of ``validation``'s codes as queries against the
+      training batch's codes, by their labels. A function ``score(state) -> float``
+      (e.g. a cross-view mAP). ``"objective"``: the training objective
+      ``method.extras.objective(state, batch)`` (CDH's paper's rule: it grows with a
+      weight of its own terms, so it picks the largest such value whatever the codes).
+    validation: a held-out batch with labels, for the default score.
     num_steps: steps per grid point (default: the method's schedule).
     progress: show a progress bar per fit.
   Returns:
@@ -69,27 +85,70 @@ def grid_search(
   grid = np.asarray(values, np.float64).reshape(-1)
   if grid.size == 0 or not np.all(np.isfinite(grid)):
     raise ValueError(f"values must be a non-empty list of finite numbers; got {values!r}.")
-  start = _fit.init(method, key, batch)
-  if field not in getattr(start, "_fields", ()):
-    raise ValueError(
-      f"field must name a field of the method's state "
-      f"{type(start).__name__}{tuple(getattr(start, '_fields', ()))}; got "
-      f"{field!r}."
-    )
-  if score is None:
-    if getattr(method.extras, "objective", None) is None:
-      raise ValueError(f"{method.name} has no extras.objective: pass score=.")
-    objective = jax.jit(method.extras.objective)
-    score = lambda state: float(objective(state, batch))
+  at = _settings(method, key, batch, field)
+  score = _score(score, validation, at(float(grid[0]))[0], batch)
   scores, states = [], []
   for value in grid:
-    first = start._replace(**{field: jnp.asarray(value, jnp.float32)})
-    state, _ = _fit.fit(method, key, batch, num_steps, state=first, progress=progress, donate=False)
+    built, first = at(float(value))
+    state, _ = _fit.fit(built, key, batch, num_steps, state=first, progress=progress, donate=False)
     scores.append(float(score(state)))
     states.append(state)
   scores = np.asarray(scores, np.float64)
   best = int(np.argmax(scores))
   return GridSearch(float(grid[best]), grid, scores, tuple(states))
+
+
+def _settings(method, key, batch, field) -> Callable:
+  """``value -> (method, first state or None)`` for each grid point."""
+  if field is None:
+    if isinstance(method, _api.HashingMethod) or not callable(method):
+      raise ValueError(
+        "with field=None, method must be a function value -> HashingMethod (e.g. lambda "
+        f"q: jhash.methods.dch(16, quantization=q)); got {type(method).__name__}."
+      )
+    return lambda value: (method(value), None)
+  if not isinstance(method, _api.HashingMethod):
+    raise ValueError(
+      f"method must be a HashingMethod when field names a state field ({field!r}); a "
+      "function of the value goes with field=None."
+    )
+  start = _fit.init(method, key, batch)
+  if field not in getattr(start, "_fields", ()):
+    raise ValueError(
+      f"field must name a field of the method's state "
+      f"{type(start).__name__}{tuple(getattr(start, '_fields', ()))}, or be None with "
+      f"method a function of the value; got {field!r}."
+    )
+  return lambda value: (method, start._replace(**{field: jnp.asarray(value, jnp.float32)}))
+
+
+def _score(score, validation, method, batch) -> Callable:
+  """The ranking score as a function of the fitted state."""
+  if callable(score):
+    return score
+  if score == "objective":
+    if getattr(method.extras, "objective", None) is None:
+      raise ValueError(f"{method.name} has no extras.objective: pass a score function.")
+    objective = jax.jit(method.extras.objective)
+    return lambda state: float(objective(state, batch))
+  if score is not None:
+    raise ValueError(f"score must be None, 'objective' or a function of the state; got {score!r}.")
+  if validation is None or validation.get("labels") is None or batch.get("labels") is None:
+    raise ValueError(
+      "grid_search ranks by the mAP of a held-out batch by default: pass validation= (a "
+      "batch with labels, the training batch having labels too), or score= (a function "
+      "of the state, or 'objective' for the training objective, which is no guide for a "
+      "weight of its own terms)."
+    )
+
+  def held_out_map(state):  # encoding does not depend on the swept value
+    queries = _fit.encode(method, state, validation)
+    database = _fit.encode(method, state, batch)
+    return float(
+      metrics.mean_average_precision(queries, database, validation["labels"], batch["labels"])
+    )
+
+  return held_out_map
 
 
 class GammaSelection(NamedTuple):
@@ -110,7 +169,8 @@ def cdh_select_gamma(
   batch: dict,
   gammas: Sequence[float],
   *,
-  score: Callable | None = None,
+  score: Callable | str | None = None,
+  validation: dict | None = None,
   num_steps: int | None = None,
   progress: bool = False,
   **options,
@@ -122,8 +182,10 @@ def cdh_select_gamma(
     key: PRNG key, the same for every grid point (so they differ only in ``gamma``).
     batch: the training batch.
     gammas: the grid of ``gamma`` values (the paper's is ``n * PAPER_GAMMA_OVER_N``).
-    score: ``score(state) -> float``, higher is better (e.g. a validation mAP);
-      None: the training objective ``J`` (the paper's rule).
+    score, validation: as in ``grid_search``: by default the mAP of the held-out
+      ``validation`` batch; a function of the state (e.g. a cross-view mAP); or
+      ``"objective"``, the training objective ``J``, which is the paper's rule but grows
+      with ``gamma`` (module docstring) and so picks the largest grid value.
     num_steps: sweeps per grid point (default: the method's, 2).
     progress: show a progress bar per fit.
     **options: the other arguments of ``jhash.methods.cdh``.
@@ -136,7 +198,15 @@ def cdh_select_gamma(
     raise ValueError(f"gammas must be a non-empty list of finite values >= 0; got {gammas!r}.")
   method = _cdh_method(num_bits, float(grid[0]), options)
   found = grid_search(
-    method, key, batch, "gamma", grid, score=score, num_steps=num_steps, progress=progress
+    method,
+    key,
+    batch,
+    "gamma",
+    grid,
+    score=score,
+    validation=validation,
+    num_steps=num_steps,
+    progress=progress,
   )
   terms = jax.jit(method.extras.terms)
   parts = np.asarray([[float(t) for t in terms(s, batch)] for s in found.states], np.float64)

@@ -83,7 +83,9 @@ def make_train(
         f"batch must be laid out as make_train's batch (its entries' shapes and dtypes) "
         f"{want}; got {got}."
       )
-    batch = dict(batch)
+    # As arrays: under vmap without jit a NumPy batch stays NumPy, and NumPy cannot be
+    # indexed by the traced minibatch order.
+    batch = jax.tree.map(jnp.asarray, dict(batch))
     if state is None:
       state = init(_order.init_key(key), batch)
     else:

@@ -62,26 +62,77 @@ def check_signs(codes, name: str = "codes") -> None:
   bad = (a != 1) & (a != -1)
   if bad.any():
     where = tuple(int(i) for i in np.argwhere(bad)[0])
+    as_bits = a.dtype == np.bool_ or bool(np.isin(a, (0, 1)).all())
+    hint = " Codes as bits (bool or 0/1): jhash.codes.from_bits(codes)." if as_bits else ""
     raise ValueError(
       f"{name} must hold only -1 and +1; found {int(bad.sum())} other entries "
+      f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
+      f"{_checks.describe(a)}.{hint}"
+    )
+
+
+def check_bits(bits, name: str = "bits") -> None:
+  """Raise unless a concrete ``bits`` is bool or holds only 0 and 1 (traced values pass)."""
+  if not _checks.is_concrete(bits):
+    return
+  a = np.asarray(bits)
+  if a.dtype == np.bool_:
+    return
+  if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+    raise ValueError(f"{name} must be bool or 0/1 numbers; got {_checks.describe(a)}.")
+  bad = (a != 0) & (a != 1)
+  if bad.any():
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise ValueError(
+      f"{name} must hold only 0 and 1 (or be bool); found {int(bad.sum())} other entries "
       f"(values {np.unique(a[bad])[:5].tolist()}, first at index {where}) in "
       f"{_checks.describe(a)}."
     )
 
 
-def pack_bits(codes: jax.Array) -> jax.Array:
+def from_bits(bits: jax.Array) -> jax.Array:
+  """Codes in {-1,+1} (int8) from bits: bool or {0, 1} (1 is +1), as most PyTorch code
+  makes them (``(h > 0)``, ``(h + 1) / 2``).
+
+  Args:
+    bits: [..., K] bool, or integer / floating in {0, 1} (checked when concrete).
+  Returns:
+    int8 [..., K] in {-1, +1}, for every jhash function that takes codes.
+
+  >>> import numpy as np
+  >>> from jhash import codes
+  >>> codes.from_bits(np.array([[True, False, True]])).tolist()
+  [[1, -1, 1]]
+  """
+  check_bits(bits)
+  bits = jnp.asarray(bits)
+  return jnp.where(bits > 0, jnp.int8(1), jnp.int8(-1))
+
+
+def pack_bits(codes: jax.Array, *, bits: bool = False) -> jax.Array:
   """Pack codes in {-1,+1} into uint32 words (+1 is a set bit, -1 a clear bit).
 
   Concrete codes holding anything else (0, 0.3, NaN, bools) raise a ValueError,
   as the metrics do; inside jit the values are not checked and ``x > 0`` is a set
-  bit.
+  bit. Codes as bits (bool, or {0, 1}) are packed with ``bits=True``.
 
   Args:
-    codes: [..., K] array in {-1,+1}, integer or floating.
+    codes: [..., K] array in {-1,+1}, integer or floating; with ``bits=True``, bool or
+      {0, 1} (1 is a set bit).
+    bits: the codes are bits, not signs.
   Returns:
     uint32 array [..., ceil(K / 32)] in the layout of this module's docstring.
+
+  >>> import numpy as np
+  >>> from jhash import codes
+  >>> signs = np.array([[1, -1, 1]])
+  >>> codes.pack_bits(signs).tolist(), codes.pack_bits(signs > 0, bits=True).tolist()
+  ([[5]], [[5]])
   """
-  check_signs(codes)
+  if bits:
+    check_bits(codes, "codes (bits=True)")
+  else:
+    check_signs(codes)
   codes = jnp.asarray(codes)
   if codes.ndim < 1 or codes.shape[-1] < 1:
     raise ValueError(f"codes must have a last axis of num_bits >= 1; got shape {codes.shape}.")

@@ -27,7 +27,7 @@ def mfeat_small():
 @pytest.fixture(scope="module")
 def selection(mfeat_small):
   return jhash.cdh_select_gamma(
-    BITS, jax.random.key(0), mfeat_small, [0.0, 0.01, 0.5], num_steps=1, **OPTS
+    BITS, jax.random.key(0), mfeat_small, [0.0, 0.01, 0.5], num_steps=1, score="objective", **OPTS
   )
 
 
@@ -112,7 +112,9 @@ def _summing(num_steps: int = 3) -> jhash.HashingMethod:
 def test_grid_search_fits_each_value_and_keeps_the_first_best():
   # After 3 steps, total = 3 gamma; the objective -|total - 4.5| ties at gamma 1 and 2.
   batch = {"views": (np.zeros((4, 2), np.float32),)}
-  found = jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [0.0, 1.0, 2.0])
+  found = jhash.grid_search(
+    _summing(), jax.random.key(0), batch, "gamma", [0.0, 1.0, 2.0], score="objective"
+  )
   np.testing.assert_array_equal(found.values, [0.0, 1.0, 2.0])
   np.testing.assert_allclose(found.scores, [-4.5, -1.5, -1.5])
   np.testing.assert_allclose([float(s.total) for s in found.states], [0.0, 3.0, 6.0])
@@ -134,3 +136,44 @@ def test_grid_search_fits_each_value_and_keeps_the_first_best():
       jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", bad)
   with pytest.raises(ValueError, match="field"):
     jhash.grid_search(_summing(), jax.random.key(0), batch, "gama", [1.0])
+
+
+def _labelled(n, seed):
+  rng = np.random.default_rng(seed)
+  labels = rng.integers(0, 3, n).astype(np.int32)
+  x = rng.normal(size=(n, 10)).astype(np.float32) + 2.0 * labels[:, None]
+  return {"views": (x,), "labels": labels}
+
+
+def test_the_default_score_is_a_held_out_map_and_a_factory_argument_is_swept():
+  train, validation = _labelled(80, 0), _labelled(30, 1)
+  backbone = jhash.models.backbone((10,), 8, hidden=(16,))
+
+  def build(q):
+    return jhash.methods.dch(8, quantization=q, batch_size=20, num_epochs=1, backbone=backbone)
+
+  key = jax.random.key(0)
+  found = jhash.grid_search(build, key, train, None, [0.0, 1.0], validation=validation)
+  for value, state, got in zip(found.values, found.states, found.scores):
+    method = build(value)
+    alone, _ = jhash.fit(method, key, train, progress=False)  # the grid point is a plain fit
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(alone)):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    want = jhash.metrics.mean_average_precision(
+      jhash.encode(method, state, validation),
+      jhash.encode(method, state, train),
+      validation["labels"],
+      train["labels"],
+    )
+    assert got == pytest.approx(want, rel=1e-6)
+  assert found.value == found.values[int(np.argmax(found.scores))]
+
+
+def test_no_score_and_no_validation_is_refused_naming_both():
+  batch = {"views": (np.zeros((4, 2), np.float32),)}
+  with pytest.raises(ValueError, match="pass validation=.*or score="):
+    jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [1.0])
+  with pytest.raises(ValueError, match="method must be a function value -> HashingMethod"):
+    jhash.grid_search(_summing(), jax.random.key(0), batch, None, [1.0], score="objective")
+  with pytest.raises(ValueError, match="score must be None, 'objective' or a function"):
+    jhash.grid_search(_summing(), jax.random.key(0), batch, "gamma", [1.0], score="map")

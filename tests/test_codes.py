@@ -19,13 +19,21 @@ def test_pack_bits_rejects_values_other_than_plus_minus_one(bad):
     codes.pack_bits(jnp.asarray(signs))
 
 
-def test_pack_bits_rejects_bools_and_zero_one_bits():
-  bits = np.zeros((2, 5), bool)
-  bits[0, 1] = True
-  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1"):
-    codes.pack_bits(bits)
-  with pytest.raises(ValueError, match=r"codes must hold only -1 and \+1"):
-    codes.pack_bits(bits.astype(np.uint8))
+def test_bits_are_packed_when_said_and_refused_as_signs_with_the_way():
+  rng = np.random.default_rng(3)
+  signs = np.where(rng.random((4, 45)) < 0.5, -1, 1).astype(np.int8)
+  bits = signs > 0
+  want = np.asarray(codes.pack_bits(signs))
+  for given in (bits, bits.astype(np.uint8), bits.astype(np.float32)):
+    np.testing.assert_array_equal(codes.pack_bits(given, bits=True), want)
+    np.testing.assert_array_equal(codes.from_bits(given), signs)
+    assert codes.from_bits(given).dtype == np.int8
+    with pytest.raises(ValueError, match=r"only -1 and \+1.*jhash.codes.from_bits"):
+      codes.pack_bits(given)  # not silently: a clear bit is not a -1 without saying so
+  with pytest.raises(ValueError, match=r"codes \(bits=True\) must hold only 0 and 1"):
+    codes.pack_bits(signs, bits=True)  # -1 is not a bit
+  with pytest.raises(ValueError, match=r"bits must hold only 0 and 1.*index \(0, 2\)"):
+    codes.from_bits(np.array([[0, 1, 2]]))
 
 
 def test_pack_bits_stays_jittable():

@@ -107,3 +107,28 @@ def test_train_refuses_a_batch_of_another_layout():
     train(jax.random.key(0), other)
   with pytest.raises(ValueError, match="key must be a JAX PRNG key"):
     train(0, batch)
+
+
+@pytest.mark.parametrize("name", ["dch quantization", "mmhh margin", "learning rate"])
+def test_a_sweep_of_a_loss_weight_is_a_vmap(name):
+  """A method built inside the traced function takes its loss weights, margins and
+  learning rate as arrays: every value trains in one program, each as when run alone."""
+  backbone = jhash.models.backbone((12,), 8, hidden=(16,))
+  common = dict(batch_size=40, num_epochs=1, backbone=backbone)
+  build = {
+    "dch quantization": lambda v: jhash.methods.dch(8, quantization=v, **common),
+    "mmhh margin": lambda v: jhash.methods.mmhh(8, margin=v, **common),
+    "learning rate": lambda v: jhash.methods.dch(8, learning_rate=v, **common),
+  }[name]
+  batch, key = _features(), jax.random.key(2)
+
+  def run(value):
+    return jhash.make_train(build(value), batch)(key, batch)
+
+  values = np.array([0.5, 2.0], np.float32) * (1e-3 if name == "learning rate" else 1.0)
+  states, metrics = jax.jit(jax.vmap(run))(values)
+  for i, value in enumerate(values):
+    state, history = jhash.fit(build(float(value)), key, batch, progress=False)
+    _assert_same(history, _row(metrics, i), exact=False)
+    _assert_same(state, _row(states, i), exact=False)
+  assert not np.allclose(metrics["loss"][0], metrics["loss"][1])  # the value mattered
