@@ -70,6 +70,50 @@ def _check_key(key) -> None:
     )
 
 
+def check_method(method) -> None:
+  """A ``HashingMethod``, not its factory or its name."""
+  if not isinstance(method, _api.HashingMethod):
+    hint = " (call the factory: jhash.methods.NAME(num_bits, ...))" if callable(method) else ""
+    raise TypeError(f"method must be a jhash.HashingMethod{hint}; got {_checks.describe(method)}.")
+
+
+def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
+  """``state`` is one ``method`` makes for ``batch``: its type, arrays' shapes and dtypes
+  (the first that differs is named), and its training record."""
+  want = jax.eval_shape(lambda k: _jit_init(method, None)(k, dict(batch)), _order.init_key(key))
+  if jax.tree.structure(state) != jax.tree.structure(want) or any(
+    np.shape(a) != b.shape or np.dtype(a.dtype) != b.dtype
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want))
+  ):
+    got = {jax.tree_util.keystr(p): a for p, a in jax.tree_util.tree_leaves_with_path(state)}
+    made = {jax.tree_util.keystr(p): b for p, b in jax.tree_util.tree_leaves_with_path(want)}
+
+    def layout(x):
+      return "absent" if x is None else f"{np.dtype(x.dtype).name} {tuple(np.shape(x))}"
+
+    first = next((p for p in [*made, *got] if layout(got.get(p)) != layout(made.get(p))), None)
+    where = (
+      f"; its array {first} is {layout(got.get(first))} where {method.name}'s is "
+      f"{layout(made.get(first))}"
+      if first is not None
+      else ""
+    )
+    raise ValueError(
+      f"state must be a state {method.name} makes for this batch ({type(want).__name__}); "
+      f"got {type(state).__name__}{where}. Pass the state a fit of this method (same "
+      "settings, same training set) returned."
+    )
+  _api.check_trained(method, state, batch)
+
+
+def _check_some_state(state) -> None:
+  if state is None or not jax.tree.leaves(state):
+    raise TypeError(
+      f"state must be a trained state (from jhash.fit, jhash.init, make_train or "
+      f"jhash.restore); got {_checks.describe(state)}."
+    )
+
+
 def _check_untraced(key, data) -> None:
   leaves = jax.tree.leaves(data) if isinstance(data, Mapping) else []
   if any(isinstance(x, jax.core.Tracer) for x in [key, *leaves]):
@@ -277,6 +321,7 @@ def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *, num_items: 
   ``num_items``: the training set's size when ``batch`` is only a sample of it (the
   first minibatch of a stream); the method reads it with ``jhash.num_items``.
   """
+  check_method(method)
   _check_training_batch(method, batch)
   _check_key(key)
   method = _api.bound(method, batch)
@@ -362,9 +407,19 @@ def fit(
     >>> history["quantization_loss"].shape
     (5,)
   """
+  check_method(method)
   _check_untraced(key, data)
   _check_key(key)
   start = _checks.nonneg_int(start_step, "start_step")
+  if start > 0 and state is None:
+    raise ValueError(
+      f"start_step={start} resumes a run: it needs the state that run was at (state=); "
+      "to train from the start, leave start_step at 0."
+    )
+  if on_step is not None and not callable(on_step):
+    raise TypeError(
+      f"on_step must be a function (step, state, metrics); got {type(on_step).__name__}."
+    )
   _check_mesh(mesh, None)
   if isinstance(data, Mapping):
     if num_items is not None:
@@ -373,6 +428,8 @@ def fit(
       )
     n = _check_training_batch(method, data)
     method = _api.bound(method, data)
+    if state is not None:
+      check_state(method, key, data, state)
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_in_memory
   else:
@@ -633,6 +690,8 @@ def encode(
     >>> jhash.encode(method, state, {"views": (x[:3],)}).shape
     (3, 8)
   """
+  check_method(method)
+  _check_some_state(state)
   n = _checks.batch(batch)
   _api.check_trained(method, state, batch)
   if method.check_encode is not None:
@@ -650,6 +709,8 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
   (after ``jhash.codes.pack_bits``), the bucket index and the multi-code metrics.
   ``chunk_size`` as in ``encode``.
   """
+  check_method(method)
+  _check_some_state(state)
   n = _checks.batch(batch)
   _api.check_trained(method, state, batch)
   if method.check_encode is not None:

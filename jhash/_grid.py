@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jhash import _api
+from jhash import _checks
 from jhash import _fit
 from jhash import methods
 from jhash import metrics
@@ -91,11 +92,25 @@ def grid_search(
   for value in grid:
     built, first = at(float(value))
     state, _ = _fit.fit(built, key, batch, num_steps, state=first, progress=progress, donate=False)
-    scores.append(float(score(state)))
+    scores.append(_as_score(score(state, built), value))
     states.append(state)
   scores = np.asarray(scores, np.float64)
   best = int(np.argmax(scores))
   return GridSearch(float(grid[best]), grid, scores, tuple(states))
+
+
+def _as_score(value, at: float) -> float:
+  """A score as a float; NaN or not a number is an error naming the grid point."""
+  try:
+    number = float(np.asarray(value).item()) if np.size(value) == 1 else None
+  except (TypeError, ValueError):
+    number = None
+  if number is None or np.isnan(number):
+    raise ValueError(
+      f"score must give one number for each grid point (higher is better); got "
+      f"{_checks.describe(value)} at value {at:g}."
+    )
+  return number
 
 
 def _settings(method, key, batch, field) -> Callable:
@@ -119,20 +134,33 @@ def _settings(method, key, batch, field) -> Callable:
       f"{type(start).__name__}{tuple(getattr(start, '_fields', ()))}, or be None with "
       f"method a function of the value; got {field!r}."
     )
+  if np.shape(getattr(start, field)) != () or not jnp.issubdtype(
+    getattr(start, field).dtype, jnp.floating
+  ):
+    raise ValueError(
+      f"field must name a float scalar of the state (as CDH's 'gamma'); {field!r} is "
+      f"{_checks.describe(getattr(start, field))}. For a hyperparameter of the method's "
+      "factory, pass method as a function of the value and field=None."
+    )
   return lambda value: (method, start._replace(**{field: jnp.asarray(value, jnp.float32)}))
 
 
 def _score(score, validation, method, batch) -> Callable:
-  """The ranking score as a function of the fitted state."""
+  """The ranking score as a function of a fitted state and the method that fitted it."""
   if callable(score):
-    return score
+    return lambda state, built: score(state)
   if score == "objective":
     if getattr(method.extras, "objective", None) is None:
       raise ValueError(f"{method.name} has no extras.objective: pass a score function.")
     objective = jax.jit(method.extras.objective)
-    return lambda state: float(objective(state, batch))
+    return lambda state, built: float(objective(state, batch))
   if score is not None:
     raise ValueError(f"score must be None, 'objective' or a function of the state; got {score!r}.")
+  if validation is not None and not isinstance(validation, dict):
+    raise ValueError(
+      f"validation must be a batch dict {{'views': (...), 'labels': ...}}; got "
+      f"{_checks.describe(validation)}."
+    )
   if validation is None or validation.get("labels") is None or batch.get("labels") is None:
     raise ValueError(
       "grid_search ranks by the mAP of a held-out batch by default: pass validation= (a "
@@ -141,9 +169,9 @@ def _score(score, validation, method, batch) -> Callable:
       "weight of its own terms)."
     )
 
-  def held_out_map(state):  # encoding does not depend on the swept value
-    queries = _fit.encode(method, state, validation)
-    database = _fit.encode(method, state, batch)
+  def held_out_map(state, built):  # built: the method of the state's grid point
+    queries = _fit.encode(built, state, validation)
+    database = _fit.encode(built, state, batch)
     return float(
       metrics.mean_average_precision(queries, database, validation["labels"], batch["labels"])
     )
@@ -196,6 +224,10 @@ def cdh_select_gamma(
   grid = np.asarray(gammas, np.float64).reshape(-1)
   if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
     raise ValueError(f"gammas must be a non-empty list of finite values >= 0; got {gammas!r}.")
+  if "gamma" in options:
+    raise ValueError(
+      "gamma is the value cdh_select_gamma sweeps: give the grid as gammas, not gamma=."
+    )
   method = _cdh_method(num_bits, float(grid[0]), options)
   found = grid_search(
     method,

@@ -116,6 +116,11 @@ def _read_info(path: pathlib.Path) -> dict:
     raise FileNotFoundError(f"path {path} is not a folder written by jhash.save.")
   if not file.is_file():
     raise ValueError(f"path {path} is not a state written by jhash.save: it has no {INFO}.")
+  if not (path / files.MANIFEST).is_file():  # save writes it last: its absence is damage
+    raise ValueError(
+      f"the saved state {path} is damaged: {path / files.MANIFEST} (the list of its files, "
+      "written last by jhash.save) is missing."
+    )
   damage = files.first_damage(path)
   if damage is not None:
     raise ValueError(f"the saved state {path} is damaged: {damage}.")

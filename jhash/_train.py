@@ -85,6 +85,8 @@ def make_train(
       )
     # As arrays: under vmap without jit a NumPy batch stays NumPy, and NumPy cannot be
     # indexed by the traced minibatch order.
+    for i, view in enumerate(batch["views"]):  # values, where they are known
+      _checks.finite(view, f"views[{i}]")
     batch = jax.tree.map(jnp.asarray, dict(batch))
     if state is None:
       state = init(_order.init_key(key), batch)

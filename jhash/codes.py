@@ -38,11 +38,15 @@ def sign(x: jax.Array) -> jax.Array:
   features before they reach this rule.
 
   Args:
-    x: any real array.
+    x: any real array (not bool: bits are ``from_bits``'s).
   Returns:
     int8 array of the same shape with entries in {-1, +1}.
   """
-  return jnp.where(x >= 0, jnp.int8(1), jnp.int8(-1))
+  dtype = _dtype_of(x)
+  if dtype == np.bool_ or dtype.kind not in "iuf" and dtype.name != "bfloat16":
+    hint = " (bits: jhash.codes.from_bits)" if dtype == np.bool_ else ""
+    raise TypeError(f"x must be a real array{hint}; got {_checks.describe(x)}.")
+  return jnp.where(jnp.asarray(x) >= 0, jnp.int8(1), jnp.int8(-1))
 
 
 def _pack_one(bits: jax.Array) -> jax.Array:
@@ -164,6 +168,9 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
     another length: unpacking them shorter would drop bits without a word).
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
+  if not isinstance(signed, (bool, np.bool_)):
+    raise TypeError(f"signed must be True or False; got {signed!r}.")
+  _check_words(packed, "packed")
   packed = jnp.asarray(packed)
   if packed.shape[-1] != num_words(num_bits):
     raise ValueError(
@@ -179,6 +186,28 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
   if signed:
     return (2 * bits.astype(jnp.int8) - 1).astype(jnp.int8)
   return bits
+
+
+def _check_words(packed, name: str) -> None:
+  """Words of packed codes: [..., W] integers, values in [0, 2^32) when concrete."""
+  if np.ndim(packed) < 1:
+    raise ValueError(
+      f"{name} must have a last axis of words, [..., W] (packed codes); got "
+      f"{_checks.describe(packed)}."
+    )
+  dtype = _dtype_of(packed)
+  if dtype.kind not in "iu":
+    raise ValueError(
+      f"{name} must be packed codes, uint32 words (jhash.codes.pack_bits); got "
+      f"{_checks.describe(packed)}."
+    )
+  if dtype != np.uint32 and _checks.is_concrete(packed):
+    a = np.asarray(packed)
+    if a.size and (a.min() < 0 or a.max() >= 2**32):
+      raise ValueError(
+        f"{name} must hold 32-bit words (0 to 2**32 - 1); found values from {a.min()} to "
+        f"{a.max()} in {_checks.describe(a)}."
+      )
 
 
 def check_packed(packed, name: str, num_words_expected: int | None = None) -> None:
@@ -224,19 +253,41 @@ def check_padding(packed, num_bits: int, name: str) -> None:
     )
 
 
+def _dtype_of(x) -> np.dtype:
+  """The dtype of an array, or of what NumPy makes of a list or scalar."""
+  return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def _host_only(x, name: str) -> None:
+  if not _checks.is_concrete(x):
+    raise TypeError(
+      f"jhash.codes.{name} makes a NumPy array on the host (for FAISS), so it cannot run "
+      "inside jit or vmap; call it on the result."
+    )
+
+
 def to_bytes(packed) -> np.ndarray:
   """Packed uint32 words [n, W] as uint8 bytes [n, 4 W] in FAISS's bit order.
 
   FAISS reads bit ``j`` of a code as bit ``j % 8`` of byte ``j // 8``; with
   words stored little-endian this is exactly ``pack_bits``'s layout.
   """
-  a = np.ascontiguousarray(np.asarray(packed, dtype=np.uint32).astype("<u4"))
+  _host_only(packed, "to_bytes")
+  _checks.rank(packed, 2, "packed", "with shape [n, words] (packed codes)")
+  _check_words(packed, "packed")
+  a = np.ascontiguousarray(np.asarray(packed).astype("<u4"))
   return a.view(np.uint8).reshape(a.shape[0], 4 * a.shape[1])
 
 
 def from_bytes(data) -> np.ndarray:
   """Inverse of ``to_bytes`` (the byte count is padded up to whole words)."""
-  a = np.asarray(data, dtype=np.uint8)
+  _host_only(data, "from_bytes")
+  _checks.rank(data, 2, "data", "with shape [n, bytes] (FAISS binary codes)")
+  dtype = _dtype_of(data)
+  a = np.asarray(data)
+  if dtype.kind not in "iu" or (a.size and (a.min() < 0 or a.max() > 255)):
+    raise ValueError(f"data must be bytes (uint8, 0 to 255); got {_checks.describe(a)}.")
+  a = a.astype(np.uint8)
   pad = (-a.shape[1]) % 4
   if pad:
     a = np.concatenate([a, np.zeros((a.shape[0], pad), np.uint8)], axis=1)

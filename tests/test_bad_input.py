@@ -108,3 +108,113 @@ def test_a_damaged_progress_file_is_named(tmp_path):
   with pytest.raises(harness.WorkdirError, match="progress.json is damaged"):
     harness.read_json(path)
   assert harness.read_json(tmp_path / "absent.json", {"x": 1}) == {"x": 1}
+
+
+# ----------------------------------------------------------------------------- second round
+
+
+def _signs(rng, *shape):
+  return np.where(rng.random(shape) < 0.5, -1, 1).astype(np.int8)
+
+
+def _feature_batch(rng, d=6):
+  return {"views": (rng.normal(size=(40, d)).astype(np.float32),)}
+
+
+def test_multi_hot_labels_other_than_zero_and_one_are_refused(rng):
+  # Class ids as a column [n, 1] used to be read as multi-hot: ids 1 and 2 "shared" a label.
+  q, db = _signs(rng, 4, 8), _signs(rng, 12, 8)
+  ql, dl = rng.integers(0, 3, 4), rng.integers(0, 3, 12)
+  with pytest.raises(ValueError, match=r"query_labels as multi-hot.*only 0 and 1.*1-D"):
+    jhash.metrics.mean_average_precision(q, db, ql[:, None], dl[:, None])
+  with pytest.raises(ValueError, match=r"db_labels as multi-hot.*\[-1\]"):
+    jhash.metrics.mean_average_precision(q, db, np.ones((4, 2), int), -np.ones((12, 2), int))
+
+
+def test_the_ap_kernel_refuses_distances_it_cannot_rank(rng):
+  d = rng.integers(0, 9, (3, 10)).astype(np.int32)
+  rel = rng.random((3, 10)) < 0.5
+  with pytest.raises(ValueError, match="distances must be >= 0"):
+    jhash.metrics.average_precision(d - 5, rel)
+  with pytest.raises(ValueError, match="distances must not be NaN"):
+    jhash.metrics.average_precision(np.full((3, 10), np.nan, np.float32), rel)
+  with pytest.raises(ValueError, match=r"max_distance \(an int >= 0\).*got -1"):
+    jhash.metrics.average_precision(d, rel, max_distance=-1)
+  with pytest.raises(ValueError, match="at least one database item"):
+    jhash.metrics.average_precision(d[:, :0], rel[:, :0])
+
+
+def test_fit_refuses_a_state_of_another_method_or_settings_and_a_start_without_one(rng):
+  batch, key = _feature_batch(rng), jax.random.key(0)
+  itq, _ = jhash.fit(jhash.methods.itq(4), key, batch, progress=False)
+  with pytest.raises(ValueError, match=r"state lsh makes.*got ITQState.*\.projection is absent"):
+    jhash.fit(jhash.methods.lsh(4), key, batch, state=itq)  # was: an ITQState back, silently
+  with pytest.raises(
+    ValueError, match=r"\.pca is float32 \(6, 4\) where itq's is float32 \(6, 3\)"
+  ):
+    jhash.fit(jhash.methods.itq(3), key, batch, state=itq)
+  with pytest.raises(ValueError, match="start_step=2 resumes a run: it needs the state"):
+    jhash.fit(jhash.methods.itq(4), key, batch, start_step=2)  # was: a shorter history
+  with pytest.raises(TypeError, match=r"HashingMethod \(call the factory"):
+    jhash.fit(jhash.methods.itq, key, batch)
+  with pytest.raises(TypeError, match="on_step must be a function"):
+    jhash.fit(jhash.methods.itq(4), key, batch, on_step=3)
+  with pytest.raises(TypeError, match="state must be a trained state"):
+    jhash.encode(jhash.methods.itq(4), None, batch)
+
+
+def test_make_train_refuses_nan_views_it_can_see(rng):
+  batch = _feature_batch(rng)
+  train = jhash.make_train(jhash.methods.itq(4, num_iters=2), batch)
+  bad = {"views": (np.full_like(batch["views"][0], np.nan),)}
+  with pytest.raises(ValueError, match=r"views\[0\]"):
+    train(jax.random.key(0), bad)
+
+
+def test_a_saved_state_without_its_file_list_is_damaged(rng, tmp_path):
+  batch = _feature_batch(rng)
+  method = jhash.methods.itq(4, num_iters=2)
+  state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
+  path = jhash.save(tmp_path / "s", state)
+  (path / jhash.files.MANIFEST).unlink()
+  with pytest.raises(ValueError, match=r"damaged: .*jhash_files.json.*is missing"):
+    jhash.restore(path, method, batch)
+
+
+def test_grid_search_refuses_nan_scores_and_fields_it_cannot_sweep(rng):
+  batch, key = _feature_batch(rng), jax.random.key(0)
+  scores = iter([0.5, float("nan")])
+  with pytest.raises(ValueError, match=r"one number for each grid point.*at value 2"):
+    jhash.grid_search(  # NaN was kept as the best (np.argmax of a NaN)
+      lambda v: jhash.methods.itq(4, num_iters=1),
+      key,
+      batch,
+      None,
+      [1.0, 2.0],
+      score=lambda s: next(scores),
+    )
+  with pytest.raises(ValueError, match="float scalar of the state.*'rotation'"):
+    jhash.grid_search(jhash.methods.itq(4), key, batch, "rotation", [0.0], score=lambda s: 0.0)
+  with pytest.raises(ValueError, match="validation must be a batch dict"):
+    jhash.grid_search(
+      lambda v: jhash.methods.itq(4), key, batch, None, [0.0], validation=batch["views"][0]
+    )
+  with pytest.raises(ValueError, match="gamma is the value cdh_select_gamma sweeps"):
+    jhash.cdh_select_gamma(4, key, batch, [0.1], score=lambda s: 0.0, gamma=1.0)
+
+
+def test_codes_helpers_refuse_what_they_would_cast(rng):
+  with pytest.raises(ValueError, match=r"32-bit words.*8589934597"):
+    jhash.codes.unpack_bits(np.array([[2**33 + 5]], np.int64), 3)  # was: high bits dropped
+  with pytest.raises(ValueError, match="uint32 words"):
+    jhash.codes.unpack_bits(np.array([[5.7]]), 3)
+  with pytest.raises(TypeError, match="signed must be True or False"):
+    jhash.codes.unpack_bits(np.array([[5]], np.uint32), 3, signed="no")
+  with pytest.raises(ValueError, match=r"32-bit words"):
+    jhash.codes.to_bytes(np.array([[2**40]]))  # was: 0
+  with pytest.raises(ValueError, match=r"bytes \(uint8, 0 to 255\)"):
+    jhash.codes.from_bytes(np.array([[300]]))  # was: 44
+  with pytest.raises(TypeError, match="cannot run inside jit"):
+    jax.jit(jhash.codes.to_bytes)(np.zeros((1, 1), np.uint32))
+  with pytest.raises(TypeError, match=r"real array \(bits: jhash.codes.from_bits\)"):
+    jhash.codes.sign(np.array([True, False]))  # was: [1, 1]

@@ -404,6 +404,24 @@ def _truncate(path):
   return path
 
 
+def _delete(path):
+  path.unlink()
+  return path
+
+
+@pytest.mark.parametrize("name", ["progress.json", "results.json", "config.json"])
+def test_a_deleted_run_file_is_written_again_with_the_same_results(
+  name, killed_mid_cell, reference, tmp_path
+):
+  # progress.json deleted: the finished cell trains again (same seed, same result) and
+  # the checkpointed one resumes; results.json and config.json are written again.
+  workdir = tmp_path / "run"
+  shutil.copytree(killed_mid_cell if name != "results.json" else reference[0], workdir)
+  (workdir / name).unlink()
+  assert runs.run_config(_tiny(), workdir)["metrics"] == _results(reference[0])["metrics"]
+  assert (workdir / name).exists()
+
+
 CELL_16 = pathlib.Path("checkpoints") / "mfeat_itq_16_seed=0"
 
 
@@ -426,6 +444,8 @@ CELL_16 = pathlib.Path("checkpoints") / "mfeat_itq_16_seed=0"
       None,
       CELL_16,
     ),
+    # A data file deleted: named as missing, the same remedy.
+    ("deleted", lambda w: _delete(_largest_data_file(w / CELL_16 / "8")), None, CELL_16 / "8"),
     ("progress", lambda w: _truncate(w / "progress.json"), "progress.json", "progress.json"),
     ("config", lambda w: _truncate(w / "config.json"), "config.json", "config.json"),
   ],
@@ -445,8 +465,10 @@ def test_a_damaged_workdir_names_the_file_and_loses_no_finished_result(
   if kind not in ("progress",):  # the finished cell's result is untouched
     assert (workdir / "progress.json").read_bytes() == progress
     assert "Finished cells are intact" in message or kind == "config", message
-  if kind in ("data", "metadata"):
+  if kind in ("data", "metadata", "deleted"):
     assert "resumes from its checkpoint at step 4" in message, message
+  if kind == "deleted":
+    assert "is missing" in message, message
   if kind == "both":
     assert "starts again from step 0" in message, message
   # Doing what the message says ends with the results of a run never interrupted.

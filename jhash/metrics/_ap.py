@@ -145,6 +145,7 @@ def average_precision(
     (AP is reported as 0 there).
   """
   _inputs.check_chunk(distances, relevance, "relevance")
+  _inputs.check_distances(distances, max_distance)
   q, n = distances.shape
   _check_options(top_k, ties, normalizer, n)
   k = n if top_k is None else int(top_k)

@@ -285,6 +285,29 @@ def check_chunk(distances, values, name: str) -> None:
     )
 
 
+def check_distances(distances, max_distance) -> None:
+  """A chunk kernel's distances: at least one item; no negative or NaN value (checked
+  when concrete); ``max_distance`` None or an int >= 0 with integer distances."""
+  if np.shape(distances)[1] < 1:
+    raise ValueError(
+      f"distances must hold at least one database item; got shape {tuple(np.shape(distances))}."
+    )
+  if max_distance is not None:
+    if isinstance(max_distance, bool) or not isinstance(max_distance, (int, np.integer)):
+      raise ValueError(f"max_distance must be None or an int >= 0; got {max_distance!r}.")
+    if max_distance < 0 or not np.issubdtype(np.dtype(distances.dtype), np.integer):
+      raise ValueError(
+        f"max_distance (an int >= 0) bounds integer distances; got {max_distance!r} with "
+        f"distances of dtype {np.dtype(distances.dtype)}."
+      )
+  if _checks.is_concrete(distances):
+    d = np.asarray(distances)
+    if np.isnan(d).any() if d.dtype.kind == "f" else False:
+      raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
+    if d.size and d.min() < 0:
+      raise ValueError(f"distances must be >= 0; found {d.min()} in shape {d.shape}.")
+
+
 def check_choice(value, name: str, choices) -> None:
   if value not in choices:
     raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}.")

@@ -78,6 +78,14 @@ def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> N
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
       raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")
+    if nd == 2 and dtype != np.bool_ and not isinstance(lab, jax.core.Tracer):
+      bad = np.asarray(lab)[(np.asarray(lab) != 0) & (np.asarray(lab) != 1)]
+      if bad.size:
+        raise ValueError(
+          f"{name} as multi-hot [n, C] must hold only 0 and 1 (or be bool); found "
+          f"{np.unique(bad)[:5].tolist()} in shape {tuple(np.shape(lab))}. Class ids go "
+          "in a 1-D array [n]."
+        )
   if np.ndim(query_labels) != np.ndim(db_labels) or (
     np.ndim(query_labels) == 2 and np.shape(query_labels)[1] != np.shape(db_labels)[1]
   ):
