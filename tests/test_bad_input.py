@@ -218,3 +218,12 @@ def test_codes_helpers_refuse_what_they_would_cast(rng):
     jax.jit(jhash.codes.to_bytes)(np.zeros((1, 1), np.uint32))
   with pytest.raises(TypeError, match=r"real array \(bits: jhash.codes.from_bits\)"):
     jhash.codes.sign(np.array([True, False]))  # was: [1, 1]
+
+
+def test_hbmp_refuses_class_ids_far_past_its_items(rng):
+  # One id of 10**6 asked for a 10**6 x 10**6 affinity: 4 TB, a raw out-of-memory error.
+  x = rng.normal(size=(40, 6)).astype(np.float32)
+  y = np.zeros(40, np.int32)
+  y[3] = 10**6
+  with pytest.raises(ValueError, match=r"largest id is 1000000 for 40 labels of 2 distinct"):
+    jhash.fit(jhash.methods.hbmp(4, num_iters=2), jax.random.key(0), {"views": (x,), "labels": y})

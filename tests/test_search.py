@@ -376,6 +376,11 @@ SHARDED_SCRIPT = textwrap.dedent("""
     np.testing.assert_array_equal(np.asarray(d), 0)
     d0, i0 = search.sharded_hamming_topk(q[:0], db, 5, db_block=256)  # no queries: empty
     assert d0.shape == i0.shape == (0, 5), (d0.shape, i0.shape)
+    # A mesh of Explicit axes, jax.make_mesh's default, and one of Auto axes: the same.
+    for types in (jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto):
+      mesh = jax.make_mesh((8,), ("data",), axis_types=(types,))
+      for a, b in zip(want, search.sharded_hamming_topk(q, db, k, mesh=mesh, db_block=256)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     print("sharded ok")
 """)
 

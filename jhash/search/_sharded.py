@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.sharding import Mesh
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jhash.search import _distance
@@ -39,6 +40,13 @@ from jhash.search import _topk
 def default_mesh(axis_name: str = "db") -> Mesh:
   """A 1-D mesh over all devices of the default backend."""
   return Mesh(np.asarray(jax.devices()), (axis_name,))
+
+
+def _explicit(mesh: Mesh, axis: str) -> bool:
+  types = getattr(mesh, "axis_types", None)
+  if types is None:
+    return False
+  return types[mesh.axis_names.index(axis)] == jax.sharding.AxisType.Explicit
 
 
 def sharded_hamming_topk_unchecked(
@@ -58,6 +66,12 @@ def sharded_hamming_topk_unchecked(
   rows = -(-n // shards)
   local_k = min(k, rows)
   db = _blockmin.pad_rows(db_packed, rows * shards)
+  # A mesh of Explicit axes (jax.make_mesh's default) takes only inputs sharded as
+  # shard_map reads them, and keeps its outputs sharded: place both explicitly.
+  explicit = _explicit(mesh, axis)
+  if explicit:
+    db = jax.sharding.reshard(db, NamedSharding(mesh, P(axis, None)))
+    query_packed = jax.sharding.reshard(query_packed, NamedSharding(mesh, P()))
 
   def per_shard(queries, db_local):
     offset = lax.axis_index(axis) * rows
@@ -76,6 +90,8 @@ def sharded_hamming_topk_unchecked(
     out_specs=(P(None, axis), P(None, axis)),
     check_vma=False,
   )(query_packed, db)
+  if explicit:
+    d, idx = (jax.sharding.reshard(x, NamedSharding(mesh, P())) for x in (d, idx))
   # [q, shards * local_k], shard after shard: a stable selection keeps index order on ties.
   _, pos = lax.top_k(_blockmin.neg_key(d), k)
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)

@@ -62,6 +62,14 @@ def class_items(labels, num_items: int | None):
     if y.size and y.min() < 0:
       raise ValueError(f"labels must be class ids >= 0; got minimum {y.min()}.")
     found = int(y.max()) + 1 if y.size else 0
+    if num_items is None and found > y.size:
+      distinct = np.unique(y).size
+      raise ValueError(
+        f"labels must be class ids 0..C-1: HBMP makes one item per id (an affinity of "
+        f"C x C), and the largest id is {found - 1} for {y.size} labels of {distinct} "
+        "distinct ids. Number the classes from 0 (np.unique(labels, return_inverse=True)"
+        "[1]), or pass num_items."
+      )
     if num_items is None:
       num_items = found
     elif found > num_items:
