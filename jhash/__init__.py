@@ -21,8 +21,8 @@ from jhash._api import Phase
 from jhash._api import Trained
 from jhash._api import one_phase
 from jhash._api import num_items
-from jhash._fit import encode
-from jhash._fit import encode_multi
+from jhash._encode import encode
+from jhash._encode import encode_multi
 from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init

@@ -1,4 +1,4 @@
-"""Running a method's schedule: ``init``, ``fit``, ``encode`` and ``encode_multi``.
+"""Running a method's schedule: ``init`` and ``fit`` (the codes of a state: ``jhash._encode``).
 
 Keys: ``init`` gets ``fold_in(key, 0)`` and step ``s`` (counted from 0) gets
 ``fold_in(key, s + 1)``. A minibatch method trained on an in-memory set reads, at step
@@ -106,7 +106,7 @@ def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
   _api.check_trained(method, state, batch)
 
 
-def _check_some_state(state) -> None:
+def check_some_state(state) -> None:
   if state is None or not jax.tree.leaves(state):
     raise TypeError(
       f"state must be a trained state (from jhash.fit, jhash.init, make_train or "
@@ -235,11 +235,6 @@ def _jit_step(update: Callable, donate: bool, num_items: int | None):
     return update(state, batch, key)
 
   return jax.jit(step, donate_argnums=(0,) if donate else ())
-
-
-@functools.lru_cache(maxsize=64)
-def _jit_encode(encode: Callable):
-  return jax.jit(encode)
 
 
 def _replicated(mesh):
@@ -661,76 +656,3 @@ def _check_index(minibatch) -> None:
 
 def _stack(history):
   return {name: np.concatenate(values) for name, values in history.items()}
-
-
-@functools.lru_cache(maxsize=64)
-def _jit_chunked(fn: Callable, chunk: int):
-  return jax.jit(lambda state, batch: _api.map_in_chunks(lambda b: fn(state, b), batch, chunk))
-
-
-def _encoder(fn, chunk_size):
-  if chunk_size is None:
-    return _jit_encode(fn)
-  return _jit_chunked(fn, _checks.positive_int(chunk_size, "chunk_size"))
-
-
-def encode(
-  method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None
-) -> jax.Array:
-  """``method.encode`` with the batch checked, jitted: int8 [n, num_bits] in {-1,+1}.
-
-  ``chunk_size``: encode ``chunk_size`` items at a time (``lax.map``), bounding the
-  memory of a network's activations on a large database.
-
-  Example:
-    >>> import jax, numpy as np, jhash
-    >>> x = np.random.default_rng(0).normal(size=(50, 16)).astype(np.float32)
-    >>> method = jhash.methods.lsh(8)
-    >>> state, _ = jhash.fit(method, jax.random.key(0), {"views": (x,)}, progress=False)
-    >>> jhash.encode(method, state, {"views": (x[:3],)}).shape
-    (3, 8)
-  """
-  check_method(method)
-  _check_some_state(state)
-  n = _checks.batch(batch)
-  _api.check_trained(method, state, batch)
-  if method.check_encode is not None:
-    method.check_encode(state, batch)
-  if n == 0:
-    return jnp.zeros((0, method.num_bits), jnp.int8)
-  return _encoder(method.encode, chunk_size)(state, batch)
-
-
-def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None):
-  """Every code a method gives each item: (codes int8 [n, m, K], mask bool [n, m]).
-
-  ``m = 1`` (and an all-True mask) for single-code methods; multi-code methods (MCH)
-  give their kept codes. The result goes straight to ``jhash.search.multi_code_topk``
-  (after ``jhash.codes.pack_bits``), the bucket index and the multi-code metrics.
-  ``chunk_size`` as in ``encode``.
-  """
-  check_method(method)
-  _check_some_state(state)
-  n = _checks.batch(batch)
-  _api.check_trained(method, state, batch)
-  if method.check_encode is not None:
-    method.check_encode(state, batch)
-  fn = method.encode_multi or _api.single_code(method.encode)
-  if n == 0:
-    shapes = jax.eval_shape(
-      fn,
-      state,
-      jax.tree.map(
-        lambda v: (
-          jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype)
-          if v is not None
-          else None
-        ),
-        dict(batch),
-      ),
-    )
-    return (
-      jnp.zeros((0,) + shapes[0].shape[1:], jnp.int8),
-      jnp.zeros((0,) + shapes[1].shape[1:], bool),
-    )
-  return _encoder(fn, chunk_size)(state, batch)

@@ -33,6 +33,7 @@ import numpy as np
 
 from jhash import _api
 from jhash import _checks
+from jhash import _encode
 from jhash import _fit
 from jhash import methods
 from jhash import metrics
@@ -170,8 +171,8 @@ def _score(score, validation, method, batch) -> Callable:
     )
 
   def held_out_map(state, built):  # built: the method of the state's grid point
-    queries = _fit.encode(built, state, validation)
-    database = _fit.encode(built, state, batch)
+    queries = _encode.encode(built, state, validation)
+    database = _encode.encode(built, state, batch)
     return float(
       metrics.mean_average_precision(queries, database, validation["labels"], batch["labels"])
     )

@@ -27,6 +27,11 @@ ENTRY_POINTS = [
   jhash.methods.mch,
   jhash.native.export_checks,
   jhash.search.weight_units,
+  jhash.make_train,
+  jhash.save,
+  jhash.network,
+  jhash.codes.from_bits,
+  jhash.codes.pack_bits,
 ]
 
 

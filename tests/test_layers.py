@@ -19,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LAYERS = (  # top first
   ("jhash._grid", "jhash._train", "jhash._saving"),
+  ("jhash._encode",),
   ("jhash._fit", "jhash._network"),
   ("jhash.methods",),
   ("jhash.coder",),
