@@ -31,6 +31,18 @@ def _encoder(fn, chunk_size):
   return _jit_chunked(fn, _checks.positive_int(chunk_size, "chunk_size"))
 
 
+def _check(method, state, batch) -> int:
+  """The method, the state (trained by it, on views of these dtypes) and the batch; the
+  batch's item count."""
+  _fit.check_method(method)
+  _fit.check_some_state(state)
+  n = _checks.batch(batch)
+  _api.check_trained(method, state, batch)
+  if method.check_encode is not None:
+    method.check_encode(state, batch)
+  return n
+
+
 def encode(
   method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None
 ) -> jax.Array:
@@ -47,12 +59,7 @@ def encode(
     >>> jhash.encode(method, state, {"views": (x[:3],)}).shape
     (3, 8)
   """
-  _fit.check_method(method)
-  _fit.check_some_state(state)
-  n = _checks.batch(batch)
-  _api.check_trained(method, state, batch)
-  if method.check_encode is not None:
-    method.check_encode(state, batch)
+  n = _check(method, state, batch)
   if n == 0:
     return jnp.zeros((0, method.num_bits), jnp.int8)
   return _encoder(method.encode, chunk_size)(state, batch)
@@ -66,12 +73,7 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
   (after ``jhash.codes.pack_bits``), the bucket index and the multi-code metrics.
   ``chunk_size`` as in ``encode``.
   """
-  _fit.check_method(method)
-  _fit.check_some_state(state)
-  n = _checks.batch(batch)
-  _api.check_trained(method, state, batch)
-  if method.check_encode is not None:
-    method.check_encode(state, batch)
+  n = _check(method, state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)
   if n == 0:
     shapes = jax.eval_shape(

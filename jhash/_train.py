@@ -25,6 +25,7 @@ import numpy as np
 from jhash import _api
 from jhash import _checks
 from jhash import _fit
+from jhash import _loops
 from jhash import _order
 
 
@@ -65,9 +66,9 @@ def make_train(
   method = _api.bound(method, batch)
   spans = [s for s in _fit._spans(method, n, num_steps, num_epochs) if s.stop > s.start]
   want = _layout(batch)
-  init = _fit.init_of(method.init, method.name, method.num_bits)
+  init = _loops.init_of(method.init, method.name, method.num_bits)
   loops = [
-    _fit.phase_loop(
+    _loops.phase_loop(
       s.phase.update,
       None if s.phase.batch_size is None else min(s.phase.batch_size, n),
       s.stop - s.start,
