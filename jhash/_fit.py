@@ -85,14 +85,16 @@ def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
   (the first that differs is named), and its training record."""
   want = jax.eval_shape(lambda k: _jit_init(method, None)(k, dict(batch)), _order.init_key(key))
   if jax.tree.structure(state) != jax.tree.structure(want) or any(
-    np.shape(a) != b.shape or np.dtype(a.dtype) != b.dtype
+    np.shape(a) != b.shape or getattr(a, "dtype", None) != b.dtype
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want))
   ):
     got = {jax.tree_util.keystr(p): a for p, a in jax.tree_util.tree_leaves_with_path(state)}
     made = {jax.tree_util.keystr(p): b for p, b in jax.tree_util.tree_leaves_with_path(want)}
 
     def layout(x):
-      return "absent" if x is None else f"{np.dtype(x.dtype).name} {tuple(np.shape(x))}"
+      return (
+        "absent" if x is None else f"{getattr(x, 'dtype', type(x).__name__)} {tuple(np.shape(x))}"
+      )
 
     first = next((p for p in [*made, *got] if layout(got.get(p)) != layout(made.get(p))), None)
     where = (
