@@ -16,9 +16,25 @@ def describe(x: Any) -> str:
   """A short description of a value for an error message: shape and dtype, or type and repr."""
   shape = getattr(x, "shape", None)
   dtype = getattr(x, "dtype", None)
+  if _is_tracer(x):
+    return (
+      f"a traced value of shape {tuple(shape)} and dtype {dtype} (inside jit or vmap, "
+      "where its value is unknown)"
+    )
   if shape is None:
     return f"{type(x).__name__} {x!r}"[:120]
   return f"array of shape {tuple(shape)} and dtype {dtype}"
+
+
+def _is_tracer(x: Any) -> bool:
+  import jax  # here: the checks module stays importable without initialising JAX
+
+  return isinstance(x, jax.core.Tracer)
+
+
+def dtype_of(x: Any) -> np.dtype:
+  """The dtype of an array, or of what NumPy makes of a list or scalar."""
+  return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
 def is_concrete(x: Any) -> bool:
@@ -30,10 +46,16 @@ def is_concrete(x: Any) -> bool:
     return False
 
 
+def _static_hint(value: Any) -> str:
+  return "; it sets shapes, so pass it as a static argument" if _is_tracer(value) else ""
+
+
 def positive_int(value: Any, name: str) -> int:
   """``value`` as a Python int >= 1, or a ValueError naming ``name``."""
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f"{name} must be a Python int >= 1; got {describe(value)}.")
+    raise ValueError(
+      f"{name} must be a Python int >= 1; got {describe(value)}{_static_hint(value)}."
+    )
   if value < 1:
     raise ValueError(f"{name} must be >= 1; got {value}.")
   return int(value)
@@ -41,10 +63,27 @@ def positive_int(value: Any, name: str) -> int:
 
 def nonneg_int(value: Any, name: str) -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f"{name} must be a Python int >= 0; got {describe(value)}.")
+    raise ValueError(
+      f"{name} must be a Python int >= 0; got {describe(value)}{_static_hint(value)}."
+    )
   if value < 0:
     raise ValueError(f"{name} must be >= 0; got {value}.")
   return int(value)
+
+
+def scalar(value: Any, name: str, *, low: float | None = None, strict: bool = False) -> None:
+  """A real scalar (a traced one included, so hyperparameters can be swept under vmap);
+  concrete values must be finite and ``>= low`` (``> low`` when ``strict``)."""
+  dtype = dtype_of(value) if np.ndim(value) == 0 else None
+  if dtype is None or not (dtype.kind in "iuf" or _is_ml_float(dtype)) or dtype == np.bool_:
+    raise ValueError(f"{name} must be a real scalar; got {describe(value)}.")
+  if not is_concrete(value):
+    return
+  v = float(np.asarray(value, np.float64))
+  bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+  bad = low is not None and (v <= low if strict else v < low)
+  if not np.isfinite(v) or bad:
+    raise ValueError(f"{name} must be a finite number{bound}; got {v!r}.")
 
 
 def rank(x: Any, expected: int | Sequence[int], name: str, what: str = "") -> None:
@@ -75,15 +114,19 @@ def finite(x: Any, name: str) -> None:
 def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
   """Codes are an integer or float [n, K] array with entries in {-1, +1}."""
   rank(codes, 2, name, "with shape [n, num_bits]")
-  if num_bits is not None and codes.shape[1] != num_bits:
+  if num_bits is not None and np.shape(codes)[1] != num_bits:
     raise ValueError(f"{name} must have {num_bits} columns (num_bits); got {describe(codes)}.")
+  dtype = dtype_of(codes)
+  if not (dtype.kind in "biuf" or _is_ml_float(dtype)):
+    raise ValueError(f"{name} must be a real array of -1 and +1; got {describe(codes)}.")
   if is_concrete(codes):
     a = np.asarray(codes)
     bad = (a != 1) & (a != -1)
     if bad.any():
       vals = np.unique(a[bad])[:5]
+      hint = " (packed codes? jhash.codes.unpack_bits gives signs)" if a.dtype == np.uint32 else ""
       raise ValueError(
-        f"{name} must hold only -1 and +1; found values {vals.tolist()} in {describe(a)}."
+        f"{name} must hold only -1 and +1; found values {vals.tolist()} in {describe(a)}{hint}."
       )
 
 

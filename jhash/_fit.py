@@ -65,12 +65,18 @@ def minibatches(
 
 
 def _check_key(key) -> None:
-  if not isinstance(key, jax.Array) or not (
-    jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)
-  ):
-    raise ValueError(
-      f"key must be a JAX PRNG key (jax.random.key(seed)); got {getattr(key, 'shape', type(key))}."
-    )
+  """One PRNG key: a typed key of shape [] or a raw uint32 [2] key."""
+  typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  if typed and key.shape == ():
+    return
+  if isinstance(key, jax.Array) and not typed and key.shape == (2,) and key.dtype == jnp.uint32:
+    return
+  hint = ""
+  if typed or (isinstance(key, jax.Array) and key.ndim == 2 and key.shape[-1] == 2):
+    hint = " (several keys, e.g. from jax.random.split: one fit per key, or vmap a make_train)"
+  raise ValueError(
+    f"key must be one JAX PRNG key (jax.random.key(seed)); got {_checks.describe(key)}{hint}."
+  )
 
 
 def check_method(method) -> None:

@@ -84,9 +84,14 @@ def grid_search(
   Returns:
     ``GridSearch``; ties go to the first grid point.
   """
-  grid = np.asarray(values, np.float64).reshape(-1)
-  if grid.size == 0 or not np.all(np.isfinite(grid)):
-    raise ValueError(f"values must be a non-empty list of finite numbers; got {values!r}.")
+  try:
+    grid = np.asarray(values, np.float64)
+  except (TypeError, ValueError):
+    grid = np.array([np.nan])
+  if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
+    raise ValueError(
+      f"values must be a non-empty 1-D list of finite numbers; got {_checks.describe(values)}."
+    )
   at = _settings(method, key, batch, field)
   score = _score(score, validation, at(float(grid[0]))[0], batch)
   scores, states = [], []

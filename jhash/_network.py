@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import jax
+import numpy as np
+
 from jhash import _api
+from jhash import _checks
 from jhash import coder as coder_lib
 
 
@@ -31,7 +35,36 @@ class Network(NamedTuple):
 
 
 def _field(name: str) -> tuple[Callable, Callable]:
-  return (lambda s: getattr(s, name)), (lambda s, c: s._replace(**{name: c}))
+  def get(state):
+    if name not in getattr(state, "_fields", ()):
+      raise ValueError(
+        f"state must be the method's state, with a field {name!r} holding the network's "
+        f"CoderState; got {_checks.describe(state)}."
+      )
+    return getattr(state, name)
+
+  def set_(state, coder_state):
+    _check_like(coder_state, get(state))
+    return state._replace(**{name: coder_state})
+
+  return get, set_
+
+
+def _check_like(new, old) -> None:
+  """``new`` is a ``CoderState`` of ``old``'s arrays' shapes and dtypes."""
+  if not isinstance(new, coder_lib.CoderState) or jax.tree.structure(new) != jax.tree.structure(
+    old
+  ):
+    raise ValueError(
+      f"coder_state must be a jhash.coder.CoderState of this network (as get(state) gives); "
+      f"got {_checks.describe(new)}."
+    )
+  for (where, a), b in zip(jax.tree_util.tree_leaves_with_path(new), jax.tree.leaves(old)):
+    if np.shape(a) != np.shape(b) or _checks.dtype_of(a) != _checks.dtype_of(b):
+      raise ValueError(
+        f"coder_state{jax.tree_util.keystr(where)} must have shape {np.shape(b)} and dtype "
+        f"{_checks.dtype_of(b)}, as the network's; got {_checks.describe(a)}."
+      )
 
 
 def network(method: _api.HashingMethod) -> Network:
@@ -53,7 +86,7 @@ def network(method: _api.HashingMethod) -> Network:
   Example:
     >>> import jax, numpy as np, jhash
     >>> rng = np.random.default_rng(0)
-    >>> batch = {"views": (rng.uniform(size=(32, 8, 8)).astype("f4"),),
+    >>> batch = {"views": (rng.normal(size=(32, 8)).astype("f4"),),
     ...          "labels": rng.integers(0, 2, 32).astype("i4")}
     >>> method = jhash.methods.dch(8, batch_size=16, num_epochs=1)
     >>> state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
@@ -72,10 +105,11 @@ def network(method: _api.HashingMethod) -> Network:
     return Network(extras.hash_functions, *_field("hashing"))
   if isinstance(extras, _mch.MCHExtras):
     base = network(extras.base)
+    mch_get, _ = _field("base")
     return Network(
       base.coder,
-      lambda s: base.get(s.base),
-      lambda s, c: s._replace(base=base.set(s.base, c)),
+      lambda s: base.get(mch_get(s)),
+      lambda s, c: s._replace(base=base.set(mch_get(s), c)),
     )
   raise ValueError(
     f"method {method.name} learns no network: its codes come from its own arrays, not a "

@@ -77,14 +77,9 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
     raise FileExistsError(f"path {path} exists; pass overwrite=True to replace it.")
   if path.exists() and not path.is_dir():
     raise FileExistsError(f"path {path} is a file; jhash.save writes a folder.")
-  leaves = jax.tree.leaves(state)
-  if not leaves or not all(hasattr(x, "dtype") and hasattr(x, "shape") for x in leaves):
-    raise TypeError(
-      f"state must be a pytree of arrays (a state from jhash.fit, jhash.init or make_train); "
-      f"got {type(state).__name__} with leaves {[type(x).__name__ for x in leaves[:3]]}."
-    )
+  _check_savable(state)
   name, num_bits = _record(state)
-  path.parent.mkdir(parents=True, exist_ok=True)
+  _make_parent(path)
   partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
   try:
     with ocp.StandardCheckpointer() as checkpointer:
@@ -108,6 +103,35 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   finally:
     shutil.rmtree(partial, ignore_errors=True)
   return path
+
+
+def _check_savable(state) -> None:
+  """A pytree of concrete arrays of plain dtypes (no tracers, no typed PRNG keys)."""
+  leaves = jax.tree_util.tree_leaves_with_path(state)
+  if not leaves or not all(hasattr(x, "dtype") and hasattr(x, "shape") for _, x in leaves):
+    raise TypeError(
+      f"state must be a pytree of arrays (a state from jhash.fit, jhash.init or make_train); "
+      f"got {type(state).__name__} with leaves {[type(x).__name__ for _, x in leaves[:3]]}."
+    )
+  for where, x in leaves:
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+      raise ValueError(
+        f"state holds a typed PRNG key at {jax.tree_util.keystr(where)}, which jhash.save "
+        "does not store; keep jax.random.key_data(key) in the state instead."
+      )
+    if isinstance(x, jax.core.Tracer):
+      raise TypeError(
+        "jhash.save writes files on the host, so it cannot run inside jit or vmap; save "
+        "the state the compiled function returns."
+      )
+
+
+def _make_parent(path: pathlib.Path) -> None:
+  """Create ``path``'s parent folders, or name the file in the way."""
+  for ancestor in reversed(path.parents):
+    if ancestor.exists() and not ancestor.is_dir():
+      raise FileExistsError(f"path {path} cannot be created: {ancestor} is a file, not a folder.")
+  path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _read_info(path: pathlib.Path) -> dict:

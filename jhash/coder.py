@@ -159,6 +159,8 @@ def coder(
       f"network (backbone) must be a jhash.models.Model or a function "
       f"item_shape -> Model; got {_checks.describe(network)}."
     )
+  if optimizer is None and not callable(learning_rate):  # an optax schedule is callable
+    _checks.scalar(learning_rate, "learning_rate", low=0, strict=True)
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   if trainable == "head":
     optimizer = head_only(optimizer)
@@ -205,11 +207,22 @@ def coder(
   def apply(state, params, x):
     return outputs(state._replace(train=state.train._replace(params=params)), x)
 
+  def fits(state, batch):
+    """Features of the width the network was trained on (its standardisation's)."""
+    width = jax.eval_shape(read, batch).shape[-1]
+    if jnp.ndim(state.mean) == 1 and width != state.mean.shape[0]:
+      raise ValueError(
+        f"views: {name}'s network reads features of width {state.mean.shape[0]} (its "
+        f"training data's); the batch's have width {width}."
+      )
+
   def scores(state, batch):
+    fits(state, batch)
     logits = _api.map_in_chunks(lambda b: outputs(state, read(b)).logits, batch, encode_chunk)
     return logits.astype(jnp.float32)
 
   def features(state, batch):
+    fits(state, batch)
     out = _api.map_in_chunks(lambda b: outputs(state, read(b)).features, batch, encode_chunk)
     return out.astype(jnp.float32)
 

@@ -63,6 +63,8 @@ def check_signs(codes, name: str = "codes") -> None:
   if not _checks.is_concrete(codes):
     return
   a = np.asarray(codes)
+  if not (a.dtype.kind in "biuf" or a.dtype.name == "bfloat16"):
+    raise ValueError(f"{name} must be a real array of -1 and +1; got {_checks.describe(a)}.")
   bad = (a != 1) & (a != -1)
   if bad.any():
     where = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -133,6 +135,8 @@ def pack_bits(codes: jax.Array, *, bits: bool = False) -> jax.Array:
   >>> codes.pack_bits(signs).tolist(), codes.pack_bits(signs > 0, bits=True).tolist()
   ([[5]], [[5]])
   """
+  if not isinstance(bits, (bool, np.bool_)):
+    raise ValueError(f"bits must be True or False; got {_checks.describe(bits)}.")
   if bits:
     check_bits(codes, "codes (bits=True)")
   else:
@@ -213,7 +217,7 @@ def _check_words(packed, name: str) -> None:
 def check_packed(packed, name: str, num_words_expected: int | None = None) -> None:
   """Raise unless ``packed`` is an unsigned-integer [n, W] array."""
   _checks.rank(packed, 2, name, "with shape [n, words] (packed codes)")
-  dtype = np.dtype(packed.dtype)
+  dtype = _dtype_of(packed)
   if dtype != np.uint32:
     raise ValueError(
       f"{name} must be packed codes of dtype uint32 (see jhash.codes.pack_bits); got dtype {dtype}."

@@ -227,3 +227,66 @@ def test_hbmp_refuses_class_ids_far_past_its_items(rng):
   y[3] = 10**6
   with pytest.raises(ValueError, match=r"largest id is 1000000 for 40 labels of 2 distinct"):
     jhash.fit(jhash.methods.hbmp(4, num_iters=2), jax.random.key(0), {"views": (x,), "labels": y})
+
+
+def test_deep_methods_refuse_hyperparameters_that_would_diverge_or_divide_by_zero():
+  # Each was accepted and surfaced later as "training diverged" or a division by zero.
+  with pytest.raises(ValueError, match="period must be >= 1; got 0"):
+    jhash.methods.hashnet(8, period=0)
+  with pytest.raises(ValueError, match="gamma must be a finite number > 0; got nan"):
+    jhash.methods.dch(8, gamma=float("nan"))
+  with pytest.raises(ValueError, match="learning_rate must be a finite number > 0; got -1.0"):
+    jhash.methods.dch(8, learning_rate=-1.0)
+  with pytest.raises(ValueError, match="margin must be a finite number >= 0"):
+    jhash.methods.mmhh(8, margin=-2.0)
+  with pytest.raises(ValueError, match="gamma must be a finite number >= 0; got -1.0"):
+    jhash.methods.cdh(8, gamma=-1.0)
+  # Traced values pass (hyperparameters swept under vmap), as does an optax schedule.
+  jax.jit(lambda lr, g: jhash.methods.dch(8, learning_rate=lr, gamma=g).num_bits)(0.1, 5.0)
+  jhash.methods.dch(8, learning_rate=lambda step: 1e-3)
+
+
+def test_fit_names_key_when_given_several(rng):
+  batch = _feature_batch(rng)
+  with pytest.raises(ValueError, match=r"key must be one JAX PRNG key.*shape \(2,\).*split"):
+    jhash.fit(jhash.methods.itq(4), jax.random.split(jax.random.key(0)), batch)
+  state, _ = jhash.fit(jhash.methods.itq(4), jax.random.PRNGKey(0), batch, progress=False)
+  assert state.rotation.shape == (4, 4)  # a raw uint32 [2] key is one key
+
+
+def test_network_get_set_and_features_check_the_state_and_the_batch(rng):
+  x = rng.normal(size=(32, 8)).astype(np.float32)
+  batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+  method = jhash.methods.dch(8, batch_size=16, num_epochs=1)
+  state = jhash.init(method, jax.random.key(0), batch)
+  net = jhash.network(method)
+  with pytest.raises(ValueError, match="state must be the method's state, with a field 'coder'"):
+    net.get({"coder": 1})
+  with pytest.raises(ValueError, match="coder_state must be a jhash.coder.CoderState"):
+    net.set(state, {"a": 1})
+  small = jax.tree.map(lambda a: a[..., :1] if np.ndim(a) else a, net.get(state))
+  with pytest.raises(ValueError, match=r"coder_state\.train\.params.* must have shape"):
+    net.set(state, small)
+  assert net.set(state, net.get(state)).coder is net.get(state)
+  with pytest.raises(ValueError, match="reads features of width 8.*have width 5"):
+    net.coder.features(net.get(state), {"views": (x[:, :5],)})
+
+
+def test_save_names_a_file_in_the_path_keys_and_tracers(rng, tmp_path):
+  (tmp_path / "f").write_text("")
+  with pytest.raises(FileExistsError, match=r"cannot be created: .*f is a file, not a folder"):
+    jhash.save(tmp_path / "f" / "sub", {"a": np.ones(2)})
+  with pytest.raises(ValueError, match=r"typed PRNG key at \['a'\].*key_data"):
+    jhash.save(tmp_path / "k", {"a": jax.random.key(0)})
+  with pytest.raises(TypeError, match="cannot run inside jit or vmap"):
+    jax.jit(lambda a: jhash.save(tmp_path / "j", {"a": a}) and a)(np.ones(2))
+  assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # nothing half-written
+
+
+def test_grid_search_refuses_a_grid_that_is_not_a_list_of_numbers(rng):
+  batch, key = _feature_batch(rng), jax.random.key(0)
+  build = lambda v: jhash.methods.itq(4, num_iters=1)  # noqa: E731
+  with pytest.raises(ValueError, match=r"1-D list of finite numbers; got array of shape \(2, 2\)"):
+    jhash.grid_search(build, key, batch, None, np.ones((2, 2)), score=lambda s: 0.0)
+  with pytest.raises(ValueError, match=r"1-D list of finite numbers; got list \['a', 'b'\]"):
+    jhash.grid_search(build, key, batch, None, ["a", "b"], score=lambda s: 0.0)

@@ -316,6 +316,11 @@ def build_index(
   Returns:
     A ``BucketIndex`` on the default device.
   """
+  if any(isinstance(x, jax.core.Tracer) for x in (codes_or_packed, item_ids, mask)):
+    raise TypeError(
+      "jhash.index.build_index builds the index on the host (NumPy sorting), so it cannot "
+      "run inside jit or vmap; build it outside and pass the BucketIndex in."
+    )
   num_bits = check_num_bits(num_bits)
   num_substrings = _check_num_substrings(num_substrings, num_bits)
   packed, ids = _flatten_input(codes_or_packed, num_bits, item_ids, mask)

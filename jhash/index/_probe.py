@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jhash import _checks
 from jhash import codes as codes_lib
 from jhash import native
 from jhash.index import _build
@@ -189,7 +190,15 @@ def _lookup(index, query_packed, steps, use_native):
   return native.on_cpu(_native_search.lookup, array_code, index, query_packed)
 
 
+def check_index(index) -> None:
+  if not isinstance(index, _build.BucketIndex):
+    raise ValueError(
+      f"index must be a BucketIndex from jhash.index.build_index; got {_checks.describe(index)}."
+    )
+
+
 def check_queries(index: _build.BucketIndex, query_packed, name: str = "query_packed"):
+  check_index(index)
   k = index.num_bits
   codes_lib.check_packed(query_packed, name)
   if query_packed.shape[1] != index.keys.shape[1]:

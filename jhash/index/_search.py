@@ -384,13 +384,17 @@ def _array_search(
 
 
 def _check_search_args(index, query_packed, max_radius, max_results):
-  if not isinstance(index, _build.BucketIndex):
-    raise ValueError(f"index must be a BucketIndex from build_index; got {type(index).__name__}.")
   _probe.check_queries(index, query_packed)
-  max_radius = _checks.nonneg_int(max_radius, "max_radius")
-  if max_radius > index.num_bits:
-    raise ValueError(f"max_radius must be <= num_bits={index.num_bits}; got {max_radius}.")
+  max_radius = _check_radius(index, max_radius, "max_radius")
   return max_radius, _checks.positive_int(max_results, "max_results")
+
+
+def _check_radius(index, radius, name: str) -> int:
+  """A Python int in [0, num_bits] (it sets the program's shapes: never traced)."""
+  radius = _checks.nonneg_int(radius, name)
+  if radius > index.num_bits:
+    raise ValueError(f"{name} must be <= num_bits={index.num_bits}; got {radius}.")
+  return radius
 
 
 def _check_num_wanted(num_wanted: Any) -> jax.Array | np.int32:
@@ -570,7 +574,8 @@ def radius_search(index: _build.BucketIndex, query_packed: jax.Array, radius: in
     ``SearchResults`` whose ``item_ids`` row ``i`` holds all ``num_found[i]``
     items within ``radius`` (then -1), in the order of ``bucket_search``.
   """
-  radius = _checks.nonneg_int(radius, "radius")
+  _probe.check_queries(index, query_packed)
+  radius = _check_radius(index, radius, "radius")
   never = index.num_items + 1
   res = bucket_search(
     index, query_packed, num_wanted=never, max_radius=radius, max_results=_RADIUS_SLOTS

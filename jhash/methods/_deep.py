@@ -64,6 +64,8 @@ def dch(
     >>> jhash.encode(method, state, batch).shape
     (128, 16)
   """
+  _checks.scalar(gamma, "gamma", low=0, strict=True)
+  _checks.scalar(quantization, "quantization", low=0)
   loss = functools.partial(losses.dch_loss, gamma=gamma, quantization=quantization)
   return _pairwise.pairwise(num_bits, loss, **{"name": "dch", **options})
 
@@ -100,6 +102,16 @@ def mmhh(
     >>> history["loss"].shape
     (2,)
   """
+  _checks.scalar(gamma, "gamma", low=0, strict=True)
+  for key, value in dict(
+    margin=margin,
+    similar_inside=similar_inside,
+    dissimilar_inside=dissimilar_inside,
+    similar_outside=similar_outside,
+    dissimilar_outside=dissimilar_outside,
+    quantization=quantization,
+  ).items():
+    _checks.scalar(value, key, low=0)
   loss = functools.partial(
     losses.mmhh_loss,
     gamma=gamma,
@@ -169,6 +181,11 @@ def hashnet(
     >>> sorted(history)
     ['bit_balance', 'loss']
   """
+  if alpha is not None:
+    _checks.scalar(alpha, "alpha", low=0, strict=True)
+  period = _checks.positive_int(period, "period")
+  _checks.scalar(rate, "rate", low=0)
+  _checks.scalar(power, "power")
   beta = functools.partial(losses.hashnet_beta, period=period, rate=rate, power=power)
 
   def activation(logits, step):
@@ -261,6 +278,7 @@ def adsh(
     >>> [p.name for p in method.phases], state.codes.shape
     (['network', 'codes', 'network', 'codes'], (128, 16))
   """
+  _checks.scalar(gamma, "gamma", low=0)
   rounds = _checks.positive_int(rounds, "rounds")
   steps_per_round = _checks.positive_int(steps_per_round, "steps_per_round")
   num_samples = _checks.positive_int(num_samples, "num_samples")

@@ -50,14 +50,14 @@ class Setup(NamedTuple):
 
 def _check_codes(codes, name: str, ranks) -> None:
   _checks.rank(codes, ranks, name, "codes in {-1,+1}")
-  if _checks.is_concrete(codes):
-    a = np.asarray(codes)
-    bad = (a != 1) & (a != -1)
-    if bad.any():
-      raise ValueError(
-        f"{name} must hold only -1 and +1; found values "
-        f"{np.unique(a[bad])[:5].tolist()} in an array of shape {a.shape}."
-      )
+  if np.shape(codes)[-1] < 1:
+    raise ValueError(
+      f"{name} must have a last axis of num_bits >= 1; got {_checks.describe(codes)}."
+    )
+  dtype = _checks.dtype_of(codes)
+  if not (dtype.kind in "biuf" or dtype.name == "bfloat16"):
+    raise ValueError(f"{name} must be a real array of -1 and +1; got {_checks.describe(codes)}.")
+  codes_lib.check_signs(codes, name)
 
 
 def require_queries(query_codes) -> None:
@@ -162,12 +162,8 @@ def prepare(
       f"has shape {tuple(np.shape(db_codes))}."
     )
   if weights is not None:
-    if tuple(np.shape(weights)) != (num_bits,):
-      raise ValueError(
-        f"weights must have shape ({num_bits},) (one per bit); got {tuple(np.shape(weights))}."
-      )
-    _checks.finite(weights, "weights")
-    w, _ = _distance.weight_units(weights)  # ranking by units: the unit does not matter
+    _distance.check_weights(weights, num_bits)
+    w, _ = _distance.units_unchecked(weights)  # ranking by units: the unit does not matter
     kind_d = "weighted"
   else:
     kind_d = "multi" if mask is not None else "hamming"
@@ -194,8 +190,8 @@ def chunk_distances(corpus: Corpus, setup: Setup, query: jax.Array) -> jax.Array
     d = _distance.weighted_units_distance(signs(query), signs(corpus.db), corpus.weights)
     return d.astype(jnp.int32)
   if setup.kind == "multi":
-    return _distance.multi_code_hamming(query, corpus.db, corpus.db_mask, setup.num_bits)
-  return _distance.pairwise_hamming(query, corpus.db, setup.num_bits)
+    return _distance.multi_unchecked(query, corpus.db, corpus.db_mask, setup.num_bits)
+  return _distance.pairwise_unchecked(query, corpus.db, setup.num_bits)
 
 
 def chunk_size(setup: Setup, requested: int | None = None) -> int:
@@ -277,6 +273,15 @@ def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> fl
 
 def check_chunk(distances, values, name: str) -> None:
   """A chunk kernel's distances and per-item values must be [q, n] arrays of one shape."""
+  for value, what in ((distances, "distances"), (values, name)):
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+      raise ValueError(
+        f"{what} must be an array (NumPy or JAX; np.asarray a list first); got "
+        f"{_checks.describe(value)}."
+      )
+    dtype = np.dtype(value.dtype) if value.dtype != jnp.bfloat16 else np.dtype(np.float32)
+    if dtype.kind not in "biuf":
+      raise ValueError(f"{what} must hold real numbers; got {_checks.describe(value)}.")
   _checks.rank(distances, 2, "distances", "with shape [q, n]")
   if tuple(np.shape(values)) != tuple(np.shape(distances)):
     raise ValueError(
@@ -295,10 +300,10 @@ def check_distances(distances, max_distance) -> None:
   if max_distance is not None:
     if isinstance(max_distance, bool) or not isinstance(max_distance, (int, np.integer)):
       raise ValueError(f"max_distance must be None or an int >= 0; got {max_distance!r}.")
-    if max_distance < 0 or not np.issubdtype(np.dtype(distances.dtype), np.integer):
+    if max_distance < 0 or not np.issubdtype(_checks.dtype_of(distances), np.integer):
       raise ValueError(
         f"max_distance (an int >= 0) bounds integer distances; got {max_distance!r} with "
-        f"distances of dtype {np.dtype(distances.dtype)}."
+        f"distances of dtype {_checks.dtype_of(distances)}."
       )
   if _checks.is_concrete(distances):
     d = np.asarray(distances)

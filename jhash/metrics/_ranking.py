@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jhash import _checks
 from jhash.metrics import _ap
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
@@ -21,6 +22,13 @@ from jhash.metrics import _native_rank
 from jhash.metrics import _relevance
 
 GAINS = ("exp", "linear")
+
+
+def _check_k(k, n: int) -> int:
+  """One cut-off, an int in [1, n]."""
+  if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+    raise ValueError(f"k must be one int in [1, {n}]; got {_checks.describe(k)}.")
+  return _inputs.check_cutoff(k, "k", n)
 
 
 def _check_ks(ks, n: int, name: str = "ks") -> tuple[int, ...]:
@@ -97,7 +105,7 @@ def ndcg(
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   q, n = distances.shape
-  (k,) = _check_ks(k, n, "k")
+  k = _check_k(k, n)
   gains = _gain(grades, gain)
   disc = 1.0 / jnp.log2(jnp.arange(2, k + 2, dtype=jnp.float32))
   ideal = jnp.sum(lax.top_k(gains, k)[0] * disc[None, :], axis=-1)
@@ -347,7 +355,7 @@ def ndcg_at_k(
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
-  (k,) = _check_ks(k, setup.num_items, "k")
+  k = _check_k(k, setup.num_items)
   chunk = _inputs.chunk_size(setup, query_chunk)
   values, defined = _per_query_ndcg(corpus, setup, chunk, (k, ties, gain))
   return _inputs.host_mean(values, defined, no_relevant, "ndcg_at_k")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jhash import _checks
@@ -51,7 +52,9 @@ def default_method() -> str:
 def pairwise_hamming(
   query_packed: jax.Array, db_packed: jax.Array, num_bits: int | None = None, method: str = "auto"
 ) -> jax.Array:
-  """All-pairs Hamming distances without input checks (for use inside jit).
+  """All-pairs Hamming distances for use inside jit: shapes, dtypes and ``method`` are
+  checked (they are static), values are not (``hamming_distance`` checks the padding
+  bits of concrete codes too).
 
   Args:
     query_packed: uint32 [q, W].
@@ -62,6 +65,12 @@ def pairwise_hamming(
   Returns:
     int32 [q, n].
   """
+  num_bits = check_pair_static(query_packed, db_packed, num_bits)
+  return pairwise_unchecked(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
+
+
+def pairwise_unchecked(query_packed, db_packed, num_bits=None, method="auto") -> jax.Array:
+  """``pairwise_hamming`` without checks, for jhash's own kernels."""
   if method == "auto":
     method = default_method()
   if method == "xor":
@@ -85,13 +94,8 @@ def check_num_bits(num_bits, words: int) -> int | None:
   return num_bits
 
 
-def check_pair(query_packed, db_packed, num_bits=None) -> int | None:
-  """Packed query [q, W] and database [n, W] codes; returns the checked ``num_bits``.
-
-  With ``num_bits`` given, concrete codes must have zero padding bits (past bit
-  ``num_bits - 1``), as ``pack_bits`` makes them: set padding bits would count in
-  every distance.
-  """
+def check_pair_static(query_packed, db_packed, num_bits=None, method="auto") -> int | None:
+  """What ``check_pair`` checks without reading values (safe on tracers)."""
   codes_lib.check_packed(query_packed, "query_packed")
   codes_lib.check_packed(db_packed, "db_packed")
   if query_packed.shape[1] != db_packed.shape[1]:
@@ -100,7 +104,19 @@ def check_pair(query_packed, db_packed, num_bits=None) -> int | None:
       f"{query_packed.shape[1]} (shape {tuple(query_packed.shape)}) and "
       f"{db_packed.shape[1]} (shape {tuple(db_packed.shape)})."
     )
-  num_bits = check_num_bits(num_bits, db_packed.shape[1])
+  if not isinstance(method, str) or method not in ("auto", "xor", "matmul"):
+    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+  return check_num_bits(num_bits, db_packed.shape[1])
+
+
+def check_pair(query_packed, db_packed, num_bits=None, method="auto") -> int | None:
+  """Packed query [q, W] and database [n, W] codes; returns the checked ``num_bits``.
+
+  With ``num_bits`` given, concrete codes must have zero padding bits (past bit
+  ``num_bits - 1``), as ``pack_bits`` makes them: set padding bits would count in
+  every distance.
+  """
+  num_bits = check_pair_static(query_packed, db_packed, num_bits, method)
   if num_bits is not None:
     codes_lib.check_padding(query_packed, num_bits, "query_packed")
     codes_lib.check_padding(db_packed, num_bits, "db_packed")
@@ -124,8 +140,8 @@ def hamming_distance(
   Returns:
     int32 [q, n].
   """
-  num_bits = check_pair(query_packed, db_packed, num_bits)
-  return pairwise_hamming(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
+  num_bits = check_pair(query_packed, db_packed, num_bits, method)
+  return pairwise_unchecked(jnp.asarray(query_packed), jnp.asarray(db_packed), num_bits, method)
 
 
 # Weighted Hamming distances are exact sums of integer weights: the real weights are
@@ -158,6 +174,32 @@ def weight_units(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
   >>> np.asarray(units).astype(int).tolist(), float(unit) == 2.0 ** -22
   ([4194304, 2097152, -1048576], True)
   """
+  check_weights(weights)
+  return units_unchecked(weights)
+
+
+def check_weights(weights, num_bits: int | None = None) -> None:
+  """Weights are real, finite (when concrete) and 1-D, one per bit when ``num_bits`` is given."""
+  _checks.rank(weights, 1, "weights", "with shape [num_bits]")
+  dtype = _checks.dtype_of(weights)
+  if not (dtype.kind in "iuf" or dtype.name == "bfloat16"):
+    raise ValueError(f"weights must be real numbers; got {_checks.describe(weights)}.")
+  if num_bits is not None and np.shape(weights)[0] != num_bits:
+    raise ValueError(
+      f"weights must have one entry per bit ({num_bits}); got shape {tuple(np.shape(weights))}."
+    )
+  _checks.finite(weights, "weights")
+
+
+def check_weighted(query_codes, db_codes, weights) -> None:
+  """Codes in {-1,+1}, query [q, K] and database [n, K], and K real weights."""
+  _checks.signed_codes(query_codes, "query_codes")
+  _checks.signed_codes(db_codes, "db_codes", num_bits=np.shape(query_codes)[1])
+  check_weights(weights, np.shape(query_codes)[1])
+
+
+def units_unchecked(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``weight_units`` without checks, for jhash's own kernels."""
   w = jnp.asarray(weights, jnp.float32)
   # The exponent of sum |w|, summed after scaling by the largest weight (no overflow
   # for weights near float32's largest).
@@ -204,7 +246,8 @@ def weighted_hamming_distance(
   Returns:
     float32 [q, n].
   """
-  units, unit = weight_units(weights)
+  check_weighted(query_codes, db_codes, weights)
+  units, unit = units_unchecked(weights)
   return weighted_units_distance(query_codes, db_codes, units) * unit
 
 
@@ -227,7 +270,54 @@ def multi_code_hamming(
     int32 [q, n]: ``min_{c : mask[i, c]} d(q, db[i, c])`` (a large value for an
     item with no valid code).
   """
+  num_bits = check_multi(query_packed, db_packed, db_mask, num_bits)
+  if not isinstance(method, str) or method not in ("auto", "xor", "matmul"):
+    raise ValueError(f"method must be 'auto', 'xor' or 'matmul'; got {method!r}.")
+  return multi_unchecked(
+    jnp.asarray(query_packed), jnp.asarray(db_packed), jnp.asarray(db_mask), num_bits, method
+  )
+
+
+def multi_unchecked(query_packed, db_packed, db_mask, num_bits=None, method="auto"):
+  """``multi_code_hamming`` without checks, for jhash's own kernels."""
   n, m, w = db_packed.shape
-  flat = pairwise_hamming(query_packed, db_packed.reshape(n * m, w), num_bits, method)
+  flat = pairwise_unchecked(query_packed, db_packed.reshape(n * m, w), num_bits, method)
   flat = jnp.where(db_mask.reshape(1, n * m), flat, jnp.iinfo(jnp.int32).max)
   return jnp.min(flat.reshape(query_packed.shape[0], n, m), axis=-1)
+
+
+def check_multi(query_packed, db_packed, db_mask, num_bits=None) -> int | None:
+  """Queries uint32 [q, W], items' codes uint32 [n, m, W] and their mask bool [n, m] with
+  a valid code per item (when concrete); returns the checked ``num_bits``."""
+  codes_lib.check_packed(query_packed, "query_packed")
+  _checks.rank(db_packed, 3, "db_packed", "with shape [n, codes_per_item, words]")
+  if _checks.dtype_of(db_packed) != np.uint32:
+    raise ValueError(
+      f"db_packed must be packed codes of dtype uint32; got {_checks.describe(db_packed)}."
+    )
+  if db_packed.shape[2] != query_packed.shape[1]:
+    raise ValueError(
+      "query_packed and db_packed must have the same number of words per code; "
+      f"got {query_packed.shape[1]} and {db_packed.shape[2]} "
+      f"(db_packed shape {tuple(db_packed.shape)})."
+    )
+  _checks.rank(db_mask, 2, "db_mask", "with shape [n, codes_per_item]")
+  if tuple(np.shape(db_mask)) != tuple(db_packed.shape[:2]):
+    raise ValueError(
+      f"db_mask must have shape {tuple(db_packed.shape[:2])} (db_packed's [n, m]); "
+      f"got {_checks.describe(db_mask)}."
+    )
+  if _checks.dtype_of(db_mask) != np.bool_:
+    raise ValueError(f"db_mask must be boolean; got {_checks.describe(db_mask)}.")
+  if _checks.is_concrete(db_mask):
+    empty = ~np.asarray(db_mask).any(axis=1)
+    if empty.any():
+      raise ValueError(
+        f"db_mask must mark at least one valid code per item; {int(empty.sum())} "
+        f"items have none (first: item {int(np.argmax(empty))})."
+      )
+  num_bits = check_num_bits(num_bits, db_packed.shape[2])
+  if num_bits is not None:
+    codes_lib.check_padding(query_packed, num_bits, "query_packed")
+    codes_lib.check_padding(db_packed, num_bits, "db_packed")
+  return num_bits

@@ -183,7 +183,7 @@ def weighted_hamming_topk_unchecked(
 ):
   """``weighted_hamming_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
-  units, unit = _distance.weight_units(weights)
+  units, unit = _distance.units_unchecked(weights)
 
   def kernel(qc, dc, units):
     d, i = _native_topk.weighted_topk(codes_lib.pack_bits(qc), codes_lib.pack_bits(dc), units, k)
@@ -259,15 +259,7 @@ def weighted_hamming_topk(
   Returns:
     distances float32 [q, k] and indices int32 [q, k].
   """
-  _checks.signed_codes(query_codes, "query_codes")
-  _checks.signed_codes(db_codes, "db_codes", num_bits=np.shape(query_codes)[1])
-  _checks.rank(weights, 1, "weights", "with shape [num_bits]")
-  if np.shape(weights)[0] != np.shape(query_codes)[1]:
-    raise ValueError(
-      f"weights must have one entry per bit ({np.shape(query_codes)[1]}); "
-      f"got shape {tuple(np.shape(weights))}."
-    )
-  _checks.finite(weights, "weights")
+  _distance.check_weighted(query_codes, db_codes, weights)
   k = check_topk_args(k, np.shape(db_codes)[0], query_chunk, db_block, "db_codes")
   return _weighted_jit(
     jnp.asarray(query_codes),
@@ -389,38 +381,8 @@ def multi_code_topk(
   Returns:
     distances int32 [q, k] and item indices int32 [q, k].
   """
-  codes_lib.check_packed(query_packed, "query_packed")
-  _checks.rank(db_packed, 3, "db_packed", "with shape [n, codes_per_item, words]")
-  if np.dtype(db_packed.dtype) != np.uint32:
-    raise ValueError(
-      f"db_packed must be packed codes of dtype uint32; got dtype {db_packed.dtype}."
-    )
-  if db_packed.shape[2] != query_packed.shape[1]:
-    raise ValueError(
-      "query_packed and db_packed must have the same number of words per code; "
-      f"got {query_packed.shape[1]} and {db_packed.shape[2]} "
-      f"(db_packed shape {tuple(db_packed.shape)})."
-    )
-  _checks.rank(db_mask, 2, "db_mask", "with shape [n, codes_per_item]")
-  if tuple(db_mask.shape) != tuple(db_packed.shape[:2]):
-    raise ValueError(
-      f"db_mask must have shape {tuple(db_packed.shape[:2])} (db_packed's [n, m]); "
-      f"got {tuple(db_mask.shape)}."
-    )
-  if np.dtype(db_mask.dtype) != np.bool_:
-    raise ValueError(f"db_mask must be boolean; got dtype {db_mask.dtype}.")
-  if _checks.is_concrete(db_mask):
-    empty = ~np.asarray(db_mask).any(axis=1)
-    if empty.any():
-      raise ValueError(
-        f"db_mask must mark at least one valid code per item; {int(empty.sum())} "
-        f"items have none (first: item {int(np.argmax(empty))})."
-      )
+  num_bits = _distance.check_multi(query_packed, db_packed, db_mask, num_bits)
   k = check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
-  num_bits = _distance.check_num_bits(num_bits, db_packed.shape[2])
-  if num_bits is not None:
-    codes_lib.check_padding(query_packed, num_bits, "query_packed")
-    codes_lib.check_padding(db_packed, num_bits, "db_packed")
   return _multi_jit(
     jnp.asarray(query_packed),
     jnp.asarray(db_packed),

@@ -134,12 +134,7 @@ def _training_views(batch: dict, name: str = "views") -> tuple[jax.Array, ...]:
 
 
 def _check_gamma(gamma: Any) -> None:
-  if np.ndim(gamma) != 0:
-    raise ValueError(f"gamma must be a scalar >= 0; got {_checks.describe(gamma)}.")
-  if _checks.is_concrete(gamma):
-    g = float(np.asarray(gamma))
-    if not np.isfinite(g) or g < 0:
-      raise ValueError(f"gamma must be a finite scalar >= 0; got {g}.")
+  _checks.scalar(gamma, "gamma", low=0)
 
 
 def _read_supervision(kind: str, batch: dict) -> sv.Supervision:
