@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up jhash and the packages that ship its real datasets.
-#   ./install.sh          library + data packages (for the experiments)
+#   ./install.sh          library + the experiment runner's packages + data packages
 #   ./install.sh test     ... + pytest
 #   ./install.sh bench    ... + faiss-cpu (benchmarks against FAISS)
 # Uses the python3 on PATH (set PYTHON to choose another). Nothing is downloaded
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
-extras="data"
+extras="data,experiments"
 for arg in "$@"; do
   case "$arg" in
     test) extras="$extras,test" ;;

@@ -7,7 +7,7 @@ Quick:    ... --config experiments/configs/mch.py:quick   (DCH at 16 bits on 1,0
 Runtime:  see the README (measured on 2 CPU cores): each cell trains its base model (20
           epochs of 5,000 canvases with the small CNN), then the agent (5 epochs), and
           encodes the database whole and in five crops.
-Expected: the paper's claims (Lu et al., "Multiple Code Hashing for Efficient Image
+Expected: the paper's claims (Li, Jiang and Li, "Multiple Code Hashing for Efficient Image
           Retrieval"): MCH's recall within Hamming radius 0 above its base model's, mAP
           not lower, the F1-bucket curve above the base's at few buckets, and more codes
           per image as sigma falls. The README gives what was measured.

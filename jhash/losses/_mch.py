@@ -1,5 +1,5 @@
-"""MCH's reward and policy-gradient loss (Lu et al., "Multiple Code Hashing for Efficient
-Image Retrieval"; ``../METHODS.md`` section 3 restates the formulas).
+"""MCH's reward and policy-gradient loss (Li, Jiang and Li, "Multiple Code Hashing for Efficient
+Image Retrieval", Section 3).
 
 The reward of keeping a crop's code ``c_i`` next to an image's code ``b_i`` is the fall of
 the base model's pairwise loss when the image's distance to each other item ``j`` becomes

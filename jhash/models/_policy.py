@@ -15,7 +15,7 @@ NUM_ACTIONS = 2  # 0 discard, 1 keep
 class PolicyMLP(nn.Module):
   """MCH's policy: float32 [n, D] states -> float32 [n, 2] action logits (discard, keep).
 
-  Five fully connected layers, as the paper (Lu et al., "Multiple Code Hashing for
+  Five fully connected layers, as the paper (Li, Jiang and Li, "Multiple Code Hashing for
   Efficient Image Retrieval"): the ``hidden`` layers each Dense, BatchNorm, ReLU; the last
   Dense gives the logits of the two actions (the softmax over them is the policy
   ``pi(a | h)``). The paper gives no widths: the default halves from 512 down to 64.

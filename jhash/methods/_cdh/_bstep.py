@@ -1,7 +1,7 @@
 """CDH's B-step: coordinate discrete ascent on the code matrix, one bit at a time.
 
 Bit ``k`` of the objective ("Coordinate Discrete Optimization for Efficient
-Cross-View Image Retrieval", IJCAI 2016, Eqn. (8); METHODS.md section 1)
+Cross-View Image Retrieval", IJCAI 2016, Eqn. (8))
 is, up to a constant, the binary quadratic program
 
     J_k(x) = (1/n^2) x^T A x + (gamma/n) Z^T x,   x in {-1, +1}^n,

@@ -1,7 +1,6 @@
 """MCH: a base hashing model, then a crop agent that gives an image several codes.
 
-Lu et al., "Multiple Code Hashing for Efficient Image Retrieval" (``../METHODS.md`` section
-3). ``mch(base)`` trains ``base`` (a network method, whose ``extras`` are
+Li, Jiang and Li, "Multiple Code Hashing for Efficient Image Retrieval" (its Section 3). ``mch(base)`` trains ``base`` (a network method, whose ``extras`` are
 ``jhash.methods.NetworkExtras``: ``jhash.methods.pairwise`` and the five base models)
 with its own schedule, then the agent on minibatches with the base frozen
 (``_agent``). Encoding: ``encode`` is the base model's whole-image code;
