@@ -45,6 +45,7 @@ import json
 import os
 import pathlib
 import platform
+import shlex
 import shutil
 import signal
 import sys
@@ -137,6 +138,34 @@ def package_versions() -> dict[str, str]:
   out["backend"] = jax.default_backend()
   out["devices"] = str(jax.devices())
   return out
+
+
+def machine() -> dict[str, Any]:
+  """What ran it: the CPU model, the cores this process may use, the OS, the devices."""
+  model = platform.processor() or platform.machine()
+  with contextlib.suppress(OSError):
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+      if line.startswith("model name"):
+        model = line.split(":", 1)[1].strip()
+        break
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  devices = jax.devices()
+  return {
+    "cpu": model,
+    "cores": cores,
+    "system": f"{platform.system()} {platform.machine()}",
+    "accelerator": None if devices[0].platform == "cpu" else devices[0].device_kind,
+    "num_devices": len(devices),
+  }
+
+
+def command() -> str | None:
+  """``python -m experiments.main ...`` as this process was run; None when the trainer
+  was called some other way (from a test, a notebook)."""
+  argv = list(sys.argv)
+  if not argv or pathlib.Path(argv[0]).parts[-2:] != ("experiments", "main.py"):
+    return None
+  return " ".join(["python", "-m", "experiments.main"] + [shlex.quote(a) for a in argv[1:]])
 
 
 # ----------------------------------------------------------------------------- config checks
@@ -580,6 +609,8 @@ def write_results(
     "config": jsonable(config),
     "seed": config.get("seed"),
     "versions": package_versions(),
+    "machine": machine(),
+    "command": command(),
     "wall_time_s": time.time() - started,
     "cell_seconds": workdir.progress["seconds"],
     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

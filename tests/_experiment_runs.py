@@ -1,7 +1,7 @@
 """Running an experiment's config in-process for the experiment tests, and reading its files.
 
 Puts the repository root on ``sys.path`` when ``experiments`` is not importable (the
-package is installed beside ``jhash`` by pyproject; a plain checkout run with
+package runs from the repository, not from site-packages; a plain checkout run with
 ``python -m pytest`` from the root has it on the path already).
 """
 

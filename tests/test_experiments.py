@@ -494,3 +494,22 @@ def test_a_checkpoint_of_another_structure_blames_the_version_not_damage(tmp_pat
   message = str(error.value)
   assert "its files are as written, so it was written by another version" in message
   assert f"delete {tmp_path / 'checkpoints' / 'cell'} and run again" in message
+
+
+def test_a_results_page_is_made_from_the_run(reference, tmp_path):
+  from experiments import report
+
+  workdir, _ = reference
+  results = _results(workdir)
+  assert results["command"].startswith("python -m experiments.main --config ")
+  assert "--config.methods.itq.num_iters=10" in results["command"]
+  assert results["machine"]["cores"] >= 1 and results["machine"]["cpu"]
+  out = tmp_path / "page.md"
+  assert report.main([str(workdir), "--title", "Tiny", "--out", str(out)]) == 0
+  text = out.read_text()
+  assert text.startswith("## Tiny\n\n| dataset")
+  # Every number of the table is the run's: ITQ's mAP at 16 bits, to four decimals.
+  row = next(line for line in text.splitlines() if line.startswith("| mfeat") and "itq" in line)
+  assert f"{results['metrics']['mfeat/itq/16']['map']:.4f}" in row
+  assert f"`{results['command']}`" in text and results["machine"]["cpu"] in text
+  assert report.main([str(tmp_path / "nothing")]) == 2  # no results.json: named, status 2

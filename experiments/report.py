@@ -1,0 +1,100 @@
+"""A results page from a run: ``python -m experiments.report RUN_DIR [...] [--out FILE]``.
+
+Turns the ``results.json`` of each run directory into a Markdown section: the table the
+run printed (mean, and ``± std`` over seeds where it ran several), then the command that
+ran it, the seeds, the machine (CPU model and cores, accelerator), the wall time, the
+date and the versions of jhash and JAX. The docs' results pages are made this way, so
+their tables come from runs and cannot drift from the code:
+
+    python -m experiments.main --config experiments/configs/quickstart.py --workdir runs/quickstart
+    python -m experiments.report runs/quickstart --title "Quickstart" --out docs/results/quickstart.md
+
+Without ``--out`` the page is printed. A run directory without a finished
+``results.json`` is an error naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any, Mapping
+
+from jhash import files
+
+
+def load(run_dir) -> dict:
+  """``results.json`` of ``run_dir``, or a ValueError naming what is missing or damaged."""
+  path = pathlib.Path(run_dir) / "results.json"
+  if not path.is_file():
+    raise ValueError(f"{path} does not exist: the run in {run_dir} has not finished.")
+  try:
+    results = json.loads(path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    raise ValueError(f"{path} is not readable JSON ({error}).") from None
+  if not isinstance(results, dict) or not isinstance(results.get("table"), str):
+    raise ValueError(f"{path} holds no results table (written by an older jhash?).")
+  return results
+
+
+def provenance(results: Mapping[str, Any]) -> str:
+  """One paragraph: command, seeds, machine, wall time, date, versions."""
+  parts = []
+  if results.get("command"):
+    parts.append(f"Command: `{results['command']}`.")
+  seeds = results.get("seeds") or ([results["seed"]] if results.get("seed") is not None else [])
+  if seeds:
+    parts.append(f"Seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}.")
+  machine = results.get("machine") or {}
+  where = machine.get("cpu", "an unrecorded machine")
+  if machine.get("cores"):
+    where = f"{machine['cores']} cores of {where}"
+  if machine.get("accelerator"):
+    where += f", {machine.get('num_devices', 1)} x {machine['accelerator']}"
+  wall = results.get("wall_time_s")
+  timing = f"{wall:.0f} s wall" if isinstance(wall, (int, float)) else "wall time unrecorded"
+  when = str(results.get("finished", ""))[:10]
+  parts.append(f"{timing} on {where}{', ' + when if when else ''}.")
+  versions = results.get("versions") or {}
+  named = [f"{k} {versions[k]}" for k in ("jhash", "jax") if k in versions]
+  if named:
+    parts.append(", ".join(named) + ".")
+  return " ".join(parts)
+
+
+def section(results: Mapping[str, Any], title: str) -> str:
+  return f"## {title}\n\n{results['table'].strip()}\n\n{provenance(results)}\n"
+
+
+def page(run_dirs, titles=None) -> str:
+  """The Markdown of one page: a section per run directory."""
+  titles = list(titles or [])
+  out = []
+  for i, run_dir in enumerate(run_dirs):
+    results = load(run_dir)
+    title = titles[i] if i < len(titles) else pathlib.Path(run_dir).name
+    out.append(section(results, title))
+  return "\n".join(out)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m experiments.report", description=__doc__)
+  parser.add_argument("run_dirs", nargs="+", help="run directories holding results.json")
+  parser.add_argument("--title", action="append", help="a section title, one per run dir")
+  parser.add_argument("--out", help="write the page here (atomically) instead of printing")
+  args = parser.parse_args(argv)
+  try:
+    text = page(args.run_dirs, args.title)
+  except ValueError as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+  if args.out:
+    files.atomic_write_bytes(pathlib.Path(args.out), text.encode())
+  else:
+    print(text, end="")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
