@@ -18,6 +18,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LAYERS = (  # top first
+  ("jhash._cli",),
+  ("jhash.evaluate",),
   ("jhash._grid", "jhash._train", "jhash._saving"),
   ("jhash._encode",),
   ("jhash._fit", "jhash._network"),
