@@ -23,7 +23,7 @@ from absl import logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file(
-  "config", None, "Config file, optionally FILE:ARG (e.g. quickstart.py:quick).", lock_config=True
+  "config", None, "Config file, optionally FILE:ARG (e.g. baselines.py:quick).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (resumed if it exists).")
 flags.mark_flags_as_required(["config", "workdir"])

@@ -89,3 +89,39 @@ def panels(specs: list[dict], path, title: str = "") -> None:
   if title:
     fig.suptitle(title)
   save(fig, path)
+
+
+def bars(specs: list[dict], path, title: str = "") -> None:
+  """Horizontal bar panels side by side, one per dict of ``specs``.
+
+  Each panel: ``title``, ``xlabel``, ``labels`` (one per bar group, top to bottom),
+  ``series`` (a list of ``{"label", "values"}``, one bar per label in each group; NaN:
+  no bar) and optionally ``vlines`` (x positions of dotted lines, e.g. chance). Each bar
+  is annotated with its value.
+  """
+  import numpy as np
+
+  plt = _figure()
+  height = max(2.4, 0.45 * max(len(p["labels"]) * len(p["series"]) for p in specs) + 1.0)
+  fig, axes = plt.subplots(1, len(specs), figsize=(5.2 * len(specs), height), squeeze=False)
+  for ax, panel in zip(axes[0], specs):
+    groups = np.arange(len(panel["labels"]))
+    width = 0.8 / len(panel["series"])
+    for i, s in enumerate(panel["series"]):
+      at = groups - 0.4 + width * (i + 0.5)
+      found = ax.barh(at, s["values"], height=width, label=s["label"])
+      ax.bar_label(found, fmt="%.3f", fontsize=7, padding=2)
+    for x in panel.get("vlines", ()):
+      ax.axvline(x, color="grey", linestyle=":", linewidth=1.0)
+    ax.set_yticks(groups)
+    ax.set_yticklabels(panel["labels"], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.1)
+    ax.set_title(panel.get("title", ""), fontsize=10)
+    ax.set_xlabel(panel.get("xlabel", ""))
+    ax.grid(axis="x", alpha=0.3)
+    if len(panel["series"]) > 1:
+      ax.legend(fontsize=7)
+  if title:
+    fig.suptitle(title, y=1.04)
+  save(fig, path)

@@ -63,18 +63,19 @@ def provenance(results: Mapping[str, Any]) -> str:
   return " ".join(parts)
 
 
-def section(results: Mapping[str, Any], title: str) -> str:
-  return f"## {title}\n\n{results['table'].strip()}\n\n{provenance(results)}\n"
+def section(results: Mapping[str, Any], title: str, level: int = 2) -> str:
+  return f"{'#' * level} {title}\n\n{results['table'].strip()}\n\n{provenance(results)}\n"
 
 
 def page(run_dirs, titles=None) -> str:
-  """The Markdown of one page: a section per run directory."""
+  """The Markdown of one page: a section per run directory (the page's title when one)."""
   titles = list(titles or [])
+  level = 1 if len(run_dirs) == 1 else 2
   out = []
   for i, run_dir in enumerate(run_dirs):
     results = load(run_dir)
     title = titles[i] if i < len(titles) else pathlib.Path(run_dir).name
-    out.append(section(results, title))
+    out.append(section(results, title, level))
   return "\n".join(out)
 
 

@@ -7,7 +7,7 @@ bits)``: the cell gives the same number alone or in any grid, and entries of the
 registry method (HBMP with linear, MLP and CNN hash functions, say) share it, so their
 comparison is paired. Each seed draws its own split and keys.
 
-Config keys (``experiments/configs/quickstart.py`` is an example):
+Config keys (``experiments/configs/baselines.py`` is an example):
 
 * ``trainer``: ``"experiments.retrieval"``.
 * ``seed``, ``num_seeds``: the seeds ``seed .. seed + num_seeds - 1``.

@@ -16,6 +16,7 @@ from jhash import models
 from jhash import search
 from jhash import training
 from jhash import files
+from jhash import data
 from jhash._api import HashingMethod
 from jhash._api import Phase
 from jhash._api import Trained
@@ -38,5 +39,42 @@ from jhash._grid import GridSearch
 from jhash._grid import PAPER_GAMMA_OVER_N
 from jhash._grid import cdh_select_gamma
 from jhash._grid import grid_search
+
+__all__ = [
+  "codes",
+  "search",
+  "index",
+  "metrics",
+  "methods",
+  "losses",
+  "models",
+  "coder",
+  "training",
+  "data",
+  "native",
+  "files",
+  "HashingMethod",
+  "Phase",
+  "Trained",
+  "one_phase",
+  "num_items",
+  "fit",
+  "init",
+  "schedule",
+  "minibatches",
+  "epoch_permutation",
+  "make_train",
+  "encode",
+  "encode_multi",
+  "Network",
+  "network",
+  "save",
+  "restore",
+  "grid_search",
+  "GridSearch",
+  "cdh_select_gamma",
+  "GammaSelection",
+  "PAPER_GAMMA_OVER_N",
+]
 
 __version__ = "0.1.0"

@@ -101,7 +101,7 @@ class HashingMethod(NamedTuple):
 
   @property
   def batch_size(self) -> int | None:
-    """The first phase's minibatch size (None: it reads the whole set each step)."""
+    """The first phase's minibatch size (None when it reads the whole set each step)."""
     return self.phases[0].batch_size
 
   @property
@@ -242,6 +242,7 @@ def view_features(batch: Batch, view: int | None) -> jax.Array:
 
   Images are flattened. ``view=None`` concatenates every observed view.
   """
+  _checks.view(view)
   views = batch["views"]
   if view is None:
     chosen = [v for v in views if v is not None]
@@ -336,6 +337,7 @@ def network_inputs(batch: Batch, view: int | None) -> jax.Array:
   ``view=None`` takes the only observed view when it holds images ([n, H, W] gets a
   channel axis), else every observed view's features side by side.
   """
+  _checks.view(view)
   views = batch["views"]
   observed = [i for i, v in enumerate(views) if v is not None]
   chosen = view if view is not None else (observed[0] if len(observed) == 1 else None)
@@ -353,6 +355,7 @@ def network_inputs(batch: Batch, view: int | None) -> jax.Array:
 def image_view(batch: Batch, view: int | None, name: str) -> jax.Array:
   """The batch's one image view (or view ``view``) as float32 [n, H, W, C]; a ValueError
   naming ``name`` (the network's owner) when it holds no image view or several."""
+  _checks.view(view)
   views = batch["views"]
   if view is None:
     found = [i for i, v in enumerate(views) if v is not None and np.ndim(v) >= 3]

@@ -86,6 +86,19 @@ def scalar(value: Any, name: str, *, low: float | None = None, strict: bool = Fa
     raise ValueError(f"{name} must be a finite number{bound}; got {v!r}.")
 
 
+def view(value: Any) -> None:
+  """``view``: None (every observed view) or the int index of a view."""
+  if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+    raise ValueError(f"view must be None or a view's index (an int); got {describe(value)}.")
+
+
+def flag(value: Any, name: str) -> bool:
+  """``value`` as a bool: True or False only (not 'yes', 2 or None)."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise ValueError(f"{name} must be True or False; got {describe(value)}.")
+  return bool(value)
+
+
 def rank(x: Any, expected: int | Sequence[int], name: str, what: str = "") -> None:
   ranks = (expected,) if isinstance(expected, int) else tuple(expected)
   nd = np.ndim(x)

@@ -38,6 +38,7 @@ from jhash import _fit
 from jhash import methods
 from jhash import metrics
 
+#: CDH's grid of ``gamma / n`` in the paper: ``cdh_select_gamma`` takes ``n`` times it.
 PAPER_GAMMA_OVER_N = (0.0, 1e-2, 1e-1, 1.0, 5.0, 10.0, 20.0, 50.0)
 
 

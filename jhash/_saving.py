@@ -72,15 +72,24 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   """
   import orbax.checkpoint as ocp  # imported here: `import jhash` stays light
 
-  path = pathlib.Path(path).absolute()
-  if path.exists() and not overwrite:
-    raise FileExistsError(f"path {path} exists; pass overwrite=True to replace it.")
+  path = _as_path(path)
   if path.exists() and not path.is_dir():
     raise FileExistsError(f"path {path} is a file; jhash.save writes a folder.")
+  if path.exists() and not (path / INFO).is_file():
+    raise FileExistsError(
+      f"path {path} exists and is not a state jhash.save wrote (it has no {INFO}); "
+      "jhash.save replaces only its own folders: choose a new path."
+    )
+  if path.exists() and not overwrite:
+    raise FileExistsError(f"path {path} holds a saved state; pass overwrite=True to replace it.")
   _check_savable(state)
   name, num_bits = _record(state)
   _make_parent(path)
   partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+  try:  # made here, so a folder that cannot be written is named before orbax starts
+    partial.mkdir()
+  except OSError as error:
+    raise type(error)(f"path {path} cannot be written: {error.strerror or error}.") from None
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       checkpointer.save(partial / "state", jax.device_get(state))
@@ -105,6 +114,13 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   return path
 
 
+def _as_path(path) -> pathlib.Path:
+  """``path`` (a str or os.PathLike naming a folder) as an absolute Path."""
+  if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+    raise TypeError(f"path must name a folder (a str or pathlib.Path); got {path!r}.")
+  return pathlib.Path(path).absolute()
+
+
 def _check_savable(state) -> None:
   """A pytree of concrete arrays of plain dtypes (no tracers, no typed PRNG keys)."""
   leaves = jax.tree_util.tree_leaves_with_path(state)
@@ -119,6 +135,11 @@ def _check_savable(state) -> None:
         f"state holds a typed PRNG key at {jax.tree_util.keystr(where)}, which jhash.save "
         "does not store; keep jax.random.key_data(key) in the state instead."
       )
+    if getattr(x.dtype, "kind", None) == "O":
+      raise ValueError(
+        f"state holds an object array at {jax.tree_util.keystr(where)}; jhash.save stores "
+        "arrays of numbers only."
+      )
     if isinstance(x, jax.core.Tracer):
       raise TypeError(
         "jhash.save writes files on the host, so it cannot run inside jit or vmap; save "
@@ -131,7 +152,10 @@ def _make_parent(path: pathlib.Path) -> None:
   for ancestor in reversed(path.parents):
     if ancestor.exists() and not ancestor.is_dir():
       raise FileExistsError(f"path {path} cannot be created: {ancestor} is a file, not a folder.")
-  path.parent.mkdir(parents=True, exist_ok=True)
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+  except OSError as error:
+    raise type(error)(f"path {path} cannot be created: {error.strerror or error}.") from None
 
 
 def _read_info(path: pathlib.Path) -> dict:
@@ -174,7 +198,8 @@ def restore(path, method: _api.HashingMethod, batch) -> Any:
   """
   import orbax.checkpoint as ocp
 
-  path = pathlib.Path(path).absolute()
+  _fit.check_method(method)
+  path = _as_path(path)
   info = _read_info(path)
   if info["method"] is not None and (info["method"], info["num_bits"]) != (
     method.name,

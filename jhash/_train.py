@@ -62,6 +62,7 @@ def make_train(
     >>> metrics["quantization_loss"].shape
     (4, 5)
   """
+  _fit.check_method(method)
   n = _fit._check_training_batch(method, batch)
   method = _api.bound(method, batch)
   spans = [s for s in _fit._spans(method, n, num_steps, num_epochs) if s.stop > s.start]

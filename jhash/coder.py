@@ -48,7 +48,21 @@ from jhash import codes as codes_lib
 from jhash import models
 from jhash import training
 
-HEAD = "projection"  # the hash head's layer (``jhash.models``'s hash_head)
+__all__ = [
+  "coder",
+  "Coder",
+  "CoderState",
+  "HEAD",
+  "TRAINABLE",
+  "head_only",
+  "bit_balance",
+  "default_network",
+  "initial_variables",
+  "check_variables",
+]
+
+HEAD = "projection"  #: the hash head's layer (``jhash.models``'s hash_head)
+#: The values of ``trainable``: every parameter trains, or the hash head only.
 TRAINABLE = ("all", "head")
 LossFn = Callable[[models.HashOutputs, Any], tuple[jax.Array, dict]]
 

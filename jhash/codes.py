@@ -23,6 +23,23 @@ import numpy as np
 
 from jhash import _checks
 
+__all__ = [
+  "WORD_BITS",
+  "num_words",
+  "sign",
+  "from_bits",
+  "pack_bits",
+  "unpack_bits",
+  "to_bytes",
+  "from_bytes",
+  "padding_mask",
+  "check_signs",
+  "check_bits",
+  "check_packed",
+  "check_padding",
+]
+
+#: Bits per word of a packed code (words are uint32).
 WORD_BITS = 32
 
 
@@ -168,8 +185,8 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
   Returns:
     int8 (or uint8) array [..., num_bits].
   Raises:
-    ValueError when concrete ``packed`` sets bits past ``num_bits`` (codes packed at
-    another length: unpacking them shorter would drop bits without a word).
+    ValueError: when concrete ``packed`` sets bits past ``num_bits`` (codes packed at
+      another length: unpacking them shorter would drop bits without a word).
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
   if not isinstance(signed, (bool, np.bool_)):

@@ -355,6 +355,7 @@ def _hashnet(qc, dc, ql, dl, top_k) -> float:
 
 
 _TOOLBOX_OPTIONS = {"ties": "index", "relevance": "share_label", "normalizer": "retrieved"}
+#: ``--preset`` name -> ``Preset``: jhash's tie-aware mAP and the toolboxes' (``PRESETS_DOC``).
 PRESETS = {
   "tie-aware": Preset(
     "tie-aware",

@@ -18,6 +18,14 @@ import os
 import pathlib
 import secrets
 
+__all__ = [
+  "atomic_write_bytes",
+  "write_manifest",
+  "first_damage",
+  "MANIFEST",
+]
+
+#: The file name of a folder's list of files, sizes and SHA-256 (``write_manifest``).
 MANIFEST = "jhash_files.json"
 
 

@@ -32,6 +32,18 @@ import optax
 from jhash import models as models_lib
 
 
+__all__ = [
+  "TrainState",
+  "create",
+  "from_variables",
+  "variables",
+  "make_step",
+  "input_statistics",
+  "standardize",
+  "predict",
+]
+
+
 class TrainState(NamedTuple):
   """A network's variables and its optimiser's state."""
 

@@ -74,7 +74,7 @@ def _main(*args, cwd=ROOT):
 
 
 def test_an_unknown_config_key_is_named_with_the_keys_there_are(tmp_path):
-  config = "experiments/configs/quickstart.py:quick"
+  config = "experiments/configs/baselines.py:quick"
   out = _main("--config", config, "--workdir", str(tmp_path / "run"), "--config.foo=1")
   assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
   assert "--config.foo=1: config has no key 'foo'; its keys: bits," in out.stderr
@@ -93,7 +93,7 @@ def test_a_workdir_that_is_a_file_is_refused(tmp_path):
   blocker = tmp_path / "afile"
   blocker.write_text("x")
   for workdir in (blocker, blocker / "run"):
-    out = _main("--config", "experiments/configs/quickstart.py:quick", "--workdir", str(workdir))
+    out = _main("--config", "experiments/configs/baselines.py:quick", "--workdir", str(workdir))
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert f"must be a directory (new or a run's); '{blocker}' is a file" in out.stderr
 
@@ -290,3 +290,104 @@ def test_grid_search_refuses_a_grid_that_is_not_a_list_of_numbers(rng):
     jhash.grid_search(build, key, batch, None, np.ones((2, 2)), score=lambda s: 0.0)
   with pytest.raises(ValueError, match=r"1-D list of finite numbers; got list \['a', 'b'\]"):
     jhash.grid_search(build, key, batch, None, ["a", "b"], score=lambda s: 0.0)
+
+
+def test_save_never_replaces_a_folder_it_did_not_write(rng, tmp_path):
+  # jhash.save("", state, overwrite=True) once emptied the current folder.
+  keep = tmp_path / "mine"
+  keep.mkdir()
+  (keep / "notes.txt").write_text("keep me")
+  with pytest.raises(FileExistsError, match="not a state jhash.save wrote"):
+    jhash.save(keep, {"a": np.ones(2)}, overwrite=True)
+  assert (keep / "notes.txt").read_text() == "keep me"
+  with pytest.raises(TypeError, match="path must name a folder"):
+    jhash.save("", {"a": np.ones(2)}, overwrite=True)
+  with pytest.raises(TypeError, match="path must name a folder"):
+    jhash.save(3, {"a": np.ones(2)})
+  with pytest.raises(ValueError, match=r"object array at \['a'\]"):
+    jhash.save(tmp_path / "o", {"a": np.array([1, "a"], dtype=object)})
+  path = jhash.save(tmp_path / "s", {"a": np.ones(2)})
+  jhash.save(path, {"a": np.zeros(2)}, overwrite=True)  # its own folder: replaced
+  with pytest.raises(TypeError, match=r"HashingMethod \(call the factory"):
+    jhash.restore(path, jhash.methods.itq, _feature_batch(rng))
+
+
+def test_kernels_refuse_distances_past_max_distance_and_nan_relevance(rng):
+  d = rng.integers(0, 17, (10, 50)).astype(np.int32)
+  rel = rng.random((10, 50)) < 0.3
+  with pytest.raises(ValueError, match="must be <= max_distance=3"):
+    jhash.metrics.average_precision(d, rel, max_distance=3)  # was: AP 0.14 for 0.39
+  with pytest.raises(ValueError, match="must be <= max_distance=2"):
+    jhash.metrics.hits_at_k(d, rel, (5,), max_distance=2)
+  with pytest.raises(ValueError, match="must be <= max_distance=2"):
+    jhash.metrics.ndcg(d, rel.astype(np.int32), k=5, max_distance=2)
+  with pytest.raises(ValueError, match="relevance must not be NaN"):
+    jhash.metrics.average_precision(d, np.where(rel, np.nan, 0.0))
+  ap, _ = jhash.metrics.average_precision(d, rel, max_distance=16)
+  np.testing.assert_allclose(ap, jhash.metrics.average_precision(d, rel)[0], rtol=1e-6)
+
+
+def test_metrics_refuse_a_mask_kind_or_weights_they_would_misread(rng):
+  q, db = _signs(rng, 10, 16), _signs(rng, 50, 16)
+  ql, dl = rng.integers(0, 3, 10).astype(np.int32), rng.integers(0, 3, 50).astype(np.int32)
+  multi = np.stack([db, -db], axis=1)
+  with pytest.raises(ValueError, match="db_mask must be boolean"):
+    jhash.metrics.mean_average_precision(q, multi, ql, dl, db_mask=np.full((50, 2), 0.5))
+  with pytest.raises(ValueError, match="kind must be one of"):
+    jhash.metrics.relevance(ql, dl, "garbage")  # was: same_class, silently
+  with pytest.raises(ValueError, match="same layout"):
+    jhash.metrics.relevance(ql, np.eye(3, dtype=bool)[dl], "same_class")
+  with pytest.raises(ValueError, match="weights must be the bit weights"):
+    jhash.metrics.weighted_mean_average_precision(q, db, ql, dl, None)
+
+
+def test_factories_refuse_settings_they_would_misread():
+  with pytest.raises(ValueError, match="num_iters must be a Python int >= 0"):
+    jhash.methods.itq(4, num_iters=2.5)  # was: 2 iterations
+  with pytest.raises(ValueError, match="num_iters must be >= 0"):
+    jhash.methods.itq(4, num_iters=-1)
+  with pytest.raises(ValueError, match="center must be True or False; got str 'yes'"):
+    jhash.methods.lsh(4, center="yes")
+  with pytest.raises(ValueError, match="view must be None or a view's index"):
+    jhash.methods.itq(4, view="a")
+  with pytest.raises(ValueError, match="memory must be True or False"):
+    jhash.methods.dch(4, memory="yes")
+  with pytest.raises(ValueError, match="optimizer must be an optax.GradientTransformation"):
+    jhash.methods.dch(4, optimizer="adam")
+  with pytest.raises(ValueError, match=r"crop_probability must be in \[0, 1\]"):
+    jhash.methods.dch(4, crop_probability=1.5)
+  with pytest.raises(ValueError, match="crop_probability must be a finite number"):
+    jhash.methods.dch(4, crop_probability=float("nan"))
+  with pytest.raises(ValueError, match="tol must be a finite float >= 0"):
+    jhash.methods.hbmp(4, tol=float("nan"))
+  with pytest.raises(ValueError, match="local_search must be True or False"):
+    jhash.methods.hbmp(4, local_search="yes")
+  with pytest.raises(ValueError, match="w_learning_rate must be a finite number > 0"):
+    jhash.methods.cdh(4, w_learning_rate=-1.0)
+  with pytest.raises(ValueError, match="w_l2 must be a finite number >= 0"):
+    jhash.methods.cdh(4, w_l2=float("nan"))
+  base = jhash.methods.dch(4, batch_size=16, num_epochs=1)
+  with pytest.raises(ValueError, match="hidden must be a non-empty tuple of positive ints"):
+    jhash.methods.mch(base, hidden=(8, 8, 8, 0))  # was: ZeroDivisionError at fit
+  with pytest.raises(ValueError, match=r"momentum must be in \[0, 1\)"):
+    jhash.methods.mch(base, momentum=1.5)
+  with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
+    jhash.methods.mch(base, learning_rate=float("nan"))
+  with pytest.raises(TypeError, match=r"HashingMethod \(call the factory"):
+    jhash.make_train(jhash.methods.itq, {"views": (np.zeros((8, 4), np.float32),)})
+
+
+def test_single_pair_and_flip_mask_helpers_check_their_shapes(rng):
+  p16 = jhash.codes.pack_bits(_signs(rng, 2, 16))
+  p40 = jhash.codes.pack_bits(_signs(rng, 2, 40))
+  with pytest.raises(ValueError, match="one packed code each"):
+    jhash.search.hamming_one(p40[0], p16[0])  # was: 24
+  with pytest.raises(ValueError, match="one packed code each"):
+    jhash.search.hamming_one(p16, p16)
+  assert int(jhash.search.hamming_one(p16[0], p16[1])) == int(
+    jhash.search.hamming_distance(p16[:1], p16[1:])[0, 0]
+  )
+  with pytest.raises(ValueError, match="1 <= num_bits <= 64"):
+    jhash.index.flip_masks(70, 1)  # was: (70, 1) masks, bits past 63 lost
+  with pytest.raises(ValueError, match="radius must be >= 0"):
+    jhash.index.flip_masks(16, -1)

@@ -1,4 +1,4 @@
-"""The retrieval trainer end to end on the quickstart's tiny config: what it learns, its
+"""The retrieval trainer end to end on the baselines' tiny config: what it learns, its
 files, command-line overrides, keys from cell identities, resuming after a kill, and
 refusing (before anything trains) what it cannot or must not run.
 
@@ -25,7 +25,7 @@ import jhash
 from experiments import harness
 from experiments import retrieval
 
-CONFIG = runs.REPO / "experiments" / "configs" / "quickstart.py"
+CONFIG = runs.REPO / "experiments" / "configs" / "baselines.py"
 # The tiny config with ITQ at 10 iterations from the command line (the file says 12).
 OVERRIDES = ("--config.methods.itq.num_iters=10",)
 STABLE_HASH_MFEAT = 0xAA863084  # sha256("mfeat"), first 4 bytes little-endian
@@ -65,7 +65,7 @@ def _results(workdir):
 
 def _tiny(**changes):
   """The tiny config with ITQ at 10 iterations (as ``OVERRIDES``), then ``changes``."""
-  config = runs.load_config("quickstart", "tiny")
+  config = runs.load_config("baselines", "tiny")
   with config.unlocked():
     config.methods.itq.num_iters = 10
     for path, value in changes.items():
@@ -507,7 +507,7 @@ def test_a_results_page_is_made_from_the_run(reference, tmp_path):
   out = tmp_path / "page.md"
   assert report.main([str(workdir), "--title", "Tiny", "--out", str(out)]) == 0
   text = out.read_text()
-  assert text.startswith("## Tiny\n\n| dataset")
+  assert text.startswith("# Tiny\n\n| dataset")  # one run: its title is the page's
   # Every number of the table is the run's: ITQ's mAP at 16 bits, to four decimals.
   row = next(line for line in text.splitlines() if line.startswith("| mfeat") and "itq" in line)
   assert f"{results['metrics']['mfeat/itq/16']['map']:.4f}" in row

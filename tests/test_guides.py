@@ -15,7 +15,15 @@ import jhash
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 GUIDES = sorted(p.name for p in DOCS.glob("*.md") if "```python" in p.read_text())
-CHECKED = ("research-code.md",)  # each run, and its results checked, below
+CHECKED = (  # each run, and its results checked, below
+  "research-code.md",
+  "getting-started.md",
+  "concepts.md",
+  "own-data.md",
+  "multi-code.md",
+  "scaling.md",
+  "native.md",
+)
 
 
 def _run(name: str) -> dict:
@@ -48,3 +56,26 @@ def test_the_research_code_guide_computes_what_it_says(capsys):
   grads = jax.tree.leaves(ns["grads"])
   assert grads and all(np.isfinite(np.asarray(g)).all() for g in grads)
   assert ns["found"].value in (0.01, 1.0) and len(ns["found"].scores) == 2
+
+
+def test_the_readme_example_is_the_getting_started_example():
+  # The README's example is run by the test below, as the getting-started guide's.
+  readme = (DOCS.parent / "README.md").read_text()
+  blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+  guide = re.findall(r"```python\n(.*?)```", (DOCS / "getting-started.md").read_text(), re.S)
+  normalize = lambda code: [line.split("  #")[0].rstrip() for line in code.splitlines()]  # noqa: E731
+  assert len(blocks) == 1 and normalize(blocks[0]) == normalize(guide[0])
+
+
+def test_the_getting_started_example_scores_its_codes():
+  ns = _run("getting-started.md")
+  assert ns["q_codes"].shape == (200, 32) and ns["idx"].shape == (200, 10)
+  assert 0.5 < ns["score"] <= 1.0
+
+
+@pytest.mark.parametrize(
+  "name", ["concepts.md", "own-data.md", "multi-code.md", "scaling.md", "native.md"]
+)
+def test_the_guides_with_their_own_checks_run(name):
+  # Each of these guides asserts what it says its code computes, in its own blocks.
+  _run(name)

@@ -136,7 +136,7 @@ def test_fast_weighted_map_equals_the_library_weighted_map(rng):
   ) == pytest.approx(
     jhash.metrics.mean_average_precision(queries, db, q_labels, db_labels), abs=1e-6
   )
-  with pytest.raises(ValueError, match="weights must have shape"):
+  with pytest.raises(ValueError, match=r"weights must have one entry per bit \(10\)"):
     jhash.metrics.weighted_mean_average_precision(queries, db, q_labels, db_labels, weights[:3])
 
 

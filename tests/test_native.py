@@ -373,7 +373,7 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   def both():
     return [
       metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask, ties=t)
-      for k in (10, 700)
+      for k in (10,)  # the whole ranking (k = 700): the jitted calls below
       for t in ("aware", "index")
     ] + [jax.jit(per_query_ndcg, static_argnums=1)(none, t) for t in ("aware", "index")]
 
@@ -382,8 +382,8 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   monkeypatch.setattr(native, "enabled", lambda: False)
   array_code = both()
   jax.clear_caches()
-  np.testing.assert_allclose(by_kernel[:4], array_code[:4], rtol=0, atol=2e-6)
-  for got, want in zip(by_kernel[4:], array_code[4:]):
+  np.testing.assert_allclose(by_kernel[:2], array_code[:2], rtol=0, atol=2e-6)
+  for got, want in zip(by_kernel[2:], array_code[2:]):
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 

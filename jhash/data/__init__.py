@@ -43,7 +43,42 @@ from jhash.data._similarity import similarity
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_per_label
 from jhash.data._splits import split_random
+from jhash.data._stream import Stream
 from jhash.data._stream import array_stream
 from jhash.data._stream import image_stream
 from jhash.data._stream import read_images
 from jhash.data._yeast import load_yeast
+
+__all__ = [
+  "Dataset",
+  "as_batch",
+  "check_batch",
+  "DataNotFoundError",
+  "DataFormatError",
+  "load_mfeat",
+  "MFEAT_VIEWS",
+  "standardize_columns",
+  "load_fashion_mnist",
+  "load_mnist_5k",
+  "load_digits",
+  "load_yeast",
+  "read_idx_images",
+  "read_idx_labels",
+  "load_cross_modal_mat",
+  "load_image_list",
+  "ImageList",
+  "read_images",
+  "image_stream",
+  "array_stream",
+  "Stream",
+  "make_canvas_dataset",
+  "make_two_view",
+  "split_per_class",
+  "split_per_label",
+  "split_random",
+  "PROTOCOLS",
+  "load_protocol",
+  "check_protocol",
+  "protocol_options",
+  "similarity",
+]

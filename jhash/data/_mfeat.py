@@ -10,7 +10,7 @@ from jhash.data import _errors
 from jhash.data._dataset import Dataset
 from jhash.data._dataset import make_dataset
 
-# View name -> number of features, in the order of the UCI description.
+#: View name -> number of features, in the order of the UCI description.
 MFEAT_VIEWS = {
   "fou": 76,  # Fourier coefficients of the character shapes
   "fac": 216,  # profile correlations

@@ -250,6 +250,7 @@ def canvases(
   )
 
 
+#: Protocol name -> function of ``seed`` and options that gives (train, query, database).
 PROTOCOLS: dict[str, Callable] = {
   "fashion-mnist": fashion_mnist,
   "mfeat": mfeat,

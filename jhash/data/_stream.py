@@ -179,7 +179,7 @@ _minibatch_order = _order.minibatch_order
 # ----------------------------------------------------------------------------- streams
 
 
-class _Stream:
+class Stream:
   """An iterable of ``num_steps`` minibatches; each iteration runs its own threads."""
 
   def __init__(
@@ -232,7 +232,7 @@ def image_stream(
   prefetch: int = 2,
   num_threads: int | None = None,
   check_files: bool = True,
-) -> _Stream:
+) -> Stream:
   """Minibatches of images read from files, in ``jhash.minibatches``' order.
 
   For a training set too large for memory: ``jhash.fit(method, key, stream, num_steps,
@@ -278,7 +278,7 @@ def image_stream(
 
     return finish
 
-  return _Stream(
+  return Stream(
     lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
     num_steps,
     _checks.nonneg_int(prefetch, "prefetch"),
@@ -296,7 +296,7 @@ def array_stream(
   phase: int = 0,
   prefetch: int = 2,
   num_threads: int = 1,
-) -> _Stream:
+) -> Stream:
   """Minibatches of a batch of arrays (``np.memmap`` ones included), gathered ahead.
 
   The sequence of ``jhash.minibatches(batch, batch_size, key, num_steps, start_step,
@@ -319,7 +319,7 @@ def array_stream(
   def start(pool, index):
     return pool.submit(_take, batch, index, n).result
 
-  return _Stream(
+  return Stream(
     lambda pool: (start(pool, index) for index in _minibatch_order(*order)),
     num_steps,
     _checks.nonneg_int(prefetch, "prefetch"),

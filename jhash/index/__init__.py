@@ -33,3 +33,23 @@ from jhash.index._search import bucket_search
 from jhash.index._search import default_probes_per_block
 from jhash.index._search import default_searchsorted_method
 from jhash.index._search import radius_search
+
+__all__ = [
+  "BucketIndex",
+  "SearchResults",
+  "MAX_BITS",
+  "SEARCHSORTED_METHODS",
+  "build_index",
+  "suggested_num_substrings",
+  "substring_layout",
+  "lookup",
+  "bucket_search",
+  "radius_search",
+  "flip_masks",
+  "default_probes_per_block",
+  "default_searchsorted_method",
+  "faiss_dimension",
+  "to_faiss_flat",
+  "to_faiss_hash",
+  "faiss_range_search",
+]

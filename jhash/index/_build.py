@@ -67,6 +67,7 @@ import numpy as np
 from jhash import _checks
 from jhash import codes as codes_lib
 
+#: The longest code the hash-bucket index holds (a bucket key is the code as an integer).
 MAX_BITS = 64
 # Directory size cap: 2**24 + 1 int32 entries (64 MiB).
 _MAX_DIRECTORY_BITS = 24
@@ -116,7 +117,7 @@ class BucketIndex(NamedTuple):
 
   @property
   def num_substrings(self) -> int:
-    """Substring tables held (0: none)."""
+    """Substring tables held (0 for none)."""
     return 0 if self.substring_buckets is None else self.substring_buckets.shape[0]
 
 

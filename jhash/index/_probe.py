@@ -163,6 +163,13 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
     uint32 [C(num_bits, radius), W], sorted by value as integers (which is the
     co-lexicographic order of the set bit positions).
   """
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  radius = _checks.nonneg_int(radius, "radius")
+  if num_bits > 64 or radius > num_bits:
+    raise ValueError(
+      f"flip_masks needs 1 <= num_bits <= 64 (the index's codes) and radius <= num_bits; got "
+      f"num_bits={num_bits}, radius={radius}."
+    )
   w = -(-num_bits // 32)
   if radius == 0:
     return np.zeros((1, w), np.uint32)

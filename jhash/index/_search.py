@@ -89,7 +89,7 @@ _WINDOW = 16
 # First guess of result slots in radius_search.
 _RADIUS_SLOTS = 64
 _INT32_MAX = int(np.iinfo(np.int32).max)
-# jnp.searchsorted's methods, any of which bucket_search accepts.
+#: jnp.searchsorted's methods, any of which bucket_search accepts.
 SEARCHSORTED_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
 
 

@@ -33,3 +33,33 @@ from jhash.losses._mmhh import mmhh_margin_weights
 from jhash.losses._pairs import balanced_pair_weights
 from jhash.losses._pairs import label_similarity
 from jhash.losses._pairs import off_diagonal
+
+__all__ = [
+  "label_similarity",
+  "balanced_pair_weights",
+  "off_diagonal",
+  "pairwise_likelihood",
+  "ksh_loss",
+  "ksh_greedy_fit",
+  "rbf_anchor_features",
+  "rbf_anchor_statistics",
+  "hashnet_loss",
+  "hashnet_beta",
+  "adsh_loss",
+  "adsh_objective",
+  "adsh_update_codes",
+  "dch_loss",
+  "cosine_hamming_distance",
+  "mmhh_loss",
+  "mmhh_margin_weights",
+  "hinge_loss",
+  "instance_hinge",
+  "bit_error",
+  "mean_hinge",
+  "mean_bit_error",
+  "keep_rewards",
+  "code_loss_table",
+  "codes_at_distance",
+  "hamming_of_signs",
+  "reinforce_loss",
+]

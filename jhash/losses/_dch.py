@@ -57,7 +57,7 @@ def dch_loss(
   quantization: float = 0.1,
   epsilon: float = 1e-6,
 ) -> jax.Array:
-  """DCH's Cauchy cross-entropy over pairs plus its Cauchy quantisation term.
+  """DCH's Cauchy cross-entropy over pairs plus its Cauchy quantisation term::
 
       h_i = tanh(u_i),   h'_j = tanh(v_j),   d_ij = (K/2) (1 - cos(h_i, h'_j)),
       L = sum_ij w_ij (s_ij log(1 + d_ij / gamma) + (1 - s_ij) log(1 + gamma / (d_ij + eps)))

@@ -84,7 +84,7 @@ def mmhh_loss(
   dissimilar_outside: float = 1.0,
   quantization: float = 0.001,
 ) -> jax.Array:
-  """MMHH's margin-weighted t-distribution cross-entropy plus its log-cosh quantisation.
+  """MMHH's margin-weighted t-distribution cross-entropy plus its log-cosh quantisation::
 
       h_i = tanh(u_i),   h'_j = tanh(v_j),   d_ij = (K/2) (1 - cos(h_i, h'_j)),
       p_ij = 0.5 gamma / (d_ij + gamma),

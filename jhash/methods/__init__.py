@@ -34,7 +34,45 @@ from jhash.methods import cdh_parts
 from jhash.methods import hbmp_parts
 from jhash.methods import mch_parts
 
-# name -> factory, for experiment configs and the conformance tests.
+__all__ = [
+  "HashingMethod",
+  "view_features",
+  "REGISTRY",
+  "lsh",
+  "LSHState",
+  "itq",
+  "ITQState",
+  "cdh",
+  "CDHState",
+  "cvh",
+  "CVHState",
+  "scm",
+  "SCMState",
+  "cmfh",
+  "CMFHState",
+  "hbmp",
+  "HBMPState",
+  "hash_functions",
+  "fit_to_targets",
+  "pairwise",
+  "PairwiseState",
+  "NetworkExtras",
+  "Memory",
+  "ksh",
+  "hashnet",
+  "adsh",
+  "ADSHState",
+  "dch",
+  "mmhh",
+  "mch",
+  "MCHState",
+  "mch_of",
+  "cdh_parts",
+  "hbmp_parts",
+  "mch_parts",
+]
+
+#: name -> factory, for experiment configs and the conformance tests.
 REGISTRY = {
   "lsh": lsh,
   "itq": itq,

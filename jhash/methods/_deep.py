@@ -86,8 +86,8 @@ def mmhh(
 
   Args:
     num_bits: K.
-    gamma, margin, similar_inside, dissimilar_inside, similar_outside,
-      dissimilar_outside, quantization: ``jhash.losses.mmhh_loss``'s (the paper's defaults).
+    gamma, margin, quantization: ``jhash.losses.mmhh_loss``'s (the paper's defaults).
+    similar_inside, dissimilar_inside, similar_outside, dissimilar_outside: the same.
     **options: ``jhash.methods.pairwise``'s.
   Returns:
     A minibatch ``HashingMethod`` named "mmhh".
@@ -260,8 +260,9 @@ def adsh(
     rounds: outer iterations ``T`` (each a network phase, then a code phase).
     steps_per_round: minibatch steps of the network per round.
     num_samples: ``m``, the items whose outputs update ``V`` in each code phase.
-    backbone, view, optimizer, learning_rate, init_variables, trainable, batch_size,
-      encode_chunk, name: as in ``jhash.methods.pairwise``.
+    backbone, view, optimizer, learning_rate, init_variables, trainable: as in
+      ``jhash.methods.pairwise``.
+    batch_size, encode_chunk, name: as in ``jhash.methods.pairwise``.
   Returns:
     A ``HashingMethod`` of ``2 * rounds`` phases; the network steps report ``loss``, the
     code steps ``objective`` (the paper's ``J`` over the drawn items, after the update)

@@ -21,6 +21,7 @@ from jax import lax
 
 from jhash import codes
 from jhash import _api
+from jhash import _checks
 
 
 class ITQState(NamedTuple):
@@ -65,6 +66,8 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
     ((10,), True)
   """
   num_bits = _api.check_num_bits(num_bits)
+  _checks.view(view)
+  num_iters = _checks.nonneg_int(num_iters, "num_iters")
 
   def projected(state, batch):
     x = _api.view_features(batch, view)

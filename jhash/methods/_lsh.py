@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jhash import codes
 from jhash import _api
+from jhash import _checks
 
 
 class LSHState(NamedTuple):
@@ -46,6 +47,8 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
     ((2, 32), True)
   """
   num_bits = _api.check_num_bits(num_bits)
+  _checks.view(view)
+  center = _checks.flag(center, "center")
 
   def init(key, batch):
     x = _api.view_features(batch, view)

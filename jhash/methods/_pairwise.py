@@ -81,6 +81,9 @@ def _check_loss(loss) -> PairLoss:
 
 def _augmentation(crop_augment, probability):
   """``augment(x, key) -> x``: random crops of images (``crop_augment``), or the identity."""
+  _checks.scalar(probability, "crop_probability", low=0)
+  if not float(probability) <= 1.0:
+    raise ValueError(f"crop_probability must be in [0, 1]; got {probability!r}.")
   if crop_augment is None:
     return lambda x, key: x
   try:
@@ -92,8 +95,6 @@ def _augmentation(crop_augment, probability):
     raise ValueError(
       f"crop_augment must be None or (low, high) with 0 < low <= high <= 1; got {crop_augment!r}."
     )
-  if not 0.0 <= float(probability) <= 1.0:
-    raise ValueError(f"crop_probability must be in [0, 1]; got {probability!r}.")
 
   def augment(x, key):
     k_crop, k_use = jax.random.split(key)
@@ -173,6 +174,19 @@ def pairwise(
   activation = identity_activation if activation is None else activation
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
+  memory = _checks.flag(memory, "memory")
+  _checks.view(view)
+  if not isinstance(name, str):
+    raise ValueError(f"name must be a str; got {_checks.describe(name)}.")
+  if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
+    raise ValueError(
+      f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)); got "
+      f"{_checks.describe(optimizer)}."
+    )
+  if not callable(activation):
+    raise ValueError(
+      f"activation must be a function (logits, step) -> outputs; got {_checks.describe(activation)}."
+    )
   augment = _augmentation(crop_augment, crop_probability)
   net = coder_lib.coder(
     num_bits,

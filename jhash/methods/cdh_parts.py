@@ -36,3 +36,28 @@ from jhash.methods._cdh import supervision_from_matrix
 from jhash.methods._cdh import supervision_from_pairs
 from jhash.methods._cdh import update_bit
 from jhash.methods._cdh import wstep
+from jhash.methods._cdh._shard import RowShard
+
+__all__ = [
+  "cdh",
+  "CDHState",
+  "CDHExtras",
+  "Supervision",
+  "supervision_from_labels",
+  "supervision_from_matrix",
+  "supervision_from_pairs",
+  "bstep_sweep",
+  "start_sweep",
+  "update_bit",
+  "SweepCarry",
+  "BitStats",
+  "RowShard",
+  "active_set",
+  "reduce_active_set",
+  "wstep",
+  "generative_terms",
+  "log_prior_odds",
+  "generative_encode",
+  "semantic_term",
+  "generative_term",
+]

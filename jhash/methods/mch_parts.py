@@ -30,3 +30,22 @@ from jhash.methods._mch import policy_coder
 from jhash.methods._mch import policy_step
 from jhash.methods._mch import random_boxes
 from jhash.methods._mch import random_crops
+
+__all__ = [
+  "mch",
+  "MCHState",
+  "MCHExtras",
+  "five_crops",
+  "fixed_boxes",
+  "fixed_crop",
+  "random_crops",
+  "random_boxes",
+  "crop_resize",
+  "agent_inputs",
+  "minibatch_rewards",
+  "policy_coder",
+  "policy_step",
+  "keep_probability",
+  "AgentState",
+  "dedupe_mask",
+]

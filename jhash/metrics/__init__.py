@@ -39,3 +39,23 @@ from jhash.metrics._ranking import precision_at_k
 from jhash.metrics._ranking import recall_at_k
 from jhash.metrics._relevance import relevance
 from jhash.metrics._weighted_map import weighted_mean_average_precision
+
+__all__ = [
+  "mean_average_precision",
+  "average_precisions",
+  "average_precision",
+  "ranked_positions",
+  "weighted_mean_average_precision",
+  "deephash_map",
+  "precision_at_k",
+  "recall_at_k",
+  "ndcg_at_k",
+  "ndcg",
+  "hits_at_k",
+  "precision_recall_at_radius",
+  "pr_curve_by_radius",
+  "f1_bucket_curve",
+  "buckets_within",
+  "relevance",
+  "harmonic_difference",
+]

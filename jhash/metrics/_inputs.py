@@ -150,6 +150,8 @@ def prepare(
         f"db_mask must have shape {tuple(np.shape(db_codes)[:2])} (items, codes "
         f"per item); got {tuple(np.shape(db_mask))}."
       )
+    if _checks.dtype_of(db_mask) != np.bool_:
+      raise ValueError(f"db_mask must be boolean; got {_checks.describe(db_mask)}.")
     if _checks.is_concrete(db_mask) and not np.asarray(db_mask).any(axis=1).all():
       first = int(np.argmin(np.asarray(db_mask).any(axis=1)))
       raise ValueError(
@@ -283,6 +285,9 @@ def check_chunk(distances, values, name: str) -> None:
     if dtype.kind not in "biuf":
       raise ValueError(f"{what} must hold real numbers; got {_checks.describe(value)}.")
   _checks.rank(distances, 2, "distances", "with shape [q, n]")
+  if _checks.is_concrete(values) and _checks.dtype_of(values).kind == "f":
+    if np.isnan(np.asarray(values)).any():
+      raise ValueError(f"{name} must not be NaN; got {_checks.describe(values)} with NaN entries.")
   if tuple(np.shape(values)) != tuple(np.shape(distances)):
     raise ValueError(
       f"{name} must have the shape of distances {tuple(np.shape(distances))}; "
@@ -311,6 +316,11 @@ def check_distances(distances, max_distance) -> None:
       raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
     if d.size and d.min() < 0:
       raise ValueError(f"distances must be >= 0; found {d.min()} in shape {d.shape}.")
+    if max_distance is not None and d.size and d.max() > max_distance:
+      raise ValueError(
+        f"distances must be <= max_distance={max_distance} (counting by distance drops "
+        f"larger ones); found {d.max()} in shape {d.shape}."
+      )
 
 
 def check_choice(value, name: str, choices) -> None:

@@ -72,7 +72,7 @@ def deephash_map(
 
   Args:
     query_codes, db_codes: {-1,+1} [q, K], [n, K] (q, n >= 1).
-    query_labels, db_labels: multi-hot [*, C] (or class ids, taken as one-hot).
+    query_labels, db_labels: multi-hot ``[*, C]`` (or class ids, taken as one-hot).
     top_k: the toolbox's ``topk`` (any int).
     query_chunk: queries whose distances are computed at once (memory only;
       default: about 32 MB of distances).

@@ -52,6 +52,7 @@ def hits_at_k(
 ) -> jax.Array:
   """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)]."""
   _inputs.check_chunk(distances, relevance, "relevance")
+  _inputs.check_distances(distances, max_distance)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   ks = _check_ks(ks, distances.shape[1])
   relevant = relevance.astype(bool)
@@ -102,6 +103,7 @@ def ndcg(
     (ndcg float32 [q], defined bool [q]); undefined where IDCG = 0.
   """
   _inputs.check_chunk(distances, grades, "grades")
+  _inputs.check_distances(distances, max_distance)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
   q, n = distances.shape

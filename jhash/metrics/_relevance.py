@@ -46,6 +46,10 @@ def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.A
   Returns:
     bool [q, n], or int32 [q, n] for "graded".
   """
+  if kind not in KINDS[1:]:
+    raise ValueError(f"kind must be one of {KINDS[1:]}; got {kind!r}.")
+  check_labels(query_labels, db_labels, np.shape(query_labels)[0], np.shape(db_labels)[0])
+  query_labels, db_labels = jnp.asarray(query_labels), jnp.asarray(db_labels)
   if query_labels.ndim == 1:
     same = query_labels[:, None] == db_labels[None, :]
     return same.astype(jnp.int32) if kind == "graded" else same

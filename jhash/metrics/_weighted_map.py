@@ -41,6 +41,11 @@ def weighted_mean_average_precision(
     raise ValueError(
       f"db_codes must be [n, K] (one code per item); got shape {tuple(np.shape(db_codes))}."
     )
+  if weights is None:
+    raise ValueError(
+      "weights must be the bit weights, float [K]; got None (the unweighted mAP is "
+      "jhash.metrics.mean_average_precision)."
+    )
   return _ap.mean_average_precision(
     query_codes, db_codes, query_labels, db_labels, weights=weights, relevance=relevance
   )

@@ -30,3 +30,23 @@ from jhash.models._small import SmallCNN
 from jhash.models._small import strided_patches
 from jhash.models._torchvision import load_torchvision_resnet
 from jhash.models._resnet import ARCHS as RESNET_ARCHS
+
+__all__ = [
+  "Model",
+  "model",
+  "backbone",
+  "check_input",
+  "HashOutputs",
+  "MLP",
+  "SmallCNN",
+  "strided_patches",
+  "ResNet",
+  "BasicBlock",
+  "Bottleneck",
+  "resnet18",
+  "resnet50",
+  "RESNET_ARCHS",
+  "load_torchvision_resnet",
+  "PolicyMLP",
+  "NUM_ACTIONS",
+]

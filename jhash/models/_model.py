@@ -133,7 +133,7 @@ def check_input(model: Model, x: Any, name: str = "x") -> None:
 
   Args:
     model: a Model; ``model.input_shape`` (when set) is one item's shape.
-    x: integer or floating [n, *model.input_shape]; images [n, H, W] when C = 1.
+    x: integer or floating ``[n, *model.input_shape]``; images [n, H, W] when C = 1.
     name: the argument's name in the error.
   """
   _check_batch(model.module, model.input_shape, x, name)

@@ -9,7 +9,7 @@ import jax
 
 from jhash.models import _layers as layers
 
-NUM_ACTIONS = 2  # 0 discard, 1 keep
+NUM_ACTIONS = 2  #: the agent's actions per crop: 0 discard, 1 keep
 
 
 class PolicyMLP(nn.Module):

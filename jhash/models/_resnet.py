@@ -143,5 +143,5 @@ def resnet50(num_bits: int, stem: str = "imagenet") -> ResNet:
   return ResNet(num_bits, (3, 4, 6, 3), Bottleneck, _check_stem(stem))
 
 
-# name -> constructor, for ``backbone(..., arch=...)`` and the torchvision loader.
+#: name -> constructor, for ``backbone(..., arch=...)`` and the torchvision loader.
 ARCHS = {"resnet18": resnet18, "resnet50": resnet50}

@@ -182,7 +182,7 @@ def load_torchvision_resnet(
     New variables: every backbone variable from the file (float32), the hash head
     ("projection") as it was.
   Raises:
-    ValueError naming the missing or unexpected keys, or an entry whose shape differs.
+    ValueError: naming the missing or unexpected keys, or an entry whose shape differs.
   """
   if arch not in ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")

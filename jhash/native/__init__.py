@@ -41,6 +41,13 @@ import warnings
 import jax
 import jax.numpy as jnp
 
+__all__ = [
+  "build",
+  "enabled",
+  "export_checks",
+  "library_path",
+]
+
 SOURCE = pathlib.Path(__file__).with_name("kernels.cc")
 TARGETS = {
   "jhash_hamming_topk": "JhashHammingTopk",

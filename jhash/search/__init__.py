@@ -18,3 +18,20 @@ from jhash.search._topk import multi_code_topk
 from jhash.search._topk import multi_code_topk_unchecked
 from jhash.search._topk import weighted_hamming_topk
 from jhash.search._topk import weighted_hamming_topk_unchecked
+
+__all__ = [
+  "hamming_distance",
+  "hamming_one",
+  "multi_code_hamming",
+  "pairwise_hamming",
+  "weighted_hamming_distance",
+  "weight_units",
+  "hamming_topk",
+  "multi_code_topk",
+  "weighted_hamming_topk",
+  "sharded_hamming_topk",
+  "hamming_topk_unchecked",
+  "multi_code_topk_unchecked",
+  "weighted_hamming_topk_unchecked",
+  "sharded_hamming_topk_unchecked",
+]

@@ -27,7 +27,18 @@ from jhash import codes as codes_lib
 
 
 def hamming_one(query: jax.Array, item: jax.Array) -> jax.Array:
-  """Hamming distance of one pair of packed codes: uint32 [W], [W] -> int32 []."""
+  """Hamming distance of one pair of packed codes: uint32 [W], [W] -> int32 [] (shapes
+  checked, also under vmap; values not)."""
+  if np.shape(query) != np.shape(item) or np.ndim(query) != 1:
+    raise ValueError(
+      "query and item must be one packed code each, uint32 [W] of the same W; got "
+      f"{_checks.describe(query)} and {_checks.describe(item)} (vmap it over codes)."
+    )
+  for name, code in (("query", query), ("item", item)):
+    if _checks.dtype_of(code) != np.uint32:
+      raise ValueError(
+        f"{name} must be a packed code of dtype uint32; got {_checks.describe(code)}."
+      )
   return jnp.sum(lax.population_count(query ^ item).astype(jnp.int32))
 
 

@@ -447,7 +447,7 @@ def sweep(
   chunk: int = 64,
   mesh: Mesh | None = None,
 ) -> tuple[jax.Array, BitStats]:
-  """One B-step: update bits ``0 .. K-1`` in turn (the paper's Algorithm 1, lines 8-13).
+  """One B-step: update bits ``0`` to ``K-1`` in turn (the paper's Algorithm 1, lines 8-13).
 
   Args:
     codes: int8 [n, K] in {-1, +1}.

@@ -101,6 +101,10 @@ def _checked(settings: _Settings) -> _Settings:
   _one_of(settings.supervision, SUPERVISIONS, "supervision")
   _one_of(settings.w_objective, _wstep.W_OBJECTIVES, "w_objective")
   _check_gamma(settings.gamma)
+  if settings.init_scale is not None:
+    _checks.scalar(settings.init_scale, "init_scale", low=0, strict=True)
+  _checks.scalar(settings.w_learning_rate, "w_learning_rate", low=0, strict=True)
+  _checks.scalar(settings.w_l2, "w_l2", low=0)
   counts = dict(
     max_inner=_checks.positive_int(settings.max_inner, "max_inner"),
     w_iters=_checks.nonneg_int(settings.w_iters, "w_iters"),

@@ -55,7 +55,7 @@ def check_affinity(affinity, name: str = "affinity") -> int:
   ``1e-5`` of the largest entry. Values are checked only on concrete arrays.
 
   Raises:
-    ValueError naming ``name``, with what was expected and what was received.
+    ValueError: naming ``name``, with what was expected and what was received.
   """
   n = _check_square(affinity, name, "affinity matrix")
   if n < 2:

@@ -251,8 +251,9 @@ def matrix_pursuit(
   rule = _steps.rule_index(step_size)
   num_restarts = _checks.positive_int(num_restarts, "num_restarts")
   num_iters = _checks.positive_int(num_iters, "num_iters")
-  if not isinstance(tol, (int, float)) or tol < 0:
-    raise ValueError(f"tol must be a float >= 0; got {tol!r}.")
+  if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < float("inf"):
+    raise ValueError(f"tol must be a finite float >= 0; got {tol!r}.")
+  local_search = _checks.flag(local_search, "local_search")
   if max_flips is not None:
     max_flips = _checks.nonneg_int(max_flips, "max_flips")
   if eigensolver not in EIGENSOLVERS:

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+#: HBMP's step-size rules (``step_size=``), in the order of their index in a state.
 STEP_SIZES = ("constant", "line", "regress")
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jhash import _api
@@ -123,7 +124,7 @@ def mch(
       +- 0.2 within [0.1, 1]).
     agent_epochs: epochs of the agent over the training set.
     agent_batch_size: items per agent step.
-    hidden: the policy's hidden widths (four: five dense layers in all).
+    hidden: the policy's hidden widths (default four: five dense layers in all).
     optimizer: the policy's optax optimiser (default Adam at ``learning_rate``).
     learning_rate: Adam's step size when no optimizer is given.
     momentum: of the running reward mean and scale.
@@ -155,6 +156,19 @@ def mch(
   agent_epochs = _checks.nonneg_int(agent_epochs, "agent_epochs")
   agent_batch_size = _checks.positive_int(agent_batch_size, "agent_batch_size")
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
+  if optimizer is None and not callable(learning_rate):
+    _checks.scalar(learning_rate, "learning_rate", low=0, strict=True)
+  _checks.scalar(momentum, "momentum", low=0)
+  if not float(momentum) < 1.0:
+    raise ValueError(f"momentum must be in [0, 1); got {momentum!r}.")
+  if (
+    not isinstance(hidden, (tuple, list))
+    or not hidden
+    or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1 for h in hidden)
+  ):
+    raise ValueError(
+      f"hidden must be a non-empty tuple of positive ints (the policy's widths); got {hidden!r}."
+    )
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   policy = _agent.policy_coder(
     models.model(models.PolicyMLP(tuple(int(h) for h in hidden))), optimizer, name or "mch"
