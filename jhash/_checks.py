@@ -220,6 +220,8 @@ def batch(value: Any, name: str = "batch") -> int:
         f"views[{i}] must hold real numbers (integer or floating); got {describe(v)}."
       )
     finite(v, f"views[{i}]")
+    if any(d == 0 for d in np.shape(v)[1:]):
+      raise ValueError(f"views[{i}] must have a non-empty item shape; got {describe(v)}.")
   lengths = {i: np.shape(views[i])[0] for i in present}
   if len(set(lengths.values())) > 1:
     got = ", ".join(f"views[{i}]: {n}" for i, n in lengths.items())
@@ -227,6 +229,10 @@ def batch(value: Any, name: str = "batch") -> int:
   n = lengths[present[0]]
   labels = value.get("labels")
   if labels is not None:
+    if not (hasattr(labels, "shape") and hasattr(labels, "dtype")):
+      raise ValueError(
+        f"labels must be an array (NumPy or JAX; np.asarray a list first); got {describe(labels)}."
+      )
     label_array(labels, "labels", num_items=n)
   return int(n)
 

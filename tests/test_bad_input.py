@@ -391,3 +391,21 @@ def test_single_pair_and_flip_mask_helpers_check_their_shapes(rng):
     jhash.index.flip_masks(70, 1)  # was: (70, 1) masks, bits past 63 lost
   with pytest.raises(ValueError, match="radius must be >= 0"):
     jhash.index.flip_masks(16, -1)
+
+
+def test_batches_and_factories_refuse_what_training_would_misread(rng):
+  x = rng.normal(size=(40, 8)).astype(np.float32)
+  y = (x[:, 0] > 0).astype(np.int32)
+  with pytest.raises(ValueError, match="labels must be an array"):
+    jhash.fit(jhash.methods.itq(4), jax.random.key(0), {"views": (x,), "labels": y.tolist()})
+  with pytest.raises(ValueError, match=r"views\[0\] must have a non-empty item shape"):
+    jhash.fit(jhash.methods.lsh(4), jax.random.key(0), {"views": (x[:, :0],)})
+  with pytest.raises(ValueError, match="a minibatch of one item has no pairs"):
+    jhash.methods.ksh(4, batch_size=1)  # was: a loss of 0.0 at every step
+  jhash.methods.ksh(4, batch_size=1, memory=True)  # paired with the memory: allowed
+  with pytest.raises(ValueError, match="hash_options must be a dict"):
+    jhash.methods.hbmp(4, hash_function="linear", hash_options="x")
+  with pytest.raises(ValueError, match="reg must be a real scalar"):
+    jhash.methods.scm(4, reg="x")
+  with pytest.raises(ValueError, match="reg must be a finite number >= 0"):
+    jhash.methods.cvh(4, reg=-1.0)

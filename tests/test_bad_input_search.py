@@ -103,3 +103,45 @@ def test_index_functions_name_index_radius_and_a_traced_radius(rng):
     index.radius_search({"keys": 1}, q, 1)
   with pytest.raises(TypeError, match="cannot run inside jit or vmap"):
     jax.jit(lambda c: index.build_index(c, num_bits=16))(s)
+
+
+def test_index_helpers_name_their_arguments(rng):
+  with pytest.raises(ValueError, match="num_substrings must be >= 1; got 0"):
+    index.substring_layout(16, 0)  # was: ZeroDivisionError
+  with pytest.raises(ValueError, match="num_substrings must be at most num_bits=16"):
+    index.substring_layout(16, 17)  # was: a substring of length 0
+  assert index.substring_layout(16, 3) == ((0, 6), (6, 5), (11, 5))
+  with pytest.raises(ValueError, match="num_buckets must be >= 0; got -1"):
+    index.suggested_num_substrings(-1, 16)
+  s = _signs(rng, 20, 16)
+  ix = index.build_index(s, num_bits=16)
+  with pytest.raises(TypeError, match="radius_search is host-level"):
+    jax.jit(lambda q: index.radius_search(ix, q, 2))(codes.pack_bits(s[:3]))
+
+
+def test_metric_helpers_refuse_what_they_would_misread(rng):
+  d = rng.integers(0, 17, (4, 30)).astype(np.int32)
+  with pytest.raises(ValueError, match=r"k must be a Python int in \[1, 30\]"):
+    metrics.ranked_positions(d, 0)  # was: shape (4, 0)
+  with pytest.raises(ValueError, match=r"k must be a Python int in \[1, 30\]"):
+    metrics.ranked_positions(d, 31)
+  with pytest.raises(ValueError, match="distances must be an array"):
+    metrics.ranked_positions(d.tolist(), 3)
+  with pytest.raises(ValueError, match="distances must hold real numbers"):
+    metrics.ranked_positions(d.astype(str), 3)
+  np.testing.assert_array_equal(
+    metrics.ranked_positions(d, 30), np.argsort(d, axis=1, kind="stable")
+  )
+  with pytest.raises(ValueError, match=r"0 <= a <= b"):
+    metrics.harmonic_difference(-3, 2)  # was: inf
+  with pytest.raises(ValueError, match="a must be numbers"):
+    metrics.harmonic_difference("a", 2)
+  np.testing.assert_allclose(metrics.harmonic_difference(2, 4), 1 / 3 + 1 / 4, rtol=1e-6)
+  with pytest.raises(ValueError, match="radius must be >= 0"):
+    metrics.buckets_within(4, -1)  # was: 0
+  with pytest.raises(ValueError, match="num_bits must be a Python int"):
+    metrics.buckets_within(4.0, 1)
+  assert metrics.buckets_within(4, 2) == 1 + 4 + 6
+  # The no-code sentinel of multi_code_hamming may pass max_distance; nothing else may.
+  d[0, 0] = np.iinfo(np.int32).max
+  metrics.average_precision(d, d < 8, max_distance=16)

@@ -461,10 +461,8 @@ def test_method_conformance(mfeat_run):
     assert codes.dtype == jnp.int8 and codes.shape == (2000, 16)
     assert set(np.unique(np.asarray(codes))) <= {-1, 1}
   assert state.codes.dtype == jnp.int8 and set(np.unique(np.asarray(state.codes))) <= {-1, 1}
-  # The same key gives the same codes.
-  again, _ = jhash.fit(method, jax.random.key(0), batch, progress=False, donate=False)
-  np.testing.assert_array_equal(state.codes, again.codes)
-  chex.assert_trees_all_close(state.weights, again.weights)
+  # (The same key gives the same state: fit's schedule, for every method, in test_train.py;
+  # CDH's cells resuming to the same state in test_cdh_experiments.py.)
 
 
 def test_method_converges_in_two_sweeps_on_mfeat(mfeat_run):

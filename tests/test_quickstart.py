@@ -101,7 +101,7 @@ def test_results_json_the_parts_and_the_results_page(tiny):
   assert set(cells) == {f"cdh/{BITS}", f"scm/{BITS}"}  # no gamma selection cells
   assert cells[f"cdh/{BITS}"]["gamma"] == results["config"]["cross_view"]["gamma"] == 0.003
   page = report.page([workdir], ["Quickstart"])
-  assert page.startswith(f"## Quickstart\n\n{results['table']}\n")
+  assert page.startswith(f"# Quickstart\n\n{results['table']}\n")
   runs.assert_pngs(workdir, PLOTS)
 
 

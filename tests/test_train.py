@@ -65,11 +65,13 @@ def _assert_same(a, b, exact=True):
       np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
 
 
-# MCH (40 s here) runs with --runslow: make_train's loop is the same code for every method,
-# and its multi-phase schedule and step keys are covered by HBMP's two phases and DCH's
-# minibatches; MCH's own agent step is tested in test_mch.py.
+# MCH (40 s here) and DCH (20 s) run with --runslow: make_train's loop is the same code for
+# every method, and HBMP covers a multi-phase schedule whose second phase is minibatches
+# drawn by step keys (its hash functions); the networks' own steps are tested elsewhere
+# (test_mch.py, test_deep_methods.py).
 @pytest.mark.parametrize(
-  "name", [pytest.param(n, marks=pytest.mark.slow) if n == "mch" else n for n in sorted(CASES)]
+  "name",
+  [pytest.param(n, marks=pytest.mark.slow) if n in ("mch", "dch") else n for n in sorted(CASES)],
 )
 @xla_optimized()  # as users run: the suite turns most of XLA's optimizations off
 def test_train_over_seeds_is_fit_seed_for_seed(name):

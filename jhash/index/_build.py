@@ -176,6 +176,13 @@ def _from_uint64(key: np.ndarray, w: int) -> np.ndarray:
 def substring_layout(num_bits: int, num_substrings: int) -> tuple[tuple[int, int], ...]:
   """``(first bit, length)`` of each substring: ``num_bits`` cut into ``num_substrings``
   runs of consecutive bits, as even as possible (the longer ones first)."""
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  num_substrings = _checks.positive_int(num_substrings, "num_substrings")
+  if num_substrings > num_bits:
+    raise ValueError(
+      f"num_substrings must be at most num_bits={num_bits} (a substring holds at least "
+      f"one bit); got {num_substrings}."
+    )
   base, extra = divmod(num_bits, num_substrings)
   lengths = [base + (j < extra) for j in range(num_substrings)]
   starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
@@ -187,6 +194,8 @@ def suggested_num_substrings(num_buckets: int, num_bits: int) -> int:
   substring at least ``bit_length(B)`` bits long (about one random bucket per
   lookup), at least enough for substrings of at most 24 bits; 0 (none) when that
   leaves fewer than 2."""
+  num_buckets = _checks.nonneg_int(num_buckets, "num_buckets")
+  num_bits = _checks.positive_int(num_bits, "num_bits")
   count = num_bits // max(1, int(num_buckets).bit_length())
   return max(count, -(-num_bits // MAX_SUBSTRING_BITS)) if count >= 2 else 0
 

@@ -576,6 +576,11 @@ def radius_search(index: _build.BucketIndex, query_packed: jax.Array, radius: in
   """
   _probe.check_queries(index, query_packed)
   radius = _check_radius(index, radius, "radius")
+  if any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys)):
+    raise TypeError(
+      "radius_search is host-level (its result's width depends on the data), so it cannot "
+      "run inside jit or vmap; inside a trace use bucket_search with a fixed max_results."
+    )
   never = index.num_items + 1
   res = bucket_search(
     index, query_packed, num_wanted=never, max_radius=radius, max_results=_RADIUS_SLOTS

@@ -175,6 +175,11 @@ def pairwise(
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
   memory = _checks.flag(memory, "memory")
+  if batch_size < 2 and not memory:
+    raise ValueError(
+      "batch_size must be >= 2: a minibatch of one item has no pairs to learn from (or "
+      "pass memory=True to pair it with the other items' latest outputs)."
+    )
   _checks.view(view)
   if not isinstance(name, str):
     raise ValueError(f"name must be a str; got {_checks.describe(name)}.")

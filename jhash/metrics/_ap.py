@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from jhash import _checks
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
 from jhash.metrics import _native_rank
@@ -72,7 +74,12 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
     k: how many positions, 1 <= k <= n.
     max_distance: a bound on integer distances, which allows the fast sort key.
   """
+  _inputs.check_chunk(distances, distances, "distances")
   q, n = distances.shape
+  if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+    raise ValueError(
+      f"k must be a Python int in [1, {n}] (it sets the result's shape); got {_checks.describe(k)}."
+    )
   exact_float = not jnp.issubdtype(distances.dtype, jnp.integer) or (
     max_distance is not None and max_distance < 2**24
   )
@@ -132,7 +139,8 @@ def average_precision(
   """Average precision of each query of a chunk (jittable; options are static).
 
   Args:
-    distances: int32 [q, n] (Hamming, in [0, max_distance]) or float32 [q, n].
+    distances: int32 [q, n] (Hamming, in [0, max_distance], or the largest int32 for an
+      item holding no code, as ``jhash.search.multi_code_hamming`` gives) or float32 [q, n].
     relevance: bool [q, n] (non-zero integers count as relevant).
     top_k: cut-off k in [1, n], or None for the whole ranking (a k past the end is
       an error, as in ``precision_at_k``).

@@ -18,7 +18,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from jax import lax
+
+from jhash import _checks
 
 
 class TieGroups(NamedTuple):
@@ -116,8 +119,17 @@ def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
   Evaluated as ``psi(b + 1) - psi(a + 1)`` with the difference of the logarithms
   taken by ``log1p`` and each series term differenced separately, so it keeps its
   relative precision in float32 even when ``a`` is large and ``b - a`` small
-  (a plain ``digamma`` difference loses it).
+  (a plain ``digamma`` difference loses it). Concrete ``a`` and ``b`` are checked
+  (integers, ``0 <= a <= b``); traced ones are not.
   """
+  for name, value in (("a", a), ("b", b)):
+    dtype = _checks.dtype_of(value)
+    if not (dtype.kind in "iuf" or dtype.name == "bfloat16"):
+      raise ValueError(f"{name} must be numbers (counts); got {_checks.describe(value)}.")
+  if _checks.is_concrete(a) and _checks.is_concrete(b):
+    lo, hi = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if np.any(lo < 0) or np.any(lo > hi):
+      raise ValueError(f"harmonic_difference needs 0 <= a <= b; got a={a!r}, b={b!r}.")
   a = jnp.asarray(a, jnp.float32)
   b = jnp.asarray(b, jnp.float32)
   shift = 6.0

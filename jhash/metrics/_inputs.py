@@ -316,10 +316,13 @@ def check_distances(distances, max_distance) -> None:
       raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
     if d.size and d.min() < 0:
       raise ValueError(f"distances must be >= 0; found {d.min()} in shape {d.shape}.")
-    if max_distance is not None and d.size and d.max() > max_distance:
+    # Past max_distance only the no-code sentinel (``multi_code_hamming``'s largest int32).
+    past = (d > max_distance) & (d != np.iinfo(np.int32).max) if max_distance is not None else None
+    if past is not None and past.any():
       raise ValueError(
         f"distances must be <= max_distance={max_distance} (counting by distance drops "
-        f"larger ones); found {d.max()} in shape {d.shape}."
+        f"larger ones; the largest int32 marks an item holding no code); found "
+        f"{d[past].max()} in shape {d.shape}."
       )
 
 

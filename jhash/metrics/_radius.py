@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jhash import _checks
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
 from jhash.metrics import _native_rank
@@ -162,6 +163,8 @@ def precision_recall_at_radius(
 
 def buckets_within(num_bits: int, radius: int) -> int:
   """Buckets probed by a lookup within ``radius``: ``sum_{i<=radius} C(num_bits, i)``."""
+  num_bits = _checks.positive_int(num_bits, "num_bits")
+  radius = _checks.nonneg_int(radius, "radius")
   return sum(math.comb(num_bits, i) for i in range(radius + 1))
 
 

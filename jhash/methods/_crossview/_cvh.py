@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from jhash import _api
+from jhash import _checks
 from jhash.methods._crossview import _common
 
 
@@ -96,6 +97,7 @@ def cvh(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     ((300, 4), True)
   """
   num_bits = _api.check_num_bits(num_bits)
+  _checks.scalar(reg, "reg", low=0)
   reg = _common.check_nonneg_float(reg, "reg")
 
   def init(key, batch):

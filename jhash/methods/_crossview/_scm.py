@@ -136,6 +136,7 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     True
   """
   num_bits = _api.check_num_bits(num_bits)
+  _checks.scalar(reg, "reg", low=0)
   reg = _common.check_nonneg_float(reg, "reg")
 
   def init(key, batch):

@@ -386,6 +386,11 @@ def _stage_two(
   hash_function: Any, hash_options: dict | None, num_bits: int, view: int | None
 ) -> StageTwo | None:
   """The hash functions of ``hbmp(..., hash_function=, hash_options=)``, checked."""
+  if hash_options is not None and not isinstance(hash_options, dict):
+    raise ValueError(
+      f"hash_options must be a dict of the hash functions' options (e.g. {{'num_epochs': "
+      f"20}}); got {_checks.describe(hash_options)}."
+    )
   if hash_function is None:
     if hash_options:
       raise ValueError(
