@@ -25,7 +25,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   _CACHE = tempfile.mkdtemp(prefix="jhash-tests-xla-cache-")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
   atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+# Every program is cached, however fast it compiled: the workers and subprocesses compile
+# many of the same small programs (the suite took 543 s with 0 against 609 s with 0.3,
+# back to back on 2 cores, 2026-12-04).
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # XLA with most of its optimizations off (``jax_disable_most_optimizations``; workers
 # and subprocesses inherit it). Compiling is most of the suite's time and unoptimized
 # programs compile about 40 % faster; the suite's CPU time fell by 30 % (1,143 vs
