@@ -46,6 +46,8 @@ never import the runner.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -254,7 +256,8 @@ def view_features(batch: Batch, view: int | None) -> jax.Array:
         f"{[i for i, v in enumerate(views) if v is not None]}."
       )
     chosen = [views[view]]
-  flat = [jnp.asarray(v, jnp.float32).reshape(v.shape[0], -1) for v in chosen]
+  # The item size spelled out: reshape(0, -1) cannot infer it from no items.
+  flat = [jnp.asarray(v, jnp.float32).reshape(v.shape[0], math.prod(v.shape[1:])) for v in chosen]
   return flat[0] if len(flat) == 1 else jnp.concatenate(flat, axis=1)
 
 
@@ -313,6 +316,8 @@ def map_in_chunks(fn: Callable[[Batch], Any], batch: Batch, chunk_size: int):
   back to ``n``. Memory is that of one chunk. Runs under jit.
   """
   n = batch_size_of(batch)
+  if n == 0:  # no items: fn of the batch as it is gives the empty outputs' shapes
+    return fn(batch)
   chunk = min(chunk_size, n)
   pad = (-n) % chunk
   per_item = lambda x: x is not None and np.ndim(x) >= 1 and np.shape(x)[0] == n

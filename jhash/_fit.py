@@ -118,7 +118,8 @@ def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
 
 
 def check_some_state(state) -> None:
-  if state is None or not jax.tree.leaves(state):
+  """A method's state: a NamedTuple of arrays (not None, not a dict of other things)."""
+  if state is None or not jax.tree.leaves(state) or not hasattr(state, "_fields"):
     raise TypeError(
       f"state must be a trained state (from jhash.fit, jhash.init, make_train or "
       f"jhash.restore); got {_checks.describe(state)}."

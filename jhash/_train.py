@@ -92,8 +92,8 @@ def make_train(
     batch = jax.tree.map(jnp.asarray, dict(batch))
     if state is None:
       state = init(_order.init_key(key), batch)
-    else:
-      _api.check_trained(method, state, batch)
+    else:  # the state's layout is the one init makes (shapes: checked under jit too)
+      _fit.check_state(method, key, batch, state)
     history: dict[str, list] = {}
     for span, loop in zip(spans, loops):
       # A barrier between phases (and after init) keeps XLA from fusing across them, so

@@ -222,7 +222,14 @@ def coder(
     return outputs(state._replace(train=state.train._replace(params=params)), x)
 
   def fits(state, batch):
-    """Features of the width the network was trained on (its standardisation's)."""
+    """A batch of features of the width the network was trained on (its standardisation's),
+    and a CoderState (not the method's whole state)."""
+    _checks.batch(batch)
+    if not isinstance(state, CoderState):
+      raise ValueError(
+        f"state must be the network's CoderState (jhash.network(method).get(state) gives it "
+        f"from a method's state); got {_checks.describe(state)}."
+      )
     width = jax.eval_shape(read, batch).shape[-1]
     if jnp.ndim(state.mean) == 1 and width != state.mean.shape[0]:
       raise ValueError(

@@ -409,3 +409,27 @@ def test_batches_and_factories_refuse_what_training_would_misread(rng):
     jhash.methods.scm(4, reg="x")
   with pytest.raises(ValueError, match="reg must be a finite number >= 0"):
     jhash.methods.cvh(4, reg=-1.0)
+
+
+def test_states_given_to_encode_train_and_the_coder_are_checked(rng):
+  x = rng.normal(size=(32, 6)).astype(np.float32)
+  batch = {"views": (x,), "labels": (x[:, 0] > 0).astype(np.int32)}
+  itq = jhash.methods.itq(4, num_iters=2)
+  state, _ = jhash.fit(itq, jax.random.key(0), batch, progress=False)
+  with pytest.raises(TypeError, match="state must be a trained state"):
+    jhash.encode(itq, {"x": 1}, batch)  # was: AttributeError 'widths'
+  train = jhash.make_train(itq, batch)
+  with pytest.raises(ValueError, match=r"state must be a state itq makes .*\.mean is absent"):
+    train(jax.random.key(0), batch, {"a": np.ones(2)})  # was: AttributeError
+  jax.jit(train)(jax.random.key(0), batch, state)  # its own state: accepted, also traced
+  dch = jhash.methods.dch(4, batch_size=16, num_epochs=1)
+  net = jhash.network(dch)
+  dch_state = jhash.init(dch, jax.random.key(0), batch)
+  with pytest.raises(ValueError, match="state must be the network's CoderState"):
+    net.coder.features(dch_state, batch)  # the method's state, not the coder's
+  with pytest.raises(ValueError, match="batch must be a dict"):
+    net.coder.features(net.get(dch_state), x)
+  assert net.coder.scores(net.get(dch_state), {"views": (x[:0],)}).shape == (0, 4)  # was: 1/0
+  with pytest.raises(ValueError, match="query_codes must hold only -1 and"):
+    packed = jhash.codes.pack_bits(_signs(rng, 5, 16))
+    jhash.metrics.precision_recall_at_radius(packed, packed, np.arange(5), np.arange(5), 2)

@@ -141,6 +141,7 @@ def precision_recall_at_radius(
 
   Arguments as in ``pr_curve_by_radius``; ``radius`` an int in [0, K].
   """
+  _inputs.check_codes_and_labels(query_codes, db_codes, query_labels, db_labels)  # codes first
   k = int(np.shape(query_codes)[-1])
   if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= k:
     raise ValueError(f"radius must be an int in [0, {k}] (the code length); got {radius!r}.")
