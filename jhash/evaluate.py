@@ -40,15 +40,12 @@ import json
 import math
 import pathlib
 import sys
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from jhash import codes as codes_lib
 from jhash import files
 from jhash import metrics
-from jhash.metrics import _inputs
-from jhash.metrics import _relevance
 
 __all__ = [
   "main",
@@ -61,363 +58,19 @@ __all__ = [
   "load_labels",
 ]
 
-NPY_MAGIC = b"\x93NUMPY"
-ZIP_MAGIC = b"PK\x03\x04"
-DEFAULT_KS = (100, 1000)
-RADIUS = 2
-TOOLBOX_K = 5000  # HashNet's R and DeepHash-pytorch's topK for NUS-WIDE and MS-COCO
-# Queries whose distances the NumPy presets hold at once (float32: about 32 MB).
-_CHUNK_ELEMENTS = 1 << 23
-_CURVE_POINTS = 60
-
-
-class InputError(Exception):
-  """A bad file or option: the one-line message the command prints before exiting with 2."""
-
-
-# ------------------------------------------------------------------------------------------
-# Reading files
-
-
-def _read_npy(path: pathlib.Path, option: str) -> np.ndarray:
-  """A numeric array from a ``.npy`` file, never unpickled."""
-  with open(path, "rb") as f:
-    head = f.read(6)
-  if head != NPY_MAGIC:
-    what = "a ZIP archive (.npz?)" if head[:4] == ZIP_MAGIC else f"bytes {head!r}"
-    if head[:1] == b"\x80":
-      what = "a Python pickle"
-    raise InputError(f"{option} {path}: expected a .npy file (NumPy header); found {what}.")
-  try:
-    return np.load(path, allow_pickle=False)
-  except ValueError as e:
-    if "allow_pickle" in str(e):
-      raise InputError(
-        f"{option} {path}: holds a pickled object array (dtype=object); expected a numeric "
-        "array (jhash never unpickles: save e.g. tensor.numpy(), not a list or object array)."
-      ) from None
-    raise InputError(f"{option} {path}: could not be read as a .npy file ({e}).") from None
-  except (OSError, EOFError) as e:
-    raise InputError(f"{option} {path}: could not be read as a .npy file ({e}).") from None
-
-
-def _hdf5_variables(path: pathlib.Path) -> list[str]:
-  import h5py
-
-  with h5py.File(path, "r") as f:
-    return sorted(k for k in f.keys() if not k.startswith("#"))
-
-
-def _read_mat(path: pathlib.Path, option: str, key: str | None, key_option: str) -> np.ndarray:
-  """One variable of a ``.mat`` file, through ``jhash.data``'s reader (scipy or h5py)."""
-  from jhash.data import _layouts
-
-  try:
-    if _layouts.mat_file_format(path) == "hdf5":
-      names, contents = _hdf5_variables(path), None
-    else:
-      contents = _layouts._read_classic(path)
-      names = sorted(contents)
-    if key is None and len(names) == 1:
-      key = names[0]
-    if key is None or key not in names:
-      asked = f"no variable {key!r}" if key is not None else f"{len(names)} variables"
-      raise InputError(
-        f"{option} {path}: {asked}; name one with {key_option}. Variables there: "
-        f"{', '.join(names) or '(none)'}."
-      )
-    return contents[key] if contents is not None else _layouts._read_hdf5(path, [key])[key]
-  except (ValueError, OSError) as e:  # DataFormatError is a ValueError
-    raise InputError(f"{option} {path}: could not be read as a MAT-file ({e}).") from None
-
-
-def key_option(option: str) -> str:
-  """The option naming the ``.mat`` variable of a file option: ``--query-codes`` ->
-  ``--query-key``, ``--query-labels`` -> ``--query-labels-key``."""
-  return option.removesuffix("-codes") + "-key" if option.endswith("-codes") else option + "-key"
-
-
-def read_array(path: str, option: str, key: str | None = None) -> np.ndarray:
-  """The array in ``path`` (``.npy``, or a ``.mat`` variable): any error an ``InputError``."""
-  p = pathlib.Path(path)
-  if not p.exists():
-    raise InputError(f"{option} {path}: no such file.")
-  if not p.is_file():
-    raise InputError(f"{option} {path}: not a file.")
-  suffix = p.suffix.lower()
-  if suffix == ".npy":
-    if key is not None:
-      raise InputError(
-        f"{key_option(option)} {key}: names a variable of a .mat file; {path} is .npy."
-      )
-    return _read_npy(p, option)
-  if suffix == ".mat":
-    return _read_mat(p, option, key, key_option(option))
-  raise InputError(f"{option} {path}: expected a .npy or .mat file; got {suffix or 'no'} suffix.")
-
-
-# ------------------------------------------------------------------------------------------
-# Codes and labels
-
-
-class Loaded(NamedTuple):
-  """An input file as the metrics take it, and how it was read (for the report)."""
-
-  array: np.ndarray  # codes int8 [n, K] in {-1, +1}, or labels int32 [n] / bool [n, C]
-  path: str
-  read_as: str
-
-
-def _check_numeric(a: np.ndarray, option: str, path: str, what: str) -> None:
-  if a.dtype.kind not in "biuf":
-    raise InputError(f"{option} {path}: expected {what} of numbers; got dtype {a.dtype}.")
-
-
-def _unpack(a: np.ndarray, option: str, path: str, num_bits: int | None) -> np.ndarray:
-  """int8 {-1,+1} [n, K] from packed uint32 words [n, W]."""
-  if num_bits is None:
-    raise InputError(
-      f"{option} {path}: holds uint32 words {list(a.shape)}, i.e. packed codes "
-      "(jhash.codes.pack_bits); pass --num-bits K, the code length, to unpack them."
-    )
-  try:
-    return np.asarray(codes_lib.unpack_bits(a, num_bits))
-  except ValueError as e:
-    raise InputError(f"{option} {path}: {e}") from None
-
-
-def _signs(a: np.ndarray, option: str, path: str) -> tuple[np.ndarray, str]:
-  """int8 {-1,+1} codes from signs or bits, and which of the two the file held."""
-  if a.dtype != np.bool_ and np.isin(a, (-1, 1)).all():
-    return np.where(a > 0, 1, -1).astype(np.int8), "signs -1/+1"
-  if a.dtype == np.bool_ or np.isin(a, (0, 1)).all():
-    return np.asarray(codes_lib.from_bits(a)), "bits 0/1, read as 1 -> +1, 0 -> -1"
-  try:
-    codes_lib.check_signs(a, "codes")
-  except ValueError as e:
-    zero = " torch.sign maps 0 to 0: binarise with x >= 0 instead." if (a == 0).any() else ""
-    raise InputError(f"{option} {path}: expected -1/+1 signs or 0/1 bits; {e}{zero}") from None
-  raise AssertionError("unreachable: check_signs accepts only -1/+1")
-
-
-def load_codes(
-  path: str, option: str, key: str | None = None, num_bits: int | None = None
-) -> Loaded:
-  """Codes from a file: signs, bits or packed words (module docstring) as int8 [n, K]."""
-  a = read_array(path, option, key)
-  _check_numeric(a, option, path, "codes [n, K]")
-  if a.ndim != 2:
-    raise InputError(f"{option} {path}: expected codes [n, K] (2-D); got shape {a.shape}.")
-  if a.shape[0] < 1 or a.shape[1] < 1:
-    raise InputError(f"{option} {path}: expected at least one code of K >= 1 bits; got {a.shape}.")
-  described = f"{a.dtype} {list(a.shape)}"
-  if a.dtype == np.uint32:
-    out = _unpack(a, option, path, num_bits)
-    return Loaded(out, path, f"{described}: packed words, unpacked to {num_bits} bits")
-  out, read_as = _signs(a, option, path)
-  if num_bits is not None and out.shape[1] != num_bits:
-    raise InputError(
-      f"{option} {path}: --num-bits {num_bits} is for packed uint32 codes, but this file "
-      f"holds {described} ({read_as}): {out.shape[1]}-bit codes."
-    )
-  return Loaded(out, path, f"{described}: {read_as}")
-
-
-def _class_ids(a: np.ndarray, option: str, path: str) -> np.ndarray:
-  if a.dtype.kind == "f" and not (np.isfinite(a).all() and (a == np.round(a)).all()):
-    raise InputError(f"{option} {path}: class ids must be whole numbers; got {a.dtype} values.")
-  if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
-    raise InputError(f"{option} {path}: class ids must fit in int32; got {a.min()}..{a.max()}.")
-  return a.astype(np.int32)
-
-
-def load_labels(path: str, option: str, num_rows: int, key: str | None = None) -> Loaded:
-  """Labels for ``num_rows`` codes: class ids int32 [n] or multi-hot bool [n, C]."""
-  a = read_array(path, option, key)
-  _check_numeric(a, option, path, "labels")
-  described = f"{a.dtype} {list(a.shape)}"
-  if a.ndim == 2 and (a.shape[1] == 1 or (a.shape[0] == 1 and num_rows > 1)):
-    a = a.reshape(-1)  # a column or row vector (MATLAB's vectors): class ids
-  if a.ndim not in (1, 2):
-    raise InputError(
-      f"{option} {path}: expected class ids [n] or multi-hot [n, C]; got shape {a.shape}."
-    )
-  if a.shape[0] != num_rows:
-    raise InputError(
-      f"{option} {path}: {a.shape[0]} label rows for {num_rows} codes; expected one row per code."
-    )
-  if a.ndim == 1:
-    return Loaded(_class_ids(a, option, path), path, f"{described}: class ids")
-  bad = a[(a != 0) & (a != 1)]
-  if bad.size:
-    raise InputError(
-      f"{option} {path}: multi-hot labels [n, C] must hold only 0 and 1; found values "
-      f"{np.unique(bad)[:5].tolist()} (class ids go in a 1-D array [n])."
-    )
-  return Loaded(a.astype(bool), path, f"{described}: multi-hot, {a.shape[1]} labels")
-
-
-def check_corpus(qc: Loaded, dc: Loaded, ql: Loaded, dl: Loaded) -> None:
-  """Query and database codes of one length, labels of one layout (jhash's own checks)."""
-  kq, kd = qc.array.shape[1], dc.array.shape[1]
-  if kq != kd:
-    raise InputError(
-      f"--query-codes {qc.path} holds {kq}-bit codes but --db-codes {dc.path} holds "
-      f"{kd}-bit codes; expected codes of one length."
-    )
-  try:
-    _relevance.check_labels(ql.array, dl.array, len(qc.array), len(dc.array))
-  except ValueError as e:
-    raise InputError(f"--query-labels {ql.path}, --db-labels {dl.path}: {e}") from None
-
-
-# ------------------------------------------------------------------------------------------
-# Presets
-
-
-def _shares_label(query_labels: np.ndarray, db_labels: np.ndarray) -> np.ndarray:
-  """bool [q, n]: the items share a label with the query (class ids as one-hot rows)."""
-  if query_labels.ndim == 1:
-    return query_labels[:, None] == db_labels[None, :]
-  return (query_labels.astype(np.float32) @ db_labels.astype(np.float32).T) > 0
-
-
-def _hashnet_ap(hits: np.ndarray) -> float | None:
-  """AP of one ranked relevance list [R] over the relevant items in it; None when none is."""
-  found = int(hits.sum())
-  if found == 0:
-    return None
-  precision = np.cumsum(hits) / np.arange(1, hits.size + 1, dtype=np.float64)
-  return float(np.sum(precision * hits) / found)
-
-
-def hashnet_map(query_codes, db_codes, query_labels, db_labels, top_k: int) -> float:
-  """mAP@R as thuml/HashNet's PyTorch test script (``pytorch/src/test.py``,
-  ``mean_average_precision(params, R)``) computes it.
-
-  Per query: items ranked by ``np.argsort(-sim, axis=0)`` of the float32 inner products
-  ``sim = db_codes @ query_codes.T`` [n, q] (its codes are float32 ``torch.sign``
-  outputs); relevance = the labels share a label; AP = ``sum_{i<=R} rel_i P@i`` over the
-  relevant items among the first R (``normalizer="retrieved"``); a query with none there
-  is left out of the mean (``no_relevant="skip"``; NaN when every query is).
-
-  Ties: NumPy's default (unstable) argsort orders tied items, as in the script, computed
-  here with the installed NumPy (see ``jhash.metrics.deephash_map`` on why that order
-  differs between NumPy builds and CPUs). With ties by index this is
-  ``mean_average_precision(top_k=R, ties="index", relevance="share_label",
-  normalizer="retrieved", no_relevant="skip")``.
-
-  Args:
-    query_codes, db_codes: {-1,+1} [q, K], [n, K].
-    query_labels, db_labels: class ids [q] / [n] or multi-hot [q, C] / [n, C].
-    top_k: R, an int in [1, n] (the script fails for R > n).
-  Returns:
-    mAP as a float.
-  """
-  _inputs.check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, db_ranks=2)
-  q_b = np.asarray(query_codes, np.float32)
-  r_b = np.asarray(db_codes, np.float32)
-  top_k = _inputs.check_cutoff(top_k, "top_k", r_b.shape[0])
-  q_l, r_l = np.asarray(query_labels), np.asarray(db_labels)
-  chunk = max(1, min(len(q_b), _CHUNK_ELEMENTS // r_b.shape[0]))
-  values = []
-  for start in range(0, len(q_b), chunk):
-    sim = r_b @ q_b[start : start + chunk].T  # [n, c], exact for +-1 codes
-    order = np.argsort(-sim, axis=0)[:top_k]
-    rel = _shares_label(q_l[start : start + chunk], r_l)
-    values += [_hashnet_ap(rel[i][order[:, i]]) for i in range(rel.shape[0])]
-  kept = [v for v in values if v is not None]
-  return float(np.mean(kept)) if kept else math.nan
-
-
-class Preset(NamedTuple):
-  """A convention of mAP: how to compute it, where it comes from, its usual cut-off."""
-
-  name: str
-  source: str
-  summary: str
-  default_k: int | None  # the cut-off the source uses (None: the whole ranking)
-  options: dict  # mean_average_precision options of the same rule (ties by index for toolboxes)
-  compute: Callable  # (query_codes, db_codes, query_labels, db_labels, top_k | None) -> float
-
-
-def _tie_aware(qc, dc, ql, dl, top_k, **options) -> float:
-  return float(metrics.mean_average_precision(qc, dc, ql, dl, top_k=top_k, **options))
-
-
-def _argsort_map(qc, dc, ql, dl, top_k) -> float:
-  """``CalcTopMap`` / ``calc_topMap`` (``calc_map`` over the whole ranking)."""
-  return float(metrics.deephash_map(qc, dc, ql, dl, top_k=len(dc) if top_k is None else top_k))
-
-
-def _hashnet(qc, dc, ql, dl, top_k) -> float:
-  return hashnet_map(qc, dc, ql, dl, top_k=len(dc) if top_k is None else top_k)
-
-
-_TOOLBOX_OPTIONS = {"ties": "index", "relevance": "share_label", "normalizer": "retrieved"}
-#: ``--preset`` name -> ``Preset``: jhash's tie-aware mAP and the toolboxes' (``PRESETS_DOC``).
-PRESETS = {
-  "tie-aware": Preset(
-    "tie-aware",
-    "jhash.metrics.mean_average_precision (He et al., CVPR 2018)",
-    "expected AP over every order of tied items; AP over all relevant items",
-    None,
-    {"ties": "aware", "relevance": "auto", "normalizer": "relevant", "no_relevant": "zero"},
-    _tie_aware,
-  ),
-  "deephash": Preset(
-    "deephash",
-    "swuxyj/DeepHash-pytorch utils/tools.py CalcTopMap",
-    "NumPy argsort order of ties; AP over relevant items retrieved; none retrieved: 0",
-    TOOLBOX_K,
-    {**_TOOLBOX_OPTIONS, "no_relevant": "zero"},
-    _argsort_map,
-  ),
-  "hashnet": Preset(
-    "hashnet",
-    "thuml/HashNet pytorch/src/test.py mean_average_precision",
-    "NumPy argsort of -inner product; AP over relevant items retrieved; none: skipped",
-    TOOLBOX_K,
-    {**_TOOLBOX_OPTIONS, "no_relevant": "skip"},
-    _hashnet,
-  ),
-  "jiangqy": Preset(
-    "jiangqy",
-    "jiangqy/DPSH-pytorch utils/CalcHammingRanking.py CalcMap; "
-    "jiangqy/ADSH-AAAI2018 ADSH_pytorch/utils/calc_hr.py calc_map",
-    "whole ranking, NumPy argsort order of ties; AP over all relevant items; none: 0",
-    None,
-    {**_TOOLBOX_OPTIONS, "no_relevant": "zero"},
-    _argsort_map,
-  ),
-}
-PRESETS_DOC = """Presets (``--preset``), each mAP as its source computes it:
-
-* ``tie-aware`` (the default): ``jhash.metrics.mean_average_precision`` with
-  ``ties="aware"``: the expected AP over every order of tied items, normalised by all
-  relevant items; a query with none counts 0.
-* ``deephash``: DeepHash-pytorch's ``CalcTopMap`` (swuxyj/DeepHash-pytorch,
-  ``utils/tools.py``), ``jhash.metrics.deephash_map``: ties in NumPy's default argsort
-  order, AP@K over the relevant items retrieved, a query with none retrieved counts 0.
-  Its ``topK`` is per dataset (5000 NUS-WIDE and MS-COCO, 1000 ImageNet, the whole
-  ranking CIFAR-10); here 5000 unless ``--top-k``.
-* ``hashnet``: HashNet's ``mean_average_precision`` (thuml/HashNet,
-  ``pytorch/src/test.py``), ``hashnet_map``: ties in NumPy's argsort order of the negated
-  inner products, AP@R over the relevant items retrieved, a query with none retrieved left
-  out of the mean. R is 5000 (NUS-WIDE, MS-COCO; 1000 ImageNet) unless ``--top-k``.
-* ``jiangqy``: Qing-Yuan Jiang's ``calc_map`` (jiangqy/DPSH-pytorch
-  ``utils/CalcHammingRanking.py`` ``CalcMap``; jiangqy/ADSH-AAAI2018
-  ``ADSH_pytorch/utils/calc_hr.py``): the whole ranking, ties in NumPy's argsort order of
-  float32 distances (DPSH's codes are float32; ADSH's database codes are float64, the
-  same ranking but for the order NumPy may give tied float64 keys), AP over all relevant
-  items, a query with none counts 0 in the mean. That is ``CalcTopMap`` with the whole
-  database as ``topk``, so this preset is ``deephash_map(top_k=n)``; with ``--top-k`` it is
-  Jiang's ``calc_topMap``, which computes what ``CalcTopMap`` does.
-
-A toolbox preset's cut-off larger than the database is clipped to it (the table says so);
-an explicit ``--top-k`` must lie in [1, n].
-"""
-
+from jhash._evaluate_files import DEFAULT_KS
+from jhash._evaluate_files import RADIUS
+from jhash._evaluate_files import InputError
+from jhash._evaluate_files import Loaded
+from jhash._evaluate_files import _CURVE_POINTS
+from jhash._evaluate_files import check_corpus
+from jhash._evaluate_files import load_codes
+from jhash._evaluate_files import load_labels
+from jhash import _evaluate_presets
+from jhash._evaluate_presets import PRESETS
+from jhash._evaluate_presets import PRESETS_DOC
+from jhash._evaluate_presets import Preset
+from jhash._evaluate_presets import hashnet_map
 
 # ------------------------------------------------------------------------------------------
 # The evaluation
@@ -444,7 +97,7 @@ def _custom_preset(args) -> Preset:
     ", ".join(f"{k}={v}" for k, v in options.items()),
     None,
     options,
-    functools.partial(_tie_aware, **options),
+    functools.partial(_evaluate_presets.tie_aware, **options),
   )
 
 

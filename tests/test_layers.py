@@ -20,6 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS = (  # top first
   ("jhash._cli",),
   ("jhash.evaluate",),
+  ("jhash._evaluate_presets",),
+  ("jhash._evaluate_files",),
   ("jhash._grid", "jhash._train", "jhash._saving"),
   ("jhash._encode",),
   ("jhash._fit", "jhash._network"),
