@@ -103,18 +103,7 @@ def mmhh(
     (2,)
   """
   _checks.scalar(gamma, "gamma", low=0, strict=True)
-  for key, value in dict(
-    margin=margin,
-    similar_inside=similar_inside,
-    dissimilar_inside=dissimilar_inside,
-    similar_outside=similar_outside,
-    dissimilar_outside=dissimilar_outside,
-    quantization=quantization,
-  ).items():
-    _checks.scalar(value, key, low=0)
-  loss = functools.partial(
-    losses.mmhh_loss,
-    gamma=gamma,
+  weights = dict(
     margin=margin,
     similar_inside=similar_inside,
     dissimilar_inside=dissimilar_inside,
@@ -122,6 +111,9 @@ def mmhh(
     dissimilar_outside=dissimilar_outside,
     quantization=quantization,
   )
+  for key, value in weights.items():
+    _checks.scalar(value, key, low=0)
+  loss = functools.partial(losses.mmhh_loss, gamma=gamma, **weights)
   return _pairwise.pairwise(num_bits, loss, **{"name": "mmhh", **options})
 
 
