@@ -483,7 +483,7 @@ def _fit_stream(run, stream, start, state):
     raise ValueError("data: the iterable of minibatches is empty.")
   if first is not None:
     _checks.batch(first, "minibatch")
-    _check_index(first)
+    _check_index(first, run.n)
     it = itertools.chain([first], it)
 
   def make():
@@ -508,7 +508,7 @@ def _fit_stream(run, stream, start, state):
           f"minibatches; the schedule needs {run.spans[-1].stop - start}."
         )
       _checks.batch(minibatch, "minibatch")
-      _check_index(minibatch)
+      _check_index(minibatch, run.n)
       _check_same_views(first, minibatch, step)
       if np.shape(minibatch["index"])[0] != span.phase.batch_size:
         raise ValueError(
@@ -536,6 +536,15 @@ def _item_shapes(batch) -> list:
 
 def _check_same_views(first, minibatch, step: int) -> None:
   """Every minibatch of a stream has the first one's views: item shapes and dtypes."""
+  labelled = [m.get("labels") is not None for m in (first, minibatch)]
+  if labelled[0] != labelled[1]:
+    what = (
+      "no labels, where the first has them" if labelled[0] else "labels, where the first has none"
+    )
+    raise ValueError(
+      f"minibatch of step {step} has {what}; every minibatch of a stream must carry the "
+      "same entries."
+    )
   want, got = _item_shapes(first), _item_shapes(minibatch)
   if want != got:
     raise ValueError(
@@ -545,7 +554,8 @@ def _check_same_views(first, minibatch, step: int) -> None:
     )
 
 
-def _check_index(minibatch) -> None:
+def _check_index(minibatch, num_items: int | None = None) -> None:
+  """``index``: int [b], positions in the training set, in [0, num_items) when known."""
   index = minibatch.get("index")
   if index is None or np.ndim(index) != 1 or not np.issubdtype(np.asarray(index).dtype, np.integer):
     raise ValueError(
@@ -556,6 +566,13 @@ def _check_index(minibatch) -> None:
     [index, next(v for v in minibatch["views"] if v is not None)],
     ["minibatch['index']", "minibatch['views']"],
   )
+  values = np.asarray(index)
+  top = num_items if num_items is not None else np.iinfo(np.int32).max
+  if values.size and (values.min() < 0 or values.max() >= top):
+    raise ValueError(
+      f"minibatch['index'] must hold positions in [0, {top}) (num_items={num_items}); "
+      f"found {values.min()} to {values.max()}."
+    )
 
 
 def _stack(history):

@@ -433,3 +433,27 @@ def test_states_given_to_encode_train_and_the_coder_are_checked(rng):
   with pytest.raises(ValueError, match="query_codes must hold only -1 and"):
     packed = jhash.codes.pack_bits(_signs(rng, 5, 16))
     jhash.metrics.precision_recall_at_radius(packed, packed, np.arange(5), np.arange(5), 2)
+
+
+def test_a_stream_whose_minibatches_disagree_or_point_past_the_set_is_refused(rng):
+  x = rng.normal(size=(64, 6)).astype(np.float32)
+  y = (x[:, 0] > 0).astype(np.int32)
+  method = jhash.methods.ksh(4, batch_size=16, num_epochs=1)
+
+  def stream(labels_after=None, shift=0, n=16):
+    for step in range(4):
+      index = np.arange(step * n, (step + 1) * n) + shift
+      batch = {"views": (x[index % 64],), "index": index}
+      if labels_after is None or step < labels_after:
+        batch["labels"] = y[index % 64]
+      yield batch
+
+  key = jax.random.key(0)
+  with pytest.raises(ValueError, match="minibatch of step 2 has no labels, where the first"):
+    jhash.fit(method, key, stream(labels_after=2), num_items=64, progress=False)  # KeyError
+  with pytest.raises(ValueError, match=r"index'\] must hold positions in \[0, 64\)"):
+    jhash.fit(method, key, stream(shift=8), num_items=64, progress=False)  # trained silently
+  with pytest.raises(ValueError, match=r"index'\] must hold positions in \[0, 5\)"):
+    jhash.fit(method, key, stream(), num_items=5, progress=False)  # was: one step, silently
+  state, _ = jhash.fit(method, key, stream(), num_items=64, progress=False)
+  assert state.coder.train.step == 4
