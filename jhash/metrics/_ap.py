@@ -75,11 +75,17 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
     max_distance: a bound on integer distances, which allows the fast sort key.
   """
   _inputs.check_chunk(distances, distances, "distances")
-  q, n = distances.shape
+  n = distances.shape[1]
   if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
     raise ValueError(
       f"k must be a Python int in [1, {n}] (it sets the result's shape); got {_checks.describe(k)}."
     )
+  return _positions(distances, k, max_distance)
+
+
+def _positions(distances, k: int, max_distance: int | None) -> jax.Array:
+  """``ranked_positions`` without its checks, for the kernels (their inputs checked once)."""
+  q, n = distances.shape
   exact_float = not jnp.issubdtype(distances.dtype, jnp.integer) or (
     max_distance is not None and max_distance < 2**24
   )
@@ -107,7 +113,7 @@ def _index_sum(distances, relevant, k: int, max_distance: int | None):
   """``sum_{i<=k} rel_i precision@i`` and relevant-in-top-k under index ties: [q], [q].
 
   Items past ``max_distance`` (holding no code) are ranked last and never retrieved."""
-  order = ranked_positions(distances, k, max_distance)
+  order = _positions(distances, k, max_distance)
   rel = jnp.take_along_axis(retrievable(relevant, distances, max_distance), order, axis=1)
   rel = rel.astype(jnp.float32)
   hits = jnp.cumsum(rel, axis=1)

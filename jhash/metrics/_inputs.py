@@ -228,7 +228,7 @@ def map_queries(
 
     def one(args):
       query, labels = args
-      rel = _relevance.relevance(labels, corpus.db_labels, setup.relevance)
+      rel = _relevance.relevance_matrix(labels, corpus.db_labels, setup.relevance)
       return kernel(chunk_distances(corpus, setup, query), rel)
 
     out = lax.map(one, (qx, ql))

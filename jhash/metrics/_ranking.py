@@ -58,7 +58,7 @@ def hits_at_k(
   relevant = relevance.astype(bool)
   if ties == "aware":
     return _expected_hits(_groups.make_groups(distances, relevant, max_distance), ks)
-  order = _ap.ranked_positions(distances, max(ks), max_distance)
+  order = _ap._positions(distances, max(ks), max_distance)
   ranked = jnp.take_along_axis(_ap.retrievable(relevant, distances, max_distance), order, axis=1)
   cum = jnp.cumsum(ranked.astype(jnp.float32), axis=1)
   return cum[:, jnp.asarray(ks) - 1]
@@ -114,7 +114,7 @@ def ndcg(
   if ties == "aware":
     dcg = _expected_dcg(_groups.make_groups(distances, gains, max_distance), k)
   else:
-    order = _ap.ranked_positions(distances, k, max_distance)
+    order = _ap._positions(distances, k, max_distance)
     if max_distance is not None:  # items holding no code (past it) are never retrieved
       gains = jnp.where(distances <= max_distance, gains, 0.0)
     dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc[None, :], axis=-1)

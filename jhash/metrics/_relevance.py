@@ -49,7 +49,11 @@ def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.A
   if kind not in KINDS[1:]:
     raise ValueError(f"kind must be one of {KINDS[1:]}; got {kind!r}.")
   check_labels(query_labels, db_labels, np.shape(query_labels)[0], np.shape(db_labels)[0])
-  query_labels, db_labels = jnp.asarray(query_labels), jnp.asarray(db_labels)
+  return relevance_matrix(jnp.asarray(query_labels), jnp.asarray(db_labels), kind)
+
+
+def relevance_matrix(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.Array:
+  """``relevance`` without its checks, for the metrics' own chunks (checked once, up front)."""
   if query_labels.ndim == 1:
     same = query_labels[:, None] == db_labels[None, :]
     return same.astype(jnp.int32) if kind == "graded" else same
