@@ -115,6 +115,9 @@ def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
       "settings, same training set) returned."
     )
   _api.check_trained(method, state, batch)
+  settings = getattr(method.extras, "check_state", None)
+  if callable(settings):  # the state's own settings (e.g. CDH's gamma), on concrete values
+    settings(state)
 
 
 def check_some_state(state) -> None:

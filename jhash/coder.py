@@ -59,11 +59,13 @@ __all__ = [
   "default_network",
   "initial_variables",
   "check_variables",
+  "check_params",
 ]
 
 HEAD = "projection"  #: the hash head's layer (``jhash.models``'s hash_head)
 #: The values of ``trainable``: every parameter trains, or the hash head only.
 TRAINABLE = ("all", "head")
+_NO_PARAMS = object()
 LossFn = Callable[[models.HashOutputs, Any], tuple[jax.Array, dict]]
 
 
@@ -113,6 +115,54 @@ def bit_balance(logits: jax.Array) -> jax.Array:
 
 def _item_shape(x) -> tuple[int, ...]:
   return tuple(int(d) for d in np.shape(x)[1:])
+
+
+def _check_state(state: Any, name: str) -> None:
+  if not isinstance(state, CoderState):
+    raise ValueError(
+      f"state must be the network's CoderState (jhash.network(method).get(state) gives it "
+      f"from a method's state); got {_checks.describe(state)}."
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _param_shapes(model: models.Model, item_shape: tuple[int, ...]) -> dict:
+  """{path: shape} of the parameters ``model`` makes for items of ``item_shape``."""
+  sample = jax.ShapeDtypeStruct((1,) + item_shape, jnp.float32)
+  variables = jax.eval_shape(model.init, jax.random.key(0), sample)
+  flat = traverse_util.flatten_dict(dict(variables["params"]))
+  return {"/".join(k): tuple(v.shape) for k, v in flat.items()}
+
+
+def check_params(params: Any, model: models.Model, item_shape: tuple[int, ...], name: str):
+  """Raise a ValueError naming ``name`` unless ``params`` are ``model``'s for ``item_shape``.
+
+  The error names the first parameter that is missing or of another shape: a state trained at another code length, or on inputs of another shape
+  (another backbone), does not fit.
+  """
+  want = _param_shapes(model, tuple(item_shape))
+  if not isinstance(params, Mapping):
+    raise ValueError(
+      f"{name}: the network's parameters must be a dict of its layers; got "
+      f"{_checks.describe(params)}."
+    )
+  got = {
+    "/".join(k): tuple(np.shape(v)) for k, v in traverse_util.flatten_dict(dict(params)).items()
+  }
+  for path, shape in want.items():
+    if got.get(path) != shape:
+      has = "no such parameter" if path not in got else f"shape {got[path]}"
+      raise ValueError(
+        f"{name}: the network for items of shape {tuple(item_shape)} has parameter "
+        f"{path!r} of shape {shape}; the given parameters have {has} (trained at another "
+        f"code length, or on inputs of another shape?)."
+      )
+  extra = sorted(set(got) - set(want))
+  if extra:
+    raise ValueError(
+      f"{name}: the given parameters have {extra[0]!r}, which the network for items of "
+      f"shape {tuple(item_shape)} does not have ({len(extra)} such entries)."
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -181,6 +231,11 @@ def coder(
   train_mode = trainable == "all"  # a frozen backbone's BatchNorm keeps its statistics
 
   def read(batch):
+    if not isinstance(batch, Mapping) or "views" not in batch:
+      raise ValueError(
+        f"batch must be a dict with keys 'views' and optionally 'labels' (read takes a "
+        f"batch, not the network's inputs); got {_checks.describe(batch)}."
+      )
     if images is None:
       return _api.network_inputs(batch, view)
     return _api.image_view(batch, view, name) if images else _api.view_features(batch, view)
@@ -213,29 +268,53 @@ def coder(
     )
     return state._replace(train=new), value, aux, out
 
+  def checked_model(state, x, params=_NO_PARAMS):
+    """The Model for ``x``, once ``x``, ``state`` (and ``params``) are checked to fit it."""
+    if isinstance(x, Mapping):
+      raise ValueError(
+        "x must be the network's inputs, an array [n, ...]; got a dict "
+        "(read(batch) gives the inputs of a batch)."
+      )
+    if not hasattr(x, "shape"):
+      raise ValueError(
+        f"x must be the network's inputs, an array [n, ...]; got {_checks.describe(x)}."
+      )
+    _check_state(state, name)
+    if jnp.ndim(state.mean) == 1 and (jnp.ndim(x) != 2 or x.shape[-1] != state.mean.shape[0]):
+      raise ValueError(
+        f"x: {name} reads features [n, {state.mean.shape[0]}] (its training data's "
+        f"width); got {_checks.describe(x)}."
+      )
+    model = model_for(x)
+    models.check_input(model, x, "x")
+    check_params(state.train.params, model, _item_shape(x), "state")
+    if params is not _NO_PARAMS:
+      check_params(params, model, _item_shape(x), "params")
+    return model
+
   def outputs(state, x):
-    return training.predict(
-      model_for(x), state.train, training.standardize(x, state.mean, state.scale)
-    )
+    model = checked_model(state, x)
+    return training.predict(model, state.train, training.standardize(x, state.mean, state.scale))
 
   def apply(state, params, x):
+    checked_model(state, x, params)
     return outputs(state._replace(train=state.train._replace(params=params)), x)
 
   def fits(state, batch):
     """A batch of features of the width the network was trained on (its standardisation's),
     and a CoderState (not the method's whole state)."""
     _checks.batch(batch)
-    if not isinstance(state, CoderState):
-      raise ValueError(
-        f"state must be the network's CoderState (jhash.network(method).get(state) gives it "
-        f"from a method's state); got {_checks.describe(state)}."
-      )
+    _check_state(state, name)
     width = jax.eval_shape(read, batch).shape[-1]
     if jnp.ndim(state.mean) == 1 and width != state.mean.shape[0]:
       raise ValueError(
         f"views: {name}'s network reads features of width {state.mean.shape[0]} (its "
         f"training data's); the batch's have width {width}."
       )
+    x = jax.eval_shape(read, batch)
+    model = model_for(x)
+    models.check_input(model, x, "views")
+    check_params(state.train.params, model, _item_shape(x), "state")
 
   def scores(state, batch):
     fits(state, batch)

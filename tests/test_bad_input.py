@@ -457,3 +457,50 @@ def test_a_stream_whose_minibatches_disagree_or_point_past_the_set_is_refused(rn
     jhash.fit(method, key, stream(), num_items=5, progress=False)  # was: one step, silently
   state, _ = jhash.fit(method, key, stream(), num_items=64, progress=False)
   assert state.coder.train.step == 4
+
+
+def test_the_coder_names_parameters_and_inputs_that_do_not_fit_its_network(rng):
+  x = rng.normal(size=(24, 6)).astype(np.float32)
+  batch = {"views": (x,)}
+  c8, c4 = jhash.coder.coder(8), jhash.coder.coder(4)
+  s8, s4 = c8.init(jax.random.key(0), batch), c4.init(jax.random.key(0), batch)
+  with pytest.raises(ValueError, match=r"state: .*'projection/bias' of shape \(8,\).*\(4,\)"):
+    c8.scores(s4, batch)  # was: flax ScopeParamShapeError
+  with pytest.raises(ValueError, match=r"state: .*'projection/bias'"):
+    c8.outputs(s4, x)
+  with pytest.raises(ValueError, match=r"params: .*'projection/bias'"):
+    c8.apply(s8, s4.train.params, x)
+  with pytest.raises(ValueError, match="params: the network's parameters must be a dict"):
+    c8.apply(s8, None, x)  # was: flax ApplyScopeInvalidVariablesTypeError
+  with pytest.raises(ValueError, match=r"x: network reads features \[n, 6\]"):
+    c8.outputs(s8, x[:, :5])  # was: a raw broadcasting TypeError
+  with pytest.raises(ValueError, match="read takes a batch"):
+    c8.read(x)  # was: IndexError
+  with pytest.raises(ValueError, match="got a dict"):
+    c8.outputs(s8, batch)
+  images = rng.integers(0, 256, (6, 28, 28), dtype=np.uint8)
+  ci = jhash.coder.coder(8)
+  si = ci.init(jax.random.key(0), {"views": (images,)})
+  other = {"views": (rng.integers(0, 256, (6, 32, 32), dtype=np.uint8),)}  # another backbone
+  with pytest.raises(ValueError, match=r"items of shape \(32, 32, 1\) has parameter"):
+    ci.features(si, other)  # was: flax ScopeParamNotFoundError
+  np.testing.assert_array_equal(c8.outputs(s8, x).logits, c8.apply(s8, s8.train.params, x).logits)
+
+
+def test_states_edited_by_hand_are_checked_before_training_and_itq_needs_a_spread(rng):
+  views = (rng.normal(size=(40, 6)).astype(np.float32), rng.normal(size=(40, 5)).astype(np.float32))
+  batch, key = {"views": views, "labels": rng.integers(0, 3, 40)}, jax.random.key(0)
+  with pytest.raises(ValueError, match="gamma must be a finite number >= 0; got -1"):
+    jhash.grid_search(  # was: trained with gamma = -1 (the check skipped under jit)
+      jhash.methods.cdh(4), key, batch, "gamma", [0.5, -1.0], score=lambda s: 0.0, num_steps=1
+    )
+  cdh = jhash.methods.cdh(4, num_sweeps=1)
+  state = jhash.init(cdh, key, batch)
+  with pytest.raises(ValueError, match="gamma must be"):
+    jhash.fit(cdh, key, batch, state=state._replace(gamma=jax.numpy.float32(-2.0)))
+  x = views[0]
+  with pytest.raises(ValueError, match="more training items than num_bits \\(4\\).*got 1 items"):
+    jhash.fit(jhash.methods.itq(4), key, {"views": (x[:1],)})  # was: arbitrary directions
+  with pytest.raises(ValueError, match="got 4 items"):
+    jhash.fit(jhash.methods.itq(4), key, {"views": (x[:4],)})
+  jhash.fit(jhash.methods.itq(4, num_iters=1), key, {"views": (x[:5],)}, progress=False)

@@ -80,6 +80,11 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
         f"num_bits must be at most the feature dimension for ITQ's PCA; got "
         f"num_bits={num_bits} and features of dimension {x.shape[1]}."
       )
+    if x.shape[0] <= num_bits:
+      raise ValueError(
+        f"ITQ's PCA needs more training items than num_bits ({num_bits}): n items span "
+        f"at most n - 1 directions, and the others would be arbitrary; got {x.shape[0]} items."
+      )
     mean = jnp.mean(x, axis=0)
     pca = _principal_directions(x - mean[None, :], num_bits)
     return ITQState(mean, pca, _random_rotation(key, num_bits), _api.view_widths(batch))

@@ -59,11 +59,15 @@ class CDHExtras(NamedTuple):
   * ``objective(state, batch) -> float32 []``: the full ``J`` (both terms).
   * ``terms(state, batch) -> (semantic, generative)``: its two terms.
   * ``supervision(batch) -> Supervision``: how ``Y`` is read from a batch.
+  * ``check_state(state)``: outside jit, the state's settings (``gamma >= 0``), which a
+    state edited by hand (``state._replace(gamma=...)``, ``grid_search``) could break;
+    ``jhash.fit`` calls it on a state it is given.
   """
 
   objective: Callable
   terms: Callable
   supervision: Callable
+  check_state: Callable | None = None
 
 
 class _Settings(NamedTuple):
@@ -465,7 +469,7 @@ def cdh(
     "cdh",
     _api.one_phase("cdh", update, num_steps=settings.num_sweeps),
     check_batch=check_batch,
-    extras=CDHExtras(objective, terms, read_supervision),
+    extras=CDHExtras(objective, terms, read_supervision, lambda state: _check_gamma(state.gamma)),
   )
 
 
