@@ -93,17 +93,18 @@ def test_hashnet_scales_outputs_by_the_continuation(rng):
   )
 
 
-def test_hashnet_code_loss_reads_codes_through_tanh_of_beta_at_the_current_step(rng):
-  # MCH's reward table: one pair of codes at Hamming distance d, h = tanh(beta c) with
-  # beta = (1 + 0.5 * 2 * (5 // 2)) ** 0.5 = sqrt(3) at step 5: <h, h'> = tanh(beta)^2 (K - 2 d),
-  # theta = alpha <h, h'> with alpha = 10 / K, and the loss log(1 + e^theta) - s theta.
+def test_hashnet_code_loss_is_the_loss_on_binary_codes_at_every_step(rng):
+  # MCH's reward table: one pair of codes at Hamming distance d, h = c (tanh saturated, not
+  # tanh(beta c) at the current step): theta = alpha (K - 2 d) with alpha = 10 / K, and the
+  # loss log(1 + e^theta) - s theta, whatever beta the continuation has reached.
   method = jhash.methods.hashnet(4, period=2, rate=0.5)
   x = rng.normal(size=(8, 3)).astype(np.float32)
   state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": np.arange(8) % 2})
-  state = _at_step(state, 5)
-  theta = 10.0 / 4 * np.tanh(np.sqrt(3.0)) ** 2 * (4 - 2 * np.arange(5))
+  theta = 10.0 / 4 * (4 - 2 * np.arange(5))
   want = np.stack([np.log1p(np.exp(theta)) - s * theta for s in (0.0, 1.0)])
-  np.testing.assert_allclose(method.extras.code_loss(state), want, rtol=1e-5, atol=1e-6)
+  for step in (0, 5):
+    table = method.extras.code_loss(_at_step(state, step))
+    np.testing.assert_allclose(table, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", FIVE)

@@ -228,16 +228,64 @@ def test_code_loss_table_reads_both_codes_through_the_activation():
     np.testing.assert_allclose(table[s], np.log1p(np.exp(theta)) - s * theta, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["ksh", "hashnet", "dch", "adsh"])
-def test_base_pair_loss_on_codes_rewards_nearer_similar_items(name):
+def _reference_table(name: str, k: int, ratio: float) -> np.ndarray:
+  """[2, K + 1]: each base's trained pair loss, by hand, on codes at Hamming distance d."""
+  d = np.arange(k + 1, dtype=np.float64)
+  inner = k - 2 * d  # b_i . b_j
+  s = np.array([0.0, 1.0])[:, None]
+  if name == "ksh":  # ((1/K) <h, h'> - S~)^2, h = b
+    return (inner / k - (2 * s - 1)) ** 2
+  if name == "hashnet":  # log(1 + exp(a <h, h'>)) - s a <h, h'>, a = 10 / K, h = b
+    theta = 10.0 / k * inner
+    return np.log1p(np.exp(theta)) - s * theta
+  if name == "dch":  # Cauchy cross-entropy at gamma = 20 (eps 1e-6 at d = 0); h on a vertex
+    return s * np.log1p(d / 20) + (1 - s) * np.log1p(20 / (d + 1e-6))
+  if name == "mmhh":  # t-distribution cross-entropy, gamma = 10, the authors' margin factors
+    inside = d <= 2
+    similar = np.where(inside, 0.5, 1.0) * (np.log(2) + np.log1p(d / 10))
+    dissimilar = np.where(inside, 0.8, 1.0) * np.log1p(5 / (d + 5))
+    return np.stack([dissimilar, similar])
+  if name == "adsh":  # (b_i . b_j - K S~)^2 / K with ADSH's trained S~ in {1, -r}
+    return (inner - k * np.where(s > 0, 1.0, -ratio)) ** 2 / k
+  raise ValueError(name)
+
+
+@pytest.mark.parametrize("name", ["ksh", "hashnet", "dch", "mmhh", "adsh"])
+def test_each_base_reward_table_is_its_trained_loss_on_binary_codes(name):
+  """MCH's reward reads ``extras.code_loss``: the loss each base trains with, evaluated on
+  its binary codes (KSH's relaxation and the tanh of HashNet, DCH and MMHH saturated, ADSH
+  with the targets 1 and -r it trains with), not on codes squashed to +-0.46 or +-0.76."""
   rng = np.random.default_rng(0)
+  k = 8
   x = rng.normal(size=(16, 4)).astype(np.float32)
-  method = jhash.methods.REGISTRY[name](8)
-  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": np.arange(16) % 2})
-  table = np.asarray(method.extras.code_loss(state))
-  assert table.shape == (2, 9)
+  labels = np.arange(16) % 4  # 64 similar pairs of 256: r = 64 / 192
+  method = jhash.methods.REGISTRY[name](k)
+  state = jhash.init(method, jax.random.key(0), {"views": (x,), "labels": labels})
+  table = np.asarray(method.extras.code_loss(state), np.float64)
+  want = _reference_table(name, k, ratio=64 / 192)
+  assert table.shape == (2, k + 1)
+  # Terms on single codes (quantisation) are the same in every entry: compare differences.
+  np.testing.assert_allclose(table - table[:, -1:], want - want[:, -1:], rtol=1e-4, atol=1e-5)
+  # Similar pairs lose more the farther apart, for every base.
   assert np.all(np.diff(table[1]) >= 0) and table[1, -1] > table[1, 0]
-  assert np.all(np.diff(table[0]) <= 0) and table[0, 0] > table[0, -1]
+
+
+def test_mmhh_reward_table_favours_dissimilar_items_inside_the_ball_as_its_loss_does():
+  """MMHH's authors weight dissimilar pairs inside the Hamming ball by 0.8 and those outside
+  by 1 (``--margin_params 0.5:0.8:1.0:1.0:2.0``), so its trained loss on codes is lower for
+  a dissimilar pair at distance 2 than at 3: the reward of a crop that pulls a dissimilar
+  item into the ball is positive. With equal factors the table is monotone."""
+  rng = np.random.default_rng(0)
+  batch = {"views": (rng.normal(size=(8, 4)).astype(np.float32),), "labels": np.arange(8) % 2}
+  table = np.asarray(
+    jhash.methods.mmhh(32).extras.code_loss(
+      jhash.init(jhash.methods.mmhh(32), jax.random.key(0), batch)
+    )
+  )
+  assert table[0, 2] < table[0, 3]
+  even = jhash.methods.mmhh(32, dissimilar_inside=1.0)
+  table = np.asarray(even.extras.code_loss(jhash.init(even, jax.random.key(0), batch)))
+  assert np.all(np.diff(table[0]) < 0)
 
 
 # -------------------------------------------------------------------------- REINFORCE

@@ -27,6 +27,8 @@ from jhash.losses._mch import code_loss_table
 from jhash.losses._mch import codes_at_distance
 from jhash.losses._mch import hamming_of_signs
 from jhash.losses._mch import keep_rewards
+from jhash.losses._mch import saturated
+from jhash.losses._mch import TANH_SATURATION
 from jhash.losses._mch import reinforce_loss
 from jhash.losses._mmhh import mmhh_loss
 from jhash.losses._mmhh import mmhh_margin_weights
@@ -59,6 +61,8 @@ __all__ = [
   "mean_bit_error",
   "keep_rewards",
   "code_loss_table",
+  "saturated",
+  "TANH_SATURATION",
   "codes_at_distance",
   "hamming_of_signs",
   "reinforce_loss",

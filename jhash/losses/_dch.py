@@ -29,13 +29,12 @@ import jax.numpy as jnp
 from jhash import _checks
 
 
-def _unit_rows(x: jax.Array) -> jax.Array:
-  # sqrt(|x|^2 + tiny): differentiable at x = 0, where the cosine is undefined anyway.
-  return x / jnp.sqrt(jnp.sum(x * x, axis=1, keepdims=True) + 1e-12)
-
-
 def cosine_hamming_distance(u: jax.Array, v: jax.Array) -> jax.Array:
   """``d_ij = (K/2) (1 - cos(u_i, v_j))``: the Hamming distance of codes, relaxed.
+
+  Computed as ``K (n_ij - <u_i, v_j>) / (2 n_ij)`` with ``n_ij = sqrt(|u_i|^2 |v_j|^2)``, so
+  that on codes in {-1, +1} every step is exact in floating point (``n = K``) and ``d`` is
+  the integer Hamming distance: a margin test ``d <= H`` (MMHH) is then decided right.
 
   Args:
     u: float [b, K].
@@ -43,8 +42,10 @@ def cosine_hamming_distance(u: jax.Array, v: jax.Array) -> jax.Array:
   Returns:
     float32 [b, m] in [0, K] (clipped at 0 against rounding).
   """
-  cos = _unit_rows(u) @ _unit_rows(v).T
-  return 0.5 * u.shape[1] * jnp.maximum(1.0 - cos, 0.0)
+  inner = u @ v.T
+  # + tiny: differentiable at a zero row, where the cosine is undefined anyway.
+  norms = jnp.sqrt(jnp.sum(u * u, axis=1)[:, None] * jnp.sum(v * v, axis=1)[None, :] + 1e-12)
+  return u.shape[1] * jnp.maximum(norms - inner, 0.0) / (2.0 * norms)
 
 
 def dch_loss(

@@ -32,8 +32,9 @@ def code_loss_table(
   """A pairwise loss on binary codes, as a table over similarity and Hamming distance.
 
   ``T[s, d] = loss(a(1), a(c_d), [[s]], [[1]])``: the loss of one pair of weight 1, the
-  all-ones code against ``c_d`` (``codes_at_distance``), both through ``activation`` (the
-  continuous outputs the loss reads for an output equal to the code; default identity).
+  all-ones code against ``c_d`` (``codes_at_distance``), both through ``activation``: the
+  loss's inputs at which its relaxed codes are the codes (default identity, for a loss
+  that reads the codes as they are; ``saturated`` for one that applies ``tanh`` inside).
   Terms of a loss on single codes (quantisation) are the same in every entry, so they
   cancel in the reward's differences.
 
@@ -55,6 +56,23 @@ def code_loss_table(
     )
 
   return jax.vmap(lambda s: jax.vmap(lambda o: one(s, o))(others))(jnp.array([0.0, 1.0]))
+
+
+#: The loss input whose tanh is 1 in float32 (``tanh(20) = 1 - 8e-18``): ``TANH_SATURATION *
+#: codes`` are outputs at which a loss that squashes by ``tanh(u)`` or ``tanh(u / 2)`` reads
+#: the codes themselves.
+TANH_SATURATION = 40.0
+
+
+def saturated(codes: jax.Array) -> jax.Array:
+  """The raw outputs at which a tanh-squashing loss's relaxed codes equal ``codes``.
+
+  For ``code_loss_table``'s ``activation`` with the losses that apply ``tanh`` inside
+  (``ksh_loss``'s ``2 sigmoid(u) - 1 = tanh(u / 2)``, ``hashnet_loss``, ``dch_loss``,
+  ``mmhh_loss``): ``TANH_SATURATION * codes``, so ``tanh`` gives ``codes`` exactly in
+  float32 and the table is the loss on the binary codes, as MCH's reward reads it.
+  """
+  return TANH_SATURATION * jnp.asarray(codes, jnp.float32)
 
 
 def hamming_of_signs(a: jax.Array, b: jax.Array) -> jax.Array:

@@ -67,7 +67,9 @@ def dch(
   _checks.scalar(gamma, "gamma", low=0, strict=True)
   _checks.scalar(quantization, "quantization", low=0)
   loss = functools.partial(losses.dch_loss, gamma=gamma, quantization=quantization)
-  return _pairwise.pairwise(num_bits, loss, **{"name": "dch", **options})
+  return _pairwise.pairwise(
+    num_bits, loss, **{"name": "dch", "code_inputs": losses.saturated, **options}
+  )
 
 
 def mmhh(
@@ -114,7 +116,9 @@ def mmhh(
   for key, value in weights.items():
     _checks.scalar(value, key, low=0)
   loss = functools.partial(losses.mmhh_loss, gamma=gamma, **weights)
-  return _pairwise.pairwise(num_bits, loss, **{"name": "mmhh", **options})
+  return _pairwise.pairwise(
+    num_bits, loss, **{"name": "mmhh", "code_inputs": losses.saturated, **options}
+  )
 
 
 def ksh(num_bits: int, **options) -> _api.HashingMethod:
@@ -140,7 +144,9 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
     >>> jhash.encode(method, state, batch).shape
     (128, 16)
   """
-  return _pairwise.pairwise(num_bits, losses.ksh_loss, **{"name": "ksh", **options})
+  return _pairwise.pairwise(
+    num_bits, losses.ksh_loss, **{"name": "ksh", "code_inputs": losses.saturated, **options}
+  )
 
 
 def hashnet(
@@ -184,7 +190,12 @@ def hashnet(
     return beta(step) * logits  # the loss applies tanh: tanh(beta z)
 
   loss = functools.partial(losses.hashnet_loss, beta=1.0, alpha=alpha)
-  return _pairwise.pairwise(num_bits, loss, activation=activation, **{"name": "hashnet", **options})
+  return _pairwise.pairwise(
+    num_bits,
+    loss,
+    activation=activation,
+    **{"name": "hashnet", "code_inputs": losses.saturated, **options},
+  )
 
 
 # ----------------------------------------------------------------------------- ADSH
@@ -213,18 +224,36 @@ def adsh_targets(similarity: jax.Array) -> jax.Array:
   Returns:
     float32 [b, n].
   """
-  similar = jnp.sum(similarity)
-  r = similar / jnp.maximum(similarity.size - similar, 1.0)
+  r = _similar_ratio(similarity)
   return similarity * (1.0 + r) - r
 
 
-def adsh_code_loss(num_bits: int) -> jax.Array:
+def _similar_ratio(similarity: jax.Array) -> jax.Array:
+  similar = jnp.sum(similarity)
+  return similar / jnp.maximum(similarity.size - similar, 1.0)
+
+
+#: Items whose pairs with the whole training set give ADSH's reward table its ratio ``r``.
+ADSH_RATIO_ROWS = 1024
+
+
+def adsh_code_loss(num_bits: int, ratio: jax.Array | float) -> jax.Array:
   """ADSH's pair loss on codes by similarity and Hamming distance, float32 [2, K + 1]:
-  ``(b_i^T b_j - K S~_ij)^2 / K`` with ``b_i^T b_j = K - 2 d`` and ``S~`` in {-1, +1} (the
-  paper's; ``/ K`` only sets the scale). MCH's reward reads it."""
+  ``(b_i^T b_j - K S~_ij)^2 / K`` with ``b_i^T b_j = K - 2 d`` and the targets ADSH trains
+  with (``adsh_targets``): ``S~ = 1`` for similar pairs, ``-r`` for dissimilar ones
+  (``r = ratio``; ``/ K`` only sets the scale). MCH's reward reads it. With ``r < 1`` the
+  dissimilar row falls until ``d = K (1 + r) / 2`` and rises after it: ADSH asks
+  dissimilar codes for the inner product ``-r K``, not for opposite codes."""
   inner = num_bits - 2.0 * jnp.arange(num_bits + 1, dtype=jnp.float32)
-  target = num_bits * jnp.array([-1.0, 1.0])[:, None]
+  target = num_bits * jnp.stack([-jnp.asarray(ratio, jnp.float32), jnp.float32(1.0)])[:, None]
   return (inner[None, :] - target) ** 2 / num_bits
+
+
+def adsh_ratio(labels: jax.Array) -> jax.Array:
+  """float32 []: ``r = |S_1| / |S_0|`` over the pairs of the first ``ADSH_RATIO_ROWS``
+  items of ``labels`` (class ids [n] or multi-hot [n, C]) with all ``n`` of them: the
+  training set's ratio, estimated as ADSH's minibatches (rows against the whole set) do."""
+  return _similar_ratio(losses.label_similarity(labels[:ADSH_RATIO_ROWS], labels))
 
 
 def adsh(
@@ -347,7 +376,9 @@ def adsh(
     name,
     phases,
     check_batch,
-    extras=_pairwise.NetworkExtras(net, lambda state: adsh_code_loss(num_bits)),
+    extras=_pairwise.NetworkExtras(
+      net, lambda state: adsh_code_loss(num_bits, adsh_ratio(state.memory.labels))
+    ),
     check_encode=check_encode,
   )
 

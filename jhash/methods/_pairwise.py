@@ -124,6 +124,7 @@ def pairwise(
   batch_size: int = 64,
   num_epochs: int = 20,
   activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+  code_inputs: Callable[[jax.Array], jax.Array] | None = None,
   memory: bool = False,
   crop_augment: tuple[float, float] | None = None,
   crop_probability: float = 0.5,
@@ -147,6 +148,10 @@ def pairwise(
     activation: ``activation(logits, step) -> u``, the continuous codes the loss reads
       (HashNet's ``tanh(beta z)``, ``beta`` growing with the optimiser step); default the
       logits. Codes are ``sign(logits)`` (an odd, increasing activation keeps the sign).
+    code_inputs: ``code_inputs(codes) -> u``: the loss's inputs at which its relaxed codes
+      equal the binary codes, so that ``extras.code_loss`` (MCH's reward table) is the
+      trained loss on codes; default the codes themselves (a loss that reads ``u`` as
+      codes); ``jhash.losses.saturated`` for a loss that applies ``tanh`` inside.
     memory: pair the minibatch also with a memory of the latest outputs of every training
       item (``jhash.methods.PairwiseState.memory``; ``n * K * 4`` bytes).
     crop_augment: (low, high): each training image is, with ``crop_probability``, replaced
@@ -172,6 +177,7 @@ def pairwise(
   """
   loss = losses.pairwise_likelihood if loss is None else _check_loss(loss)
   activation = identity_activation if activation is None else activation
+  code_inputs = (lambda codes: codes) if code_inputs is None else code_inputs
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
   memory = _checks.flag(memory, "memory")
@@ -187,6 +193,11 @@ def pairwise(
     raise ValueError(
       f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)); got "
       f"{_checks.describe(optimizer)}."
+    )
+  if not callable(code_inputs):
+    raise ValueError(
+      f"code_inputs must be a function codes -> the loss's inputs; got "
+      f"{_checks.describe(code_inputs)}."
     )
   if not callable(activation):
     raise ValueError(
@@ -241,8 +252,8 @@ def pairwise(
     }
 
   def code_loss(state):
-    step = state.coder.train.step
-    return losses.code_loss_table(loss, net.num_bits, lambda codes: activation(codes, step))
+    del state  # the loss on codes does not change as the network trains
+    return losses.code_loss_table(loss, net.num_bits, code_inputs)
 
   def check_batch(batch):
     n = net.check_batch(batch)

@@ -17,8 +17,12 @@ Choices where the paper is silent:
 * The reward's other items ``j``: the minibatch's other items and a memory of every
   training item's whole-image code seen so far (the base is frozen, so the memory is
   exact after one epoch), with balanced pair weights (HashNet's), as the base losses use.
-* The pair loss on codes: the base's own loss evaluated on codes
-  (``jhash.losses.code_loss_table``, through the base's activation at its last step).
+* The pair loss on codes: the loss the base trains with, evaluated on its binary codes
+  (``jhash.losses.code_loss_table``: a loss that squashes by ``tanh`` inside reads
+  ``jhash.losses.saturated`` codes, so its relaxed codes are the codes; ADSH's table uses
+  the targets 1 and ``-r`` it trains with). MMHH's table is not monotone for dissimilar
+  pairs: its authors' margin factors weight those inside the Hamming ball by 0.8 and
+  those outside by 1, so pulling a dissimilar item from distance 3 to 2 lowers the loss.
 * The baseline and scale of REINFORCE: running mean and RMS of the rewards (``_agent``).
 """
 
