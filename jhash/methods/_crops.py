@@ -1,20 +1,16 @@
 """Crops of images, batched: random crops for training the agent, five fixed crops for encoding.
 
-Boxes are ``(top, left, height, width)`` in pixels, float32 [4]. Two ways to cut one:
+Boxes are ``(top, left, height, width)`` in pixels, float32 [4]. Every crop MCH uses, the
+random ones of training and the five fixed ones of encoding, is cut by one function,
+``crop_resize``: the box, sub-pixel included, resampled to the image's size in one
+``jax.image.scale_and_translate`` with the antialiased linear kernel of
+``jax.image.resize``. The agent therefore learns on crops made exactly as those it judges
+(their sizes and places differ; their cutting does not).
 
-* ``fixed_crop``: integer boxes of a static size, ``lax.dynamic_slice`` then
-  ``jax.image.resize`` to the output shape (the five crops of encoding, whose size
-  ``sigma`` fixes);
-* ``crop_resize``: any box, sub-pixel included, in one ``jax.image.scale_and_translate``
-  (random training crops, whose size varies from item to item, which ``dynamic_slice``
-  cannot take under jit).
-
-Both resample with the antialiased linear kernel of ``jax.image.resize`` and cut exactly
-the box's pixels when the output has the box's size (tested). Resized, they differ only
-in the outermost output pixels: ``fixed_crop`` resizes the cut crop, so its border
-repeats the box's edge pixels, while ``crop_resize`` samples the whole image, so its
-border blends in the pixels just outside the box. For training crops, which are random,
-that is immaterial.
+``fixed_crop`` (``lax.dynamic_slice`` then ``jax.image.resize``, for a box of static size)
+is kept as a part: both cut exactly the box's pixels when the output has the box's size
+(tested); resized, they differ only in the outermost output pixels, where ``fixed_crop``
+repeats the box's edge pixels and ``crop_resize`` blends in the pixels just outside it.
 
 Both are written for one image ``[H, W, C]`` and lifted over a batch with ``vmap``.
 """
@@ -93,7 +89,8 @@ def fixed_crop(
 
 
 def five_crops(images: jax.Array, sigma: float) -> jax.Array:
-  """The five fixed crops of each image, resized back to the image's size.
+  """The five fixed crops of each image, resized back to the image's size by ``crop_resize``
+  (as the random training crops are).
 
   Args:
     images: float [n, H, W, C].
@@ -103,12 +100,10 @@ def five_crops(images: jax.Array, sigma: float) -> jax.Array:
     float32 [n, 5, H, W, C]: top-left, top-right, bottom-left, bottom-right, centre.
   """
   _, height, width, _ = images.shape
-  boxes = fixed_boxes(height, width, sigma)
-  size = tuple(int(s) for s in boxes[0, 2:])
-  tops, lefts = jnp.asarray(boxes[:, 0]), jnp.asarray(boxes[:, 1])
-  one_image = lambda image: jax.vmap(lambda t, l: fixed_crop(image, t, l, size, (height, width)))(
-    tops, lefts
-  )
+  boxes = jnp.asarray(fixed_boxes(height, width, sigma), jnp.float32)
+  if sigma == 1.0:  # the crops are the image
+    return jnp.repeat(images.astype(jnp.float32)[:, None], NUM_FIXED, axis=1)
+  one_image = lambda image: jax.vmap(lambda box: crop_resize(image, box, (height, width)))(boxes)
   return jax.vmap(one_image)(images.astype(jnp.float32))
 
 
