@@ -8,9 +8,11 @@ scikit-learn; ``load_yeast``: river). A missing package raises
 
 The papers' own datasets are read from a user's copy in the toolboxes' layouts
 (``load_cross_modal_mat``, ``load_image_list``). ``make_canvas_dataset`` composes
-a multi-label image set from a single-label one; ``make_two_view`` cuts images
-into two aligned views. ``load_protocol(name, seed, **options)`` gives the
-papers' query / training / database splits by name (``PROTOCOLS``).
+a multi-label image set from a single-label one on a grid, ``make_scene_dataset``
+one of items at random scales and non-overlapping positions (for multiple-code
+hashing); ``make_two_view`` cuts images into two aligned views.
+``load_protocol(name, seed, **options)`` gives the papers' query / training /
+database splits by name (``PROTOCOLS``).
 
 Every loader returns a ``Dataset`` (views, labels, view names, name, extras);
 ``as_batch`` / ``Dataset.batch`` give the library's batch dict
@@ -39,6 +41,7 @@ from jhash.data._protocols import PROTOCOLS
 from jhash.data._protocols import check_protocol
 from jhash.data._protocols import load_protocol
 from jhash.data._protocols import protocol_options
+from jhash.data._scenes import make_scene_dataset
 from jhash.data._similarity import similarity
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_per_label
@@ -72,6 +75,7 @@ __all__ = [
   "array_stream",
   "Stream",
   "make_canvas_dataset",
+  "make_scene_dataset",
   "make_two_view",
   "split_per_class",
   "split_per_label",
