@@ -72,7 +72,8 @@ def network(method: _api.HashingMethod) -> Network:
 
   Args:
     method: a network method: ``pairwise`` and its presets (DCH, HashNet, MMHH, KSH),
-      ADSH, HBMP with network hash functions, or MCH (its base model's network).
+      ADSH, HBMP with network hash functions, MCH (its base model's network), or a
+      ``classifier``.
   Returns:
     ``Network(coder, get, set)``: ``coder.outputs(get(state), x)`` gives the logits and
     the penultimate features of raw inputs ``x = coder.read(batch)``; ``coder.features`` /
@@ -94,12 +95,12 @@ def network(method: _api.HashingMethod) -> Network:
     >>> net.coder.features(net.get(state), batch).shape[0]
     32
   """
-  from jhash.methods import _hbmp, _mch, _pairwise  # the methods import this package
+  from jhash.methods import _classifier, _hbmp, _mch, _pairwise  # they import this package
 
   if not isinstance(method, _api.HashingMethod):
     raise TypeError(f"method must be a jhash.HashingMethod; got {type(method).__name__}.")
   extras = method.extras
-  if isinstance(extras, _pairwise.NetworkExtras):
+  if isinstance(extras, (_pairwise.NetworkExtras, _classifier.ClassifierExtras)):
     return Network(extras.coder, *_field("coder"))
   if isinstance(extras, _hbmp.HBMPExtras) and extras.hash_functions is not None:
     return Network(extras.hash_functions, *_field("hashing"))

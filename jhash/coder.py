@@ -60,6 +60,8 @@ __all__ = [
   "initial_variables",
   "check_variables",
   "check_params",
+  "save_weights",
+  "load_weights",
 ]
 
 HEAD = "projection"  #: the hash head's layer (``jhash.models``'s hash_head)
@@ -200,10 +202,12 @@ def coder(
     init_variables: where the network starts: None (fresh, from the key); a Flax
       variables tree ``{"params": ..., ("batch_stats": ...)}``, which may leave out the
       hash head; a jhash state of a network method (its variables and input statistics);
-      a torchvision ResNet state dict file (``.safetensors``, or ``.pth`` with torch; see
+      a ``.npz`` file written by ``save_weights`` (the same); a torchvision ResNet state
+      dict file (``.safetensors``, or ``.pth`` with torch; see
       ``jhash.models.load_torchvision_resnet``); or a function ``variables -> variables``
       applied to the fresh ones. Shapes are checked against the network: a difference
-      names the first layer that differs.
+      names the first layer that differs. A hash head of another width (a classifier's)
+      is left out: the network starts with a fresh one.
     trainable: "all", or "head": only the hash head trains, the backbone frozen.
     standardize: standardise the inputs by the training inputs' statistics; False reads
       them as they come (mean 0, scale 1: MCH's policy reads states already scaled).
@@ -364,12 +368,12 @@ def coder(
 # ----------------------------------------------------------------------------- weights
 
 
-def _network_variables(state) -> tuple[dict, tuple | None]:
+def _network_variables(state, name: str) -> tuple[dict, tuple | None]:
   """The variables and input statistics of a jhash state that holds a network."""
   coder_state = state if isinstance(state, CoderState) else getattr(state, "coder", None)
   if not isinstance(coder_state, CoderState):
     raise ValueError(
-      f"init_variables: a state given as weights must hold a network "
+      f"{name}: a state given as weights must hold a network "
       f"(a CoderState, or a state with a 'coder' field); got "
       f"{type(state).__name__}."
     )
@@ -392,6 +396,76 @@ def _torchvision_arch(model: models.Model) -> str:
   )
 
 
+#: The array names of the input statistics in a weights file (``save_weights``).
+_STATS = ("input/mean", "input/scale")
+
+
+def save_weights(path, state) -> "os.PathLike":
+  """Write a network's weights and input statistics to the ``.npz`` file ``path``.
+
+  The file is what ``init_variables`` reads (``coder``, and every network method's
+  ``init_variables`` option): a pretrained backbone saved once, fine-tuned by any method.
+  It holds the Flax variables flattened to ``"params/LAYER/NAME"`` (and
+  ``"batch_stats/..."``) arrays and the standardisation ``"input/mean"``,
+  ``"input/scale"``: no code, read back without unpickling. Written through a temporary
+  file and renamed into place, so it appears whole or not at all.
+
+  Args:
+    path: a file name ending in ``.npz``.
+    state: a ``CoderState``, or a method's state holding one (a field ``coder``: a
+      classifier's, a pairwise method's, ADSH's).
+  Returns:
+    ``path`` as a ``pathlib.Path``.
+  """
+  import io
+  import pathlib
+
+  from jhash import files
+
+  path = pathlib.Path(os.fspath(path))
+  if path.suffix != ".npz":
+    raise ValueError(f"path must name a .npz file; got {str(path)!r}.")
+  variables, (mean, scale) = _network_variables(state, "state")
+  flat = traverse_util.flatten_dict(jax.device_get(variables), sep="/")
+  arrays = {key: np.asarray(value) for key, value in flat.items()}
+  arrays.update(dict(zip(_STATS, (np.asarray(mean), np.asarray(scale)))))
+  buffer = io.BytesIO()
+  np.savez(buffer, **arrays)
+  files.atomic_write_bytes(path, buffer.getvalue())
+  return path
+
+
+def load_weights(path) -> tuple[dict, tuple[jax.Array, jax.Array]]:
+  """The variables and input statistics ``(mean, scale)`` in a ``save_weights`` file.
+
+  Raises:
+    ValueError: the file is missing, damaged, or not one ``save_weights`` wrote (the
+      error names it).
+  """
+  import pathlib
+  import zipfile
+
+  path = pathlib.Path(os.fspath(path))
+  if not path.is_file():
+    raise ValueError(f"init_variables: no weights file at {str(path)!r}.")
+  try:
+    with np.load(path, allow_pickle=False) as data:
+      arrays = {name: np.asarray(data[name]) for name in data.files}
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+    raise ValueError(
+      f"init_variables: {str(path)!r} is not a readable .npz weights file (damaged? "
+      f"{type(error).__name__}: {error})."
+    ) from None
+  if not all(name in arrays for name in _STATS) or not any(k.startswith("params/") for k in arrays):
+    raise ValueError(
+      f"init_variables: {str(path)!r} is not a jhash weights file (jhash.coder.save_weights "
+      f"writes 'params/...' arrays and {', '.join(_STATS)}); it holds {sorted(arrays)[:5]}."
+    )
+  stats = tuple(jnp.asarray(arrays.pop(name), jnp.float32) for name in _STATS)
+  variables = traverse_util.unflatten_dict(arrays, sep="/")
+  return variables, stats
+
+
 def initial_variables(given: Any, fresh: dict, model: models.Model):
   """The variables a network starts from, checked against ``fresh`` (its own init).
 
@@ -402,10 +476,12 @@ def initial_variables(given: Any, fresh: dict, model: models.Model):
   if given is None:
     return fresh, None
   stats = None
-  if isinstance(given, (str, os.PathLike)):
+  if isinstance(given, (str, os.PathLike)) and os.fspath(given).endswith(".npz"):
+    given, stats = load_weights(given)
+  elif isinstance(given, (str, os.PathLike)):
     given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))
   elif isinstance(given, tuple) and hasattr(given, "_fields"):
-    given, stats = _network_variables(given)
+    given, stats = _network_variables(given, "init_variables")
   elif callable(given):
     given = given(fresh)
   if not isinstance(given, Mapping):
@@ -420,8 +496,10 @@ def initial_variables(given: Any, fresh: dict, model: models.Model):
 def check_variables(given: Mapping, fresh: dict) -> dict:
   """``given`` in the structure and shapes of ``fresh``, the head filled from ``fresh``.
 
-  Raises a ValueError naming the first variable (in the network's order) that is missing,
-  unexpected, or of another shape.
+  The hash head is taken from ``given`` only where its shapes are the network's: a head of
+  another width (a pretrained classifier's, a state of another code length) is replaced
+  by the fresh one. Raises a ValueError naming the first other variable (in the
+  network's order) that is missing, unexpected, or of another shape.
   """
   want = traverse_util.flatten_dict(dict(fresh))
   got = traverse_util.flatten_dict(jax.tree.map(lambda v: v, dict(given)))
@@ -436,6 +514,9 @@ def check_variables(given: Mapping, fresh: dict) -> dict:
         f"init_variables has no {path!r}, which the network has (shape {tuple(target.shape)})."
       )
     value = got[key]
+    if HEAD in key and tuple(np.shape(value)) != tuple(target.shape):
+      out[key] = target  # another task's head (a classifier's, another code length's)
+      continue
     if tuple(np.shape(value)) != tuple(target.shape):
       raise ValueError(
         f"init_variables: {path!r} has shape {tuple(np.shape(value))}; the "

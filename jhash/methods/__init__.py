@@ -4,6 +4,9 @@ from jhash._api import HashingMethod
 from jhash._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
+from jhash.methods._classifier import ClassifierExtras
+from jhash.methods._classifier import ClassifierState
+from jhash.methods._classifier import classifier
 from jhash.methods._crossview import CMFHState
 from jhash.methods._crossview import CVHState
 from jhash.methods._crossview import SCMState
@@ -56,6 +59,9 @@ __all__ = [
   "fit_to_targets",
   "pairwise",
   "PairwiseState",
+  "classifier",
+  "ClassifierState",
+  "ClassifierExtras",
   "NetworkExtras",
   "Memory",
   "ksh",
