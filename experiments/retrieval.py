@@ -37,6 +37,10 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   buckets visited at this length, single codes solid, multi-code dashed).
 * ``checkpoint_every``: steps between checkpoints inside a cell (saved at the first host
   round trip after them; a minibatch phase comes back once per epoch).
+* ``pretrained`` (optional): a weights file (``jhash.coder.save_weights``, e.g. the
+  pretraining run's ``backbone.npz``) that methods' ``init_variables`` (or MCH's
+  ``base_options.init_variables``) name through a FieldReference, so one override moves
+  them all; it must exist before the first cell trains.
 
 Everything the config names is checked before the first cell trains. Writes
 ``results.json`` (per cell ``data/method/bits``: the mean over seeds of every number,
@@ -72,6 +76,9 @@ KEYS = (
   "plots",
   "checkpoint_every",
 )
+#: Optional top-level keys: ``pretrained``, a weights file (``jhash.coder.save_weights``)
+#: that methods' ``init_variables`` name through a FieldReference, checked before training.
+OPTIONAL_KEYS = ("pretrained",)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
 EVALUATION_OPTIONAL = ("f1_buckets", "sweep")
 PLOT_KEYS = ("pr_curve_bits", "curves")
@@ -133,7 +140,8 @@ def validate(config) -> None:
   """Raise ``ConfigError`` (naming the key and the allowed values) for anything the
   config names that does not exist: keys, protocols and their options, methods and
   their hyperparameters, metric conventions, tables and plot settings."""
-  harness.check_keys(config, KEYS)
+  harness.check_keys(config, KEYS + OPTIONAL_KEYS, required=KEYS)
+  _check_pretrained(config)
   harness.check_keys(
     config.evaluation,
     EVALUATION_KEYS + EVALUATION_OPTIONAL,
@@ -151,6 +159,16 @@ def validate(config) -> None:
     _check_method(config, label)
   _check_evaluation(config)
   _check_plots(config)
+
+
+def _check_pretrained(config) -> None:
+  path = config.get("pretrained")
+  if path is not None and not pathlib.Path(str(path)).is_file():
+    raise harness.ConfigError(
+      f"config.pretrained: no weights file at {str(path)!r}; make it with the pretraining "
+      "run (python -m experiments.main --config experiments/configs/pretrain.py --workdir "
+      "runs/pretrain) or point --config.pretrained at yours."
+    )
 
 
 def _check_ints(values, where: str, minimum: int) -> None:

@@ -6,9 +6,9 @@ database; training items are drawn from it (the common protocol), so a trained
 method's codes of its own training items are retrieved too. The same name, seed and
 options give the same batches.
 
-=================  =========================================================================
+================== =========================================================================
 name               protocol
-=================  =========================================================================
+================== =========================================================================
 ``fashion-mnist``  Fashion-MNIST's 70,000 images (train and test pooled) under the CIFAR-10
                    protocol: ``query_per_class`` (100) queries and ``train_per_class`` (500)
                    training images per class, the database every other image (69,000).
@@ -25,7 +25,15 @@ name               protocol
 ``canvases``       multi-label Fashion-MNIST canvases (``make_canvas_dataset``: a 2 x 2 grid
                    of 1-3 images): 1,000 random queries, 5,000 training canvases drawn from
                    the database. Relevant = share at least one label.
-=================  =========================================================================
+``scenes``         multi-label 56 x 56 scenes of 1-3 Fashion-MNIST items at random sides and
+                   non-overlapping positions (``make_scene_dataset``), the items drawn from
+                   the pooled images past ``PRETRAIN_POOL``: 1,000 random queries, 5,000
+                   training scenes drawn from the database. Relevant = share a label.
+``scene-singles``  one Fashion-MNIST item per 56 x 56 scene, at a random side (20-56) and
+                   position, from the first ``PRETRAIN_POOL`` pooled images (disjoint from
+                   the scenes' items): the pretraining set of a backbone. Class ids; the
+                   queries are held-out scenes, the database is the training set.
+================== =========================================================================
 
 ``database_limit`` (where offered) keeps a random subset of the database of that size,
 for quick runs; the queries stay as drawn, and so do training items drawn apart from the
@@ -46,6 +54,7 @@ from jhash.data._canvas import make_canvas_dataset
 from jhash.data._images import load_fashion_mnist
 from jhash.data._images import load_mnist_5k
 from jhash.data._mfeat import load_mfeat
+from jhash.data._scenes import make_scene_dataset
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_random
 from jhash.data._yeast import load_yeast
@@ -250,6 +259,75 @@ def canvases(
   )
 
 
+#: Fashion-MNIST's pooled images (train then test) ``[0, PRETRAIN_POOL)``, the first 30,000
+#: training images, are the pretraining pool of ``scene-singles``; ``scenes`` draws its
+#: items from the other 40,000, so a backbone pretrained on the one never saw the other's.
+PRETRAIN_POOL = 30_000
+
+
+def scenes(
+  seed: int,
+  *,
+  num_items: int = 10_000,
+  num_queries: int = 1_000,
+  num_train: int = 5_000,
+  num_objects: Sequence[int] = (1, 3),
+  size: int = 56,
+  database_limit: int | None = None,
+):
+  """Multi-label scenes of Fashion-MNIST items (module docstring): images float32 [n, 56, 56].
+
+  Args:
+    seed: the seed of the scenes and of the split.
+    num_items: scenes made from the items past ``PRETRAIN_POOL``.
+    num_queries: random queries; the other scenes are the database.
+    num_train: training scenes drawn from the database.
+    num_objects, size: as in ``make_scene_dataset`` (its ``SCENE_SIDES``).
+    database_limit: None for the whole database, else a random subset.
+  Returns:
+    (train, query, database) batches; labels multi-hot bool [n, 10].
+  """
+  pool, labels = _fashion_pool()
+  ds = make_scene_dataset(
+    pool[PRETRAIN_POOL:],
+    labels[PRETRAIN_POOL:],
+    size=size,
+    num_objects=tuple(num_objects),
+    seed=seed,
+    num_items=num_items,
+    num_classes=10,
+  )
+  split = split_random(num_items, num_queries, num_train, seed=seed)
+  database = _limit(split["database"], database_limit, seed)
+  return _batches(ds.views, ds.labels, split["train"], split["query"], database)
+
+
+def scene_singles(seed: int, *, num_items: int = 22_000, num_queries: int = 2_000, size: int = 56):
+  """One Fashion-MNIST item per scene, from the pretraining pool (module docstring).
+
+  Args:
+    seed: the seed of the scenes and of the split.
+    num_items: scenes made from the first ``PRETRAIN_POOL`` pooled images.
+    num_queries: held-out scenes; the others are the training set and the database.
+    size: the scenes' side (the item's side is uniform in ``SCENE_SIDES[1]``, scaled).
+  Returns:
+    (train, query, database) batches: images float32 [n, size, size], class ids int32.
+  """
+  pool, labels = _fashion_pool()
+  ds = make_scene_dataset(
+    pool[:PRETRAIN_POOL],
+    labels[:PRETRAIN_POOL],
+    size=size,
+    num_objects=1,
+    seed=seed,
+    num_items=num_items,
+    num_classes=10,
+  )
+  classes = ds.extras["box_labels"][:, 0]
+  split = split_random(num_items, num_queries, num_items - num_queries, seed=seed)
+  return _batches(ds.views, classes, split["train"], split["query"], split["train"])
+
+
 #: Protocol name -> function of ``seed`` and options that gives (train, query, database).
 PROTOCOLS: dict[str, Callable] = {
   "fashion-mnist": fashion_mnist,
@@ -257,6 +335,8 @@ PROTOCOLS: dict[str, Callable] = {
   "mnist-5k": mnist_5k,
   "yeast": yeast,
   "canvases": canvases,
+  "scenes": scenes,
+  "scene-singles": scene_singles,
 }
 
 
@@ -285,7 +365,7 @@ def load_protocol(name: str, seed: int, **options):
 
   Args:
     name: one of ``PROTOCOLS``: "fashion-mnist", "mfeat", "mnist-5k", "yeast",
-      "canvases".
+      "canvases", "scenes", "scene-singles".
     seed: the seed of the split (and of any random composition).
     **options: the protocol's options (``protocol_options(name)``).
   Returns:
