@@ -619,3 +619,47 @@ def test_crop_augmentation_of_the_base_model():
   flat = {"views": (np.zeros((8, 12), np.float32),), "labels": np.arange(8) % 2}
   with pytest.raises(ValueError, match="crop_augment crops images"):
     jhash.fit(jhash.methods.dch(8, crop_augment=(0.5, 1.0)), key, flat, progress=False)
+
+
+# -------------------------------------------------------------------------- controls
+
+
+def test_kept_codes_put_the_whole_code_first_and_keep_a_repeat_once():
+  whole = np.array([[1, 1, -1]], np.int8)
+  extra = np.array([[[1, 1, -1], [-1, 1, 1], [-1, 1, 1]]], np.int8)  # a repeat of whole, twice
+  codes, mask = mch_parts.kept_codes(whole, extra, np.array([[True, True, True]]))
+  np.testing.assert_array_equal(codes[0, 0], whole[0])
+  np.testing.assert_array_equal(mask, [[True, False, True, False]])
+  _, mask = mch_parts.kept_codes(whole, extra, np.array([[False, False, True]]))
+  np.testing.assert_array_equal(mask, [[True, False, False, True]])
+
+
+def test_random_keeping_at_the_matching_rate_keeps_as_many_codes_as_mch():
+  mask = np.zeros((4000, 6), bool)
+  mask[:, 0] = True
+  mask[:1000, 1:4] = True  # 1.75 codes per item: 0.15 of the five crops
+  rate = float(mch_parts.matching_rate(mask))
+  assert rate == pytest.approx(0.15)
+  keep = np.asarray(mch_parts.keep_at_random(jax.random.key(0), (4000, 5), rate))
+  assert 1 + keep.sum(axis=1).mean() == pytest.approx(1.75, abs=0.03)
+
+
+def test_the_oracle_keeps_exactly_the_crops_of_positive_reward():
+  """One item of code b; crop 0 coded as its similar neighbour (reward > 0: the neighbour is
+  found nearer), crop 1 as its dissimilar neighbour (reward < 0), crop 2 as b (reward 0)."""
+  k = 8
+  b = np.ones((1, k), np.float32)
+  near_similar = b.copy()
+  near_similar[0, :6] = -1  # distance 6 from b
+  near_dissimilar = b.copy()
+  near_dissimilar[0, 2:8] = -1  # distance 6 from b
+  others = np.concatenate([near_similar, near_dissimilar])
+  crops = np.stack([near_similar, near_dissimilar, b], axis=1)  # [1, 3, K]
+  similarity = np.array([[1.0, 0.0]], np.float32)
+  table = losses.code_loss_table(losses.pairwise_likelihood, k)
+  keep = np.asarray(mch_parts.oracle_keep(b, crops, others, similarity, table))
+  np.testing.assert_array_equal(keep, [[True, False, False]])
+  weights = losses.balanced_pair_weights(similarity)
+  for c, want in enumerate((1, -1, 0)):
+    reward = float(losses.keep_rewards(b, crops[:, c], others, similarity, weights, table)[0])
+    assert np.sign(round(reward, 6)) == want

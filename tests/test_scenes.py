@@ -191,3 +191,23 @@ def test_an_unplaceable_setting_is_an_error_not_a_hang():
     data.make_scene_dataset(
       images, labels, size=40, num_objects=4, sides={4: (20, 20)}, num_items=1
     )
+
+
+def test_each_item_alone_is_its_box_of_the_scene_on_an_empty_scene(scenes):
+  scenes = scenes[2]
+  index = np.arange(0, 40, 3)
+  alone, present = data.scene_items_alone(scenes, index)
+  assert alone.shape == (index.size, 3) + scenes.views[0].shape[1:]
+  np.testing.assert_array_equal(present, scenes.extras["box_labels"][index] >= 0)
+  for row, i in enumerate(index):
+    for j in range(3):
+      top, left, h, w = scenes.extras["boxes"][i, j]
+      inside = np.zeros(scenes.views[0].shape[1:], bool)
+      if present[row, j]:
+        inside[top : top + h, left : left + w] = True
+      np.testing.assert_array_equal(alone[row, j][inside], scenes.views[0][i][inside])
+      assert not alone[row, j][~inside].any()
+  with pytest.raises(ValueError, match="index must be int scene indices"):
+    data.scene_items_alone(scenes, [10**6])
+  with pytest.raises(ValueError, match="dataset must be one make_scene_dataset made"):
+    data.scene_items_alone(data.make_two_view(np.zeros((4, 8, 8)), np.arange(4)))

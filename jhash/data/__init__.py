@@ -41,7 +41,11 @@ from jhash.data._protocols import PROTOCOLS
 from jhash.data._protocols import check_protocol
 from jhash.data._protocols import load_protocol
 from jhash.data._protocols import protocol_options
+from jhash.data._protocols import scene_split
+from jhash.data._protocols import PRETRAIN_POOL
+from jhash.data._scenes import SCENE_SIDES
 from jhash.data._scenes import make_scene_dataset
+from jhash.data._scenes import scene_items_alone
 from jhash.data._similarity import similarity
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_per_label
@@ -76,12 +80,16 @@ __all__ = [
   "Stream",
   "make_canvas_dataset",
   "make_scene_dataset",
+  "scene_items_alone",
+  "SCENE_SIDES",
   "make_two_view",
   "split_per_class",
   "split_per_label",
   "split_random",
   "PROTOCOLS",
   "load_protocol",
+  "scene_split",
+  "PRETRAIN_POOL",
   "check_protocol",
   "protocol_options",
   "similarity",

@@ -265,6 +265,34 @@ def canvases(
 PRETRAIN_POOL = 30_000
 
 
+def scene_split(
+  seed: int,
+  *,
+  num_items: int = 10_000,
+  num_queries: int = 1_000,
+  num_train: int = 5_000,
+  num_objects: Sequence[int] = (1, 3),
+  size: int = 56,
+  database_limit: int | None = None,
+):
+  """The ``scenes`` protocol's data set and split: ``(Dataset, {"train", "query",
+  "database"})``, the scenes with their boxes (``make_scene_dataset``) and the indices of
+  each part (``scenes`` takes its batches from them). Arguments as ``scenes``'."""
+  pool, labels = _fashion_pool()
+  ds = make_scene_dataset(
+    pool[PRETRAIN_POOL:],
+    labels[PRETRAIN_POOL:],
+    size=size,
+    num_objects=tuple(num_objects),
+    seed=seed,
+    num_items=num_items,
+    num_classes=10,
+  )
+  split = split_random(num_items, num_queries, num_train, seed=seed)
+  split["database"] = _limit(split["database"], database_limit, seed)
+  return ds, split
+
+
 def scenes(
   seed: int,
   *,
@@ -287,19 +315,16 @@ def scenes(
   Returns:
     (train, query, database) batches; labels multi-hot bool [n, 10].
   """
-  pool, labels = _fashion_pool()
-  ds = make_scene_dataset(
-    pool[PRETRAIN_POOL:],
-    labels[PRETRAIN_POOL:],
-    size=size,
-    num_objects=tuple(num_objects),
-    seed=seed,
+  ds, split = scene_split(
+    seed,
     num_items=num_items,
-    num_classes=10,
+    num_queries=num_queries,
+    num_train=num_train,
+    num_objects=num_objects,
+    size=size,
+    database_limit=database_limit,
   )
-  split = split_random(num_items, num_queries, num_train, seed=seed)
-  database = _limit(split["database"], database_limit, seed)
-  return _batches(ds.views, ds.labels, split["train"], split["query"], database)
+  return _batches(ds.views, ds.labels, split["train"], split["query"], split["database"])
 
 
 def scene_singles(seed: int, *, num_items: int = 22_000, num_queries: int = 2_000, size: int = 56):

@@ -289,3 +289,39 @@ def make_scene_dataset(
   }
   scenes = _paint(images, sources, boxes, size)
   return make_dataset((scenes,), multi_hot, ("image",), name="scenes", extras=extras)
+
+
+def scene_items_alone(dataset: Dataset, index: Any = None) -> tuple[np.ndarray, np.ndarray]:
+  """Each item of each scene rendered alone: the scene with every other item removed.
+
+  The positive control of multiple-code hashing: the codes of a scene's items, each
+  alone where it stands, are the best extra codes a crop agent could keep.
+
+  Args:
+    dataset: a ``make_scene_dataset`` data set (its ``boxes`` extra).
+    index: the scenes to take (int indices; None: all).
+  Returns:
+    (images ``[k, M, size, size(, C)]`` of the scenes' dtype, 0 outside the item's box
+    and in empty slots; bool ``[k, M]``, the slots that hold an item).
+  """
+  scenes, boxes = dataset.views[0], dataset.extras.get("boxes")
+  if boxes is None or dataset.name != "scenes":
+    raise ValueError(
+      f"dataset must be one make_scene_dataset made (with its 'boxes'); got {dataset.name!r}."
+    )
+  index = np.arange(scenes.shape[0]) if index is None else np.asarray(index)
+  if (
+    index.ndim != 1
+    or index.dtype.kind not in "iu"
+    or (index.size and not 0 <= index.min() <= index.max() < scenes.shape[0])
+  ):
+    raise ValueError(
+      f"index must be int scene indices in [0, {scenes.shape[0]}); got {_checks.describe(index)}."
+    )
+  picked, kept = scenes[index], boxes[index]
+  present = kept[..., 2] > 0
+  out = np.zeros((index.size, boxes.shape[1]) + scenes.shape[1:], scenes.dtype)
+  for i, j in zip(*np.nonzero(present)):
+    top, left, h, w = kept[i, j]
+    out[i, j, top : top + h, left : left + w] = picked[i, top : top + h, left : left + w]
+  return out, present

@@ -6,7 +6,10 @@
   ``random_crops`` and ``random_boxes`` (training), ``crop_resize`` (any box);
 * the agent: ``agent_inputs`` (its states), ``minibatch_rewards``, ``policy_coder`` (the policy
   network as a ``jhash.coder.Coder``), ``policy_step`` (one REINFORCE step), ``keep_probability``, ``AgentState``;
-* encoding: ``dedupe_mask`` (a repeated code of an item is not kept twice);
+* encoding: ``dedupe_mask`` (a repeated code of an item is not kept twice), ``kept_codes``
+  (an item's code and the extra codes kept);
+* controls, other keep rules on the same crops (``MCHExtras.crop_codes``): ``keep_all``,
+  ``keep_at_random`` at ``matching_rate``, ``oracle_keep`` (the crops of positive reward);
 * the method and its state: ``mch``, ``MCHState``, ``MCHExtras``.
 
 The reward and the policy-gradient loss are in ``jhash.losses`` (``keep_rewards``,
@@ -21,6 +24,11 @@ from jhash.methods._mch import agent_inputs
 from jhash.methods._mch import crop_resize
 from jhash.methods._mch import dedupe_mask
 from jhash.methods._mch import five_crops
+from jhash.methods._mch import keep_all
+from jhash.methods._mch import keep_at_random
+from jhash.methods._mch import kept_codes
+from jhash.methods._mch import matching_rate
+from jhash.methods._mch import oracle_keep
 from jhash.methods._mch import fixed_boxes
 from jhash.methods._mch import fixed_crop
 from jhash.methods._mch import keep_probability
@@ -48,4 +56,9 @@ __all__ = [
   "keep_probability",
   "AgentState",
   "dedupe_mask",
+  "kept_codes",
+  "keep_all",
+  "keep_at_random",
+  "matching_rate",
+  "oracle_keep",
 ]

@@ -7,6 +7,11 @@ from jhash.methods._mch._agent import keep_probability
 from jhash.methods._mch._agent import minibatch_rewards
 from jhash.methods._mch._agent import policy_coder
 from jhash.methods._mch._agent import policy_step
+from jhash.methods._mch._controls import keep_all
+from jhash.methods._mch._controls import keep_at_random
+from jhash.methods._mch._controls import kept_codes
+from jhash.methods._mch._controls import matching_rate
+from jhash.methods._mch._controls import oracle_keep
 from jhash.methods._crops import crop_resize
 from jhash.methods._crops import five_crops
 from jhash.methods._crops import fixed_boxes

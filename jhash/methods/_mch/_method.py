@@ -41,6 +41,7 @@ from jhash import models
 from jhash.methods import _memory
 from jhash.methods import _pairwise
 from jhash.methods._mch import _agent
+from jhash.methods._mch import _controls
 from jhash.methods import _crops
 
 
@@ -61,6 +62,10 @@ class MCHExtras(NamedTuple):
   # crops(batch) -> float32 [n, 5, H, W, C]: the five crops, resized to the image.
   crops: Callable[[dict], jax.Array]
   base: _api.HashingMethod  # the base model (its state is ``MCHState.base``)
+  # crop_codes(state, batch) -> (whole int8 [n, K], crops int8 [n, 5, K], keep float32
+  # [n, 5]): the images' codes, their crops' codes and pi(keep), from one pass of the
+  # base network (``encode_multi`` keeps the crops with keep > xi; controls other ones).
+  crop_codes: Callable[[MCHState, dict], tuple[jax.Array, jax.Array, jax.Array]] | None = None
 
 
 def _check_base(base: Any) -> _api.HashingMethod:
@@ -248,9 +253,11 @@ def mch(
     # One pass of the base network over the images and their crops: the whole-image
     # codes come from the same outputs the policy reads (the base's encode, per item).
     keep, whole, crop_codes = keep_probabilities(state, batch)
-    codes = jnp.concatenate([whole[:, None, :], crop_codes], axis=1).astype(jnp.int8)
-    wanted = jnp.concatenate([jnp.ones_like(keep[:, :1], bool), keep > xi], axis=1)
-    return codes, _agent.dedupe_mask(codes, wanted)
+    return _controls.kept_codes(whole, crop_codes, keep > xi)
+
+  def crop_codes(state, batch):
+    keep, whole, crops = keep_probabilities(state, batch)
+    return whole.astype(jnp.int8), crops.astype(jnp.int8), keep
 
   def check_batch(batch):
     n = base.check_batch(batch) if base.check_batch is not None else _checks.batch(batch)
@@ -289,7 +296,7 @@ def mch(
     name,
     phases,
     check_batch,
-    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of, base),
+    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of, base, crop_codes),
     encode_multi=encode_multi,
     bind=bind if base.bind is not None else None,
     check_encode=check_encode,
