@@ -28,7 +28,9 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   within radius r against the buckets a lookup visits, of the single codes and of the
   multi-code database) and ``sweep`` (``{parameter: values}`` of a multi-code method's
   encoding, MCH's ``sigma`` and ``xi``: the trained state re-encoded with each value,
-  reporting ``METRIC_multi@PARAMETER=VALUE`` for the metrics of ``SWEEP_METRICS``).
+  reporting ``METRIC_multi@PARAMETER=VALUE`` for the metrics of ``SWEEP_METRICS``) and
+  ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
+  ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``).
 * ``tables``: the metrics printed as tables (rows data set x method, columns bits).
 * ``plots``: ``pr_curve_bits`` (precision-recall within Hamming radius at this length,
   ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
@@ -80,7 +82,7 @@ KEYS = (
 #: that methods' ``init_variables`` name through a FieldReference, checked before training.
 OPTIONAL_KEYS = ("pretrained",)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
-EVALUATION_OPTIONAL = ("f1_buckets", "sweep")
+EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls")
 PLOT_KEYS = ("pr_curve_bits", "curves")
 PLOT_OPTIONAL = ("f1_bucket_bits",)
 # The multi-code numbers a sweep reports for each value of a swept encoding parameter.
@@ -241,6 +243,10 @@ def _check_evaluation(config) -> None:
           ) from None
   if ev.ndcg_at is not None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
+  if not isinstance(ev.get("controls", False), bool):
+    raise harness.ConfigError(
+      f"config.evaluation.controls: must be True or False; got {ev.controls!r}."
+    )
   for metric in config.tables:
     harness.check_choice(metric, metric_names(ev), "config.tables")
 
@@ -444,8 +450,25 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int, seed
       config, label, bits, **{k: v for k, v in o.items() if k in _parameters(config, label)}
     )
     result.update(sweep_metrics(rebuild, state, query, database, config.evaluation))
+  if config.evaluation.get("controls") and getattr(method.extras, "crop_codes", None):
+    result.update(controls(config, dataset, method, state, batches, seed))
   result["history"] = {k: v.tolist() for k, v in history.items()}
   return result
+
+
+def controls(config, dataset: str, method, state, batches, seed: int) -> dict:
+  """MCH's controls on the cell's trained state (``experiments.mch_controls``); on the
+  ``scenes`` protocol also the positive control, the database's objects coded alone."""
+  from experiments import mch_controls
+
+  train, query, database = batches
+  spec = config.datasets[dataset].to_dict()
+  items = None
+  if spec.pop("protocol") == "scenes":
+    ds, split = jdata.scene_split(seed, **spec)
+    items = jdata.scene_items_alone(ds, split["database"])
+  key = harness.cell_key(seed, dataset, "controls")
+  return mch_controls.control_metrics(method, state, train, query, database, key, items)
 
 
 def train_and_evaluate(config, workdir) -> dict:

@@ -48,6 +48,15 @@ def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   for r in (0, 2):  # extra codes only bring an item nearer
     assert cell[f"recall_radius_{r}_multi"] >= cell[f"recall_radius_{r}"]
   assert 1.0 <= cell["codes_per_item_multi"] <= 6.0
+  # The controls, on the same state: each keeps the whole code, so recall never falls
+  # below the base's; keeping every crop keeps the most crop codes.
+  for control in ("all", "random", "oracle", "items"):
+    for r in (0, 2):
+      assert cell[f"recall_radius_{r}_multi@control={control}"] >= cell[f"recall_radius_{r}"]
+    assert cell[f"codes_per_item_multi@control={control}"] >= 1.0
+  crops = [cell[f"codes_per_item_multi@control={c}"] for c in ("random", "oracle")]
+  assert cell["codes_per_item_multi@control=all"] >= max(crops + [cell["codes_per_item_multi"]])
+  assert 0.0 <= cell["oracle_keep_fraction"] <= 1.0
 
 
 def test_a_missing_backbone_is_refused_before_training(tmp_path):

@@ -165,6 +165,7 @@ def _scenes(quick: bool):
   for label in methods:  # every base fine-tuned from the one backbone file
     config.methods[label].base_options.init_variables = config.get_ref("pretrained")
   config.plots.curves = {"agent": {"metric": "reward", "methods": tuple(methods)}}
+  config.evaluation.controls = True
   if quick:
     config.num_seeds = 1
     config.bits = (16,)
