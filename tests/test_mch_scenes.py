@@ -2,6 +2,7 @@
 ``mch.py:scenes-quick`` fine-tunes its base from it on the scenes protocol. Each run is
 checked for what it learned; a missing backbone is refused before any cell trains."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -65,3 +66,19 @@ def test_a_missing_backbone_is_refused_before_training(tmp_path):
   with pytest.raises(harness.ConfigError, match="config.pretrained: no weights file"):
     runs.run_config(config.lock(), tmp_path / "run")
   assert not (tmp_path / "run" / "progress.json").exists()
+
+
+def test_the_reward_tables_are_the_bases_losses_on_codes_and_are_plotted(tmp_path):
+  from experiments import mch_reward_tables
+
+  labels = np.arange(16) % 4
+  found = mch_reward_tables.tables(8, labels)
+  assert sorted(found) == sorted(mch_reward_tables.BASES)
+  batch = {"views": (np.zeros((16, 4), np.float32),), "labels": labels}
+  for name, table in found.items():
+    method = jhash.methods.REGISTRY[name](8)
+    want = method.extras.code_loss(jhash.init(method, jax.random.key(3), batch))
+    np.testing.assert_allclose(table, want, rtol=1e-6)
+  assert np.diff(found["mmhh"][0])[2] > 0  # MMHH's margin: d = 2 -> 3 raises the loss
+  mch_reward_tables.plot(found, tmp_path / "tables.png")
+  runs.assert_pngs(tmp_path, ["tables.png"])
