@@ -13,7 +13,9 @@ are (queries keep their single code; an item is found at the nearest of its code
   (``jhash.data.scene_items_alone``): the positive control, the best extra codes a crop
   agent could hope for.
 
-Each reports ``METRIC_multi@control=NAME`` for the metrics of ``METRICS``.
+Each reports ``METRIC_multi@control=NAME`` for the metrics of ``METRICS``. On scenes the
+base's and MCH's numbers are also split by the query's number of objects:
+``METRIC@query_objects=N`` (the base) and ``METRIC_multi@query_objects=N`` (MCH).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def oracle_mask(method, state, train, whole, crops, labels) -> np.ndarray:
   return np.concatenate(parts) if parts else np.zeros((0, crops.shape[1]), bool)
 
 
-def control_metrics(method, state, train, query, database, key, items=None) -> dict:
+def control_metrics(
+  method, state, train, query, database, key, items=None, query_objects=None
+) -> dict:
   """The controls' numbers (module docstring) for a trained MCH ``state``.
 
   Args:
@@ -68,9 +72,11 @@ def control_metrics(method, state, train, query, database, key, items=None) -> d
     key: the random control's key.
     items: optional (images [n, M, ...], present bool [n, M]) of the database's objects
       alone (``scene_items_alone``), for the positive control.
+    query_objects: optional int [q], each query's number of objects: the base's and MCH's
+      numbers per value.
   """
   whole, crops, keep = method.extras.crop_codes(state, database)
-  _, mch_mask = jhash.encode_multi(method, state, database)
+  mch_codes, mch_mask = jhash.encode_multi(method, state, database)
   q_codes, q_labels, labels = (
     jhash.encode(method, state, query),
     query["labels"],
@@ -90,6 +96,15 @@ def control_metrics(method, state, train, query, database, key, items=None) -> d
     codes = jhash.encode(method.extras.base, state.base, flat)
     rules["items"], extra["items"] = present, np.asarray(codes).reshape(n, m, -1)
   out = {"oracle_keep_fraction": float(np.mean(oracle))}
+  if query_objects is not None:
+    single = np.ones((whole.shape[0], 1), bool)
+    for count in np.unique(query_objects):
+      rows = np.flatnonzero(np.asarray(query_objects) == count)
+      qc, ql = np.asarray(q_codes)[rows], np.asarray(q_labels)[rows]
+      base = _scores(qc, ql, np.asarray(whole)[:, None], single, labels)
+      multi = _scores(qc, ql, mch_codes, mch_mask, labels)
+      out.update({f"{k}@query_objects={count}": v for k, v in base.items() if k in METRICS})
+      out.update({f"{k}_multi@query_objects={count}": v for k, v in multi.items() if k in METRICS})
   for name, rule in rules.items():
     codes, mask = mch_parts.kept_codes(whole, extra[name], rule)
     scores = _scores(q_codes, q_labels, codes, mask, labels)

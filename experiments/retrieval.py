@@ -463,12 +463,13 @@ def controls(config, dataset: str, method, state, batches, seed: int) -> dict:
 
   train, query, database = batches
   spec = config.datasets[dataset].to_dict()
-  items = None
+  items = counts = None
   if spec.pop("protocol") == "scenes":
     ds, split = jdata.scene_split(seed, **spec)
     items = jdata.scene_items_alone(ds, split["database"])
+    counts = ds.extras["num_objects"][split["query"]]
   key = harness.cell_key(seed, dataset, "controls")
-  return mch_controls.control_metrics(method, state, train, query, database, key, items)
+  return mch_controls.control_metrics(method, state, train, query, database, key, items, counts)
 
 
 def train_and_evaluate(config, workdir) -> dict:

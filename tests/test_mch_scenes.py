@@ -58,6 +58,12 @@ def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   crops = [cell[f"codes_per_item_multi@control={c}"] for c in ("random", "oracle")]
   assert cell["codes_per_item_multi@control=all"] >= max(crops + [cell["codes_per_item_multi"]])
   assert 0.0 <= cell["oracle_keep_fraction"] <= 1.0
+  # Split by the query's number of objects: the groups' mAPs average to the whole's.
+  ds, split = jhash.data.scene_split(0, **spec)
+  counts = np.bincount(ds.extras["num_objects"][split["query"]], minlength=4)[1:]
+  for suffix in ("", "_multi"):
+    groups = [cell[f"map{suffix}@query_objects={c}"] for c in (1, 2, 3)]
+    assert np.average(groups, weights=counts) == pytest.approx(cell[f"map{suffix}"], abs=1e-5)
 
 
 def test_a_missing_backbone_is_refused_before_training(tmp_path):
