@@ -34,7 +34,10 @@ Scenes:   python -m experiments.main --config experiments/configs/pretrain.py --
           training scenes from the database), every base fine-tuned from the pretrained
           classifier (``config.pretrained``, the pretraining run's ``backbone.npz``, whose
           items are disjoint from the scenes'), ``sigma = 0.5``, ``xi = 0.5``, training crops
-          of side 0.3 to 1.0, three seeds, 16/32/64 bits, all five bases.
+          of side 0.3 to 1.0, three seeds, 16/32/64 bits, all five bases; with each MCH
+          its controls (``evaluation.controls``, ``experiments.mch_controls``). Sensitivity:
+          ``mch.py:scenes-sensitivity``, MCH-DCH at 32 bits (three seeds) re-encoded with
+          sigma 0.3 .. 1.0 and xi 0.1 .. 0.9.
 """
 
 import ml_collections
@@ -70,7 +73,7 @@ def _methods(
   }
 
 
-ARGS = ("canvases", "sensitivity", "quick", "scenes", "scenes-quick")
+ARGS = ("canvases", "sensitivity", "quick", "scenes", "scenes-sensitivity", "scenes-quick")
 #: Where the pretraining run writes the backbone (``experiments/configs/pretrain.py``).
 PRETRAINED = "runs/pretrain/backbone.npz"
 
@@ -80,7 +83,7 @@ def get_config(arg=None):
   if arg not in ARGS:
     raise ValueError(f"unknown config argument {arg!r}; use one of {', '.join(ARGS)}.")
   if arg.startswith("scenes"):
-    return _scenes(quick=arg == "scenes-quick")
+    return _scenes(quick=arg == "scenes-quick", sensitivity=arg == "scenes-sensitivity")
   config = ml_collections.ConfigDict()
   config.trainer = "experiments.retrieval"
   config.seed = 0
@@ -152,7 +155,7 @@ def get_config(arg=None):
   return config.lock()
 
 
-def _scenes(quick: bool):
+def _scenes(quick: bool, sensitivity: bool):
   """MCH's fair test: scenes, a pretrained backbone, the settings fixed in advance."""
   config = get_config("canvases").unlock()
   config.pretrained = PRETRAINED
@@ -166,6 +169,16 @@ def _scenes(quick: bool):
     config.methods[label].base_options.init_variables = config.get_ref("pretrained")
   config.plots.curves = {"agent": {"metric": "reward", "methods": tuple(methods)}}
   config.evaluation.controls = True
+  if sensitivity:  # the paper's Table 3 and Figure 9: MCH-DCH at 32 bits, re-encoded
+    config.bits = (32,)
+    config.methods = _methods(("dch",), sigma=0.5, xi=0.5, crop_range=(0.3, 1.0))
+    config.methods.mch_dch.base_options.init_variables = config.get_ref("pretrained")
+    config.evaluation.sweep = {
+      "sigma": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+      "xi": (0.1, 0.3, 0.5, 0.7, 0.9),
+    }
+    config.evaluation.controls = False
+    config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch",)}}
   if quick:
     config.num_seeds = 1
     config.bits = (16,)
