@@ -102,11 +102,20 @@ class Coder(NamedTuple):
 
 def head_only(optimizer: optax.GradientTransformation) -> optax.GradientTransformation:
   """``optimizer`` on the hash head's parameters, no update for every other parameter."""
+  _check_optimizer(optimizer)
 
   def labels(params):
     return {name: "train" if name == HEAD else "frozen" for name in params}
 
   return optax.multi_transform({"train": optimizer, "frozen": optax.set_to_zero()}, labels)
+
+
+def _check_optimizer(optimizer: Any) -> None:
+  if not isinstance(optimizer, optax.GradientTransformation):
+    raise ValueError(
+      f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)); got "
+      f"{_checks.describe(optimizer)}."
+    )
 
 
 def bit_balance(logits: jax.Array) -> jax.Array:
@@ -229,6 +238,13 @@ def coder(
     )
   if optimizer is None and not callable(learning_rate):  # an optax schedule is callable
     _checks.scalar(learning_rate, "learning_rate", low=0, strict=True)
+  if optimizer is not None:
+    _check_optimizer(optimizer)
+  standardize = _checks.flag(standardize, "standardize")
+  if images is not None:
+    images = _checks.flag(images, "images")
+  if not isinstance(name, str):
+    raise ValueError(f"name must be a str; got {_checks.describe(name)}.")
   optimizer = optax.adam(learning_rate) if optimizer is None else optimizer
   if trainable == "head":
     optimizer = head_only(optimizer)
@@ -501,6 +517,11 @@ def check_variables(given: Mapping, fresh: dict) -> dict:
   by the fresh one. Raises a ValueError naming the first other variable (in the
   network's order) that is missing, unexpected, or of another shape.
   """
+  if not isinstance(given, Mapping):
+    raise ValueError(
+      f"init_variables must be a Flax variables dict {{'params': ...}}; got "
+      f"{_checks.describe(given)}."
+    )
   want = traverse_util.flatten_dict(dict(fresh))
   got = traverse_util.flatten_dict(jax.tree.map(lambda v: v, dict(given)))
   out = {}

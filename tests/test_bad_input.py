@@ -504,3 +504,18 @@ def test_states_edited_by_hand_are_checked_before_training_and_itq_needs_a_sprea
   with pytest.raises(ValueError, match="got 4 items"):
     jhash.fit(jhash.methods.itq(4), key, {"views": (x[:4],)})
   jhash.fit(jhash.methods.itq(4, num_iters=1), key, {"views": (x[:5],)}, progress=False)
+
+
+def test_the_coder_factory_and_its_helpers_check_their_arguments():
+  with pytest.raises(ValueError, match="standardize must be True or False; got str"):
+    jhash.coder.coder(4, standardize="yes")  # was: accepted
+  with pytest.raises(ValueError, match="images must be True or False"):
+    jhash.coder.coder(4, images="yes")
+  with pytest.raises(ValueError, match="name must be a str; got int"):
+    jhash.coder.coder(4, name=5)
+  with pytest.raises(ValueError, match="optimizer must be an optax.GradientTransformation"):
+    jhash.coder.head_only(5)  # was: AttributeError inside optax
+  with pytest.raises(ValueError, match="optimizer must be an optax.GradientTransformation"):
+    jhash.coder.coder(4, optimizer="adam")
+  with pytest.raises(ValueError, match="init_variables must be a Flax variables dict"):
+    jhash.coder.check_variables(5, {"params": {}})  # was: TypeError 'int' is not iterable
