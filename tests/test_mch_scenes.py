@@ -88,3 +88,42 @@ def test_the_reward_tables_are_the_bases_losses_on_codes_and_are_plotted(tmp_pat
   assert np.diff(found["mmhh"][0])[2] > 0  # MMHH's margin: d = 2 -> 3 raises the loss
   mch_reward_tables.plot(found, tmp_path / "tables.png")
   runs.assert_pngs(tmp_path, ["tables.png"])
+
+
+def _cell(r0_base, r0_mch, r0_random, r0_items, map_drop=0.0):
+  """A results.json cell of three seeds (noise 1e-4) with the given R@r0s."""
+  seeds = {}
+  for s, noise in enumerate((-1e-4, 0.0, 1e-4)):
+    v = {
+      "recall_radius_0": r0_base + noise,
+      "recall_radius_0_multi": r0_mch + 2 * noise,
+      "recall_radius_0_multi@control=random": r0_random,
+      "recall_radius_0_multi@control=items": r0_items + noise,
+      "precision_radius_0": 0.5,
+      "precision_radius_0_multi": 0.5,
+      "map": 0.6,
+      "map_multi": 0.6 - map_drop,
+      "oracle_keep_fraction": 0.1,
+    }
+    seeds[str(s)] = v
+  return {"per_seed": seeds}
+
+
+def test_the_verdict_follows_the_rule_fixed_in_advance():
+  from experiments import mch_verdict
+
+  bases = mch_verdict.BASES
+  gains = {b: _cell(0.02, 0.03, 0.025, 0.04) for b in bases}
+  assert mch_verdict.verdict(gains)[0] == "holds"
+  costly = {b: _cell(0.02, 0.03, 0.025, 0.04, map_drop=0.02) for b in bases}  # mAP -0.02
+  assert mch_verdict.verdict(costly)[0] == "refuted"
+  no_better_than_random = {b: _cell(0.02, 0.03, 0.03, 0.04) for b in bases}
+  assert mch_verdict.verdict(no_better_than_random)[0] == "refuted"
+  three = {**gains, "ksh": _cell(0.02, 0.02, 0.02, 0.04), "dch": _cell(0.02, 0.02, 0.02, 0.04)}
+  word, reason = mch_verdict.verdict(three)
+  assert word == "refuted" and "3 of 5" in reason
+  nothing = {b: _cell(0.02, 0.02, 0.02, 0.02) for b in bases}
+  assert mch_verdict.verdict(nothing)[0] == "inconclusive"
+  # The paired interval: Student's t over three seeds.
+  mean, low, high = mch_verdict.paired_interval(np.array([1.0, 2.0, 3.0]), np.zeros(3))
+  assert mean == 2.0 and high - mean == pytest.approx(4.303 * 1.0 / np.sqrt(3))
