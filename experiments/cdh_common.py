@@ -39,10 +39,28 @@ def mfeat_data(spec, seed: int) -> dict:
   (drawn from the training items; the rest of them are ``fit``).
   """
   views = tuple(spec["views"])
-  train, query, _ = jdata.load_protocol(
-    "mfeat", seed, views=views, query_per_class=spec["query_per_class"]
-  )
+  if len(views) != 2:
+    raise harness.ConfigError(
+      f"config.dataset.views: must name two views (cross-view retrieval: a query's view "
+      f"and the database's); got {views!r}."
+    )
+  try:
+    train, query, _ = jdata.load_protocol(
+      "mfeat", seed, views=views, query_per_class=spec["query_per_class"]
+    )
+  except (TypeError, ValueError) as e:
+    raise harness.ConfigError(f"config.dataset: {harness.first_line(e)}") from None
+  if len(query["labels"]) == 0:
+    raise harness.ConfigError(
+      "config.dataset.query_per_class: must be >= 1; the split has no queries."
+    )
   per_class = int(np.min(np.bincount(train["labels"])))
+  valid = spec["validation_per_class"]
+  if isinstance(valid, bool) or not isinstance(valid, int) or not 0 <= valid <= per_class:
+    raise harness.ConfigError(
+      f"config.dataset.validation_per_class: must be an int in [0, {per_class}] (the "
+      f"training items of the smallest class); got {valid!r}."
+    )
   inner = jdata.split_per_class(
     train["labels"],
     spec["validation_per_class"],
@@ -63,6 +81,15 @@ def validate(config, keys) -> None:
   """Raise ``ConfigError`` for an unknown key, CDH option, baseline or baseline option."""
   harness.check_keys(config, keys)
   harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
+  grid = config.get("gamma_grid")
+  if grid is not None and (
+    not len(grid)
+    or any(isinstance(g, bool) or not isinstance(g, (int, float)) for g in grid)
+    or not all(0 <= g < float("inf") for g in grid)
+  ):
+    raise harness.ConfigError(
+      f"config.gamma_grid: must be a non-empty tuple of finite numbers >= 0; got {grid!r}."
+    )
   for name in config.get("baselines", ()):
     harness.check_choice(name, ("cvh", "scm", "cmfh"), "config.baselines")
   for name, options in config.get("baseline_options", {}).items():

@@ -111,7 +111,8 @@ def read_json(path, default: Any = None, remedy: str | None = None) -> Any:
     ) from None
 
 
-def _first_line(error: BaseException, limit: int = 300) -> str:
+def first_line(error: BaseException, limit: int = 300) -> str:
+  """The first line of an error's message (at most ``limit`` characters)."""
   text = str(error).strip().splitlines()
   return (text[0] if text else "")[:limit]
 
@@ -437,7 +438,7 @@ class Workdir:
       )
       what = (
         f"it cannot be restored as the state this version makes "
-        f"({type(e).__name__}: {_first_line(e)}); {cause}"
+        f"({type(e).__name__}: {first_line(e)}); {cause}"
       )
       earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
       raise WorkdirError(self._damaged(cell, step, earlier, what)) from None

@@ -46,6 +46,8 @@ def _parse_flags(argv: list[str]) -> list[str]:
   refused by a message naming the key and the keys there are (not a traceback)."""
   try:
     return flags.FLAGS(argv)
+  except flags.Error as error:  # a flag's value (--config.seed=abc) or a missing flag
+    sys.exit(f"error: {_last_line(error)}")
   except (AttributeError, KeyError) as error:
     args = argv[1:]
     overrides = [a for a in args if a.startswith("--config.")]
@@ -69,12 +71,22 @@ def _parse_flags(argv: list[str]) -> list[str]:
     raise
 
 
+def _last_line(error: BaseException) -> str:
+  """The last line of an error's message (ml_collections puts the cause there)."""
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  return lines[-1] if lines else type(error).__name__
+
+
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  config = _CONFIG.value
-  trainer = importlib.import_module(config.trainer)
+  try:
+    config = _CONFIG.value
+    name = config.trainer  # ml_collections reports a failed load on first use
+  except (OSError, ValueError) as error:  # a config file missing, or its get_config failing
+    sys.exit(f"error: --config: {_last_line(error)}")
+  trainer = importlib.import_module(name)
   from experiments import harness  # after flag parsing: --help stays fast
 
   try:

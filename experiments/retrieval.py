@@ -284,7 +284,7 @@ def check_trainable(config, batches_of) -> None:
   bits = min(config.bits)
   reported = {}
   for dataset in reversed(list(config.datasets)):  # the first cells' data set stays cached
-    train, _, database = batches_of(dataset, seeds(config)[0])
+    train, query, database = load_split(batches_of, dataset, seeds(config)[0])
     _check_cutoffs(config.evaluation, jhash.num_items(database), dataset)
     for label, spec in config.methods.items():
       try:
@@ -300,6 +300,23 @@ def check_trainable(config, batches_of) -> None:
         sorted(reported[label]),
         f"config.plots.curves.{name}.metric (reported by {label})",
       )
+
+
+def load_split(batches_of, dataset: str, seed: int):
+  """``batches_of(dataset, seed)``, (train, query, database); a setting the data set's
+  protocol refuses, or a split with no query or no training item, is a ``ConfigError``
+  naming ``config.datasets.DATASET``."""
+  where = f"config.datasets.{dataset}"
+  try:
+    train, query, database = batches_of(dataset, seed)
+  except (TypeError, ValueError) as e:
+    raise harness.ConfigError(f"{where}: {harness.first_line(e)}") from None
+  for batch, what in ((query, "queries"), (train, "training items"), (database, "database items")):
+    if jhash.num_items(batch) == 0:
+      raise harness.ConfigError(
+        f"{where}: the split holds no {what} (seed {seed}); raise its per-class or total count."
+      )
+  return train, query, database
 
 
 def _check_cutoffs(evaluation, num_items: int, dataset: str) -> None:
@@ -634,8 +651,10 @@ def curve_plot(config, metrics: dict, spec, path) -> None:
     for m in spec.methods:
       series = []
       for b in config.bits:
-        y = metrics[cell_name(d, m, b)]["per_seed"][str(config.seed)]["history"][spec.metric]
-        y = [np.nan if v is None else v for v in y]  # NaN (saved as null): no value
+        history = metrics[cell_name(d, m, b)]["per_seed"][str(config.seed)]["history"]
+        if not history.get(spec.metric):  # no step ran (num_epochs = 0): nothing to draw
+          continue
+        y = [np.nan if v is None else v for v in history[spec.metric]]  # NaN: no value
         series.append({"label": f"{b} bits", "x": list(range(1, len(y) + 1)), "y": y, "style": "-"})
       panels.append(
         {"title": f"{d}: {m}", "xlabel": "step", "ylabel": spec.metric, "series": series}

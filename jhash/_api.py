@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -126,10 +127,44 @@ def one_phase(
   num_epochs: int | None = None,
 ) -> tuple[Phase]:
   """The schedule of a method of one phase: ``num_steps`` steps (full-batch), or
-  ``num_epochs`` epochs of minibatches of ``batch_size``."""
-  return (
-    Phase(name, update, batch_size, None if num_epochs is not None else num_steps, num_epochs),
-  )
+  ``num_epochs`` epochs of minibatches of ``batch_size``; give exactly one of the two
+  lengths (a ValueError otherwise, as for a batch size < 1 or a negative length)."""
+  if (num_steps is None) == (num_epochs is None):
+    raise ValueError(
+      f"one_phase({name!r}) needs exactly one length, num_steps or num_epochs; got "
+      f"num_steps={num_steps!r} and num_epochs={num_epochs!r}."
+    )
+  phase = Phase(name, update, batch_size, num_steps, num_epochs)
+  check_phase(phase)
+  return (phase,)
+
+
+def check_phase(phase: Any, where: str = "phase") -> None:
+  """A ``Phase``: a name, a callable update, ``batch_size`` None or an int >= 1 and a
+  length (``num_steps`` or ``num_epochs``, ints >= 0; at least one given)."""
+  if not isinstance(phase, Phase):
+    raise TypeError(f"{where} must be a jhash.Phase; got {_checks.describe(phase)}.")
+  at = f"{where} {phase.name!r}"
+  _checks.function(phase.update, f"{at}: update", "(state, batch, key) -> (state, metrics)")
+  if phase.batch_size is not None:
+    _checks.positive_int(phase.batch_size, f"{at}: batch_size")
+  for value, name in ((phase.num_steps, "num_steps"), (phase.num_epochs, "num_epochs")):
+    if value is not None:
+      _checks.nonneg_int(value, f"{at}: {name}")
+  if phase.num_steps is None and phase.num_epochs is None:
+    raise ValueError(f"{at} needs a length: num_steps or num_epochs (both are None).")
+
+
+def check_phases(method: "HashingMethod") -> None:
+  """Every phase of a method's schedule (``check_phase``); at least one."""
+  phases = method.phases
+  if not isinstance(phases, tuple) or not phases:
+    raise ValueError(
+      f"{method.name}: phases must be a non-empty tuple of jhash.Phase; got "
+      f"{_checks.describe(phases)}."
+    )
+  for i, phase in enumerate(phases):
+    check_phase(phase, f"{method.name}.phases[{i}]")
 
 
 # What a state records of its training (``Trained.dtypes`` indexes this; floats are one).
@@ -245,6 +280,7 @@ def view_features(batch: Batch, view: int | None) -> jax.Array:
   Images are flattened. ``view=None`` concatenates every observed view.
   """
   _checks.view(view)
+  batch_size_of(batch)  # a batch dict with an observed view (not a bare array)
   views = batch["views"]
   if view is None:
     chosen = [v for v in views if v is not None]
@@ -267,15 +303,23 @@ def check_num_bits(num_bits) -> int:
 
 def batch_size_of(batch: Batch) -> int:
   """The number of items in a batch (rows of its first observed view)."""
-  return int(next(np.shape(v)[0] for v in batch["views"] if v is not None))
+  views = batch.get("views") if isinstance(batch, Mapping) else None
+  observed = [v for v in views if v is not None] if isinstance(views, (tuple, list)) else []
+  if not observed:
+    raise ValueError(
+      "batch must be a dict whose 'views' is a tuple holding at least one array; got "
+      f"{_checks.describe(batch if views is None else views)}."
+    )
+  return int(np.shape(observed[0])[0])
 
 
 def num_items(batch: Batch) -> int:
   """The training set's size: ``batch["num_items"]`` when training streams, else the
   batch's own number of items. A Python int (it sets the shapes of memory banks)."""
+  size = batch_size_of(batch)
   if batch.get("num_items") is not None:
     return int(batch["num_items"])
-  return batch_size_of(batch)
+  return size
 
 
 def take(batch: Batch, index) -> Batch:
@@ -399,6 +443,10 @@ def view_widths(batch: Batch) -> jax.Array:
 def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
   """Raise unless the views a method reads have the widths it was trained on.
 
+  Only widths are recorded (``view_widths``), not item shapes: a view of another item
+  shape with the same flattened width (images [n, 2, 3] for training views [n, 3, 2])
+  passes, and is encoded as its flattened rows.
+
   Args:
     trained: int32 [V], ``view_widths`` of the training batch (from the state).
     batch: the batch to encode.
@@ -425,3 +473,22 @@ def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
       f"({describe(got)}). A view missing, added, swapped or resized "
       "would give wrong codes."
     )
+
+
+@jax.jit
+def _nan_flags(leaves):
+  return jnp.stack([jnp.any(jnp.isnan(x)) for x in leaves])
+
+
+def nan_fields(state: State) -> list[str]:
+  """The paths of a concrete state's floating arrays that hold NaN (one jitted reduction on
+  the device and one fetch; [] under tracing, or when no array is floating)."""
+  found = [
+    (jax.tree_util.keystr(path), x)
+    for path, x in jax.tree_util.tree_leaves_with_path(state)
+    if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating) and np.size(x)
+  ]
+  if not found or any(isinstance(x, jax.core.Tracer) for _, x in found):
+    return []
+  flags = np.asarray(_nan_flags([jnp.asarray(x) for _, x in found]))
+  return [path for (path, _), bad in zip(found, flags) if bad]

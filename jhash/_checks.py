@@ -86,6 +86,68 @@ def scalar(value: Any, name: str, *, low: float | None = None, strict: bool = Fa
     raise ValueError(f"{name} must be a finite number{bound}; got {v!r}.")
 
 
+def seed(value: Any, name: str = "seed") -> int:
+  """A NumPy generator seed: a Python int >= 0."""
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    raise ValueError(f"{name} must be an int >= 0 (a NumPy seed); got {describe(value)}.")
+  return int(value)
+
+
+def widths(value: Any, name: str, *, allow_empty: bool = True) -> tuple[int, ...]:
+  """Layer widths: a tuple (or list) of ints >= 1, as a tuple; empty only if allowed."""
+  ok = isinstance(value, (tuple, list)) and all(
+    isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in value
+  )
+  if not ok or (not allow_empty and len(value) == 0):
+    what = "a tuple of ints >= 1" if allow_empty else "a non-empty tuple of ints >= 1"
+    raise ValueError(f"{name} must be {what} (layer widths); got {value!r}.")
+  return tuple(int(w) for w in value)
+
+
+def function(value: Any, name: str, what: str = "") -> None:
+  """A callable, or a TypeError naming ``name`` (``what``: its signature, for the message)."""
+  if not callable(value):
+    raise TypeError(
+      f"{name} must be a function{' ' + what if what else ''}; got {describe(value)}."
+    )
+
+
+def prng_key(key: Any, name: str = "key") -> None:
+  """One PRNG key: a typed key of shape [] or a raw uint32 [2] key (a ValueError otherwise)."""
+  import jax
+
+  typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  if typed and key.shape == ():
+    return
+  if isinstance(key, jax.Array) and not typed and key.shape == (2,) and key.dtype == np.uint32:
+    return
+  hint = ""
+  if typed or (isinstance(key, jax.Array) and key.ndim == 2 and key.shape[-1] == 2):
+    hint = " (several keys, e.g. from jax.random.split: one call per key, or vmap)"
+  raise ValueError(
+    f"{name} must be one JAX PRNG key (jax.random.key(seed)); got {describe(key)}{hint}."
+  )
+
+
+def keywords(options: dict, target: Any, name: str, skip: Sequence[str] = ()) -> None:
+  """``options``, passed on as ``target(**options)``, must be keywords ``target`` takes
+  (less ``skip``); else the TypeError Python gives, naming ``name``, the public function
+  the user called, and listing its options."""
+  import inspect
+
+  params = inspect.signature(target).parameters.values()
+  allowed = [
+    p.name
+    for p in params
+    if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in skip
+  ]
+  for key in options:
+    if key not in allowed:
+      raise TypeError(
+        f"{name}() got an unexpected keyword argument {key!r}; its options: {', '.join(allowed)}."
+      )
+
+
 def view(value: Any) -> None:
   """``view``: None (every observed view) or the int index of a view."""
   if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
@@ -177,6 +239,23 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
   return kind
 
 
+def int32_ids(labels: Any, name: str = "labels") -> None:
+  """Class ids must fit in int32 (checked on concrete arrays of a wider type): JAX keeps
+  them as int32 (x64 off), where 2**32 would wrap to 0 and compare equal to class 0."""
+  dtype = dtype_of(labels)
+  if dtype.kind not in "iu" or dtype.itemsize < 4 or dtype == np.int32:
+    return
+  if not is_concrete(labels) or np.size(labels) == 0:
+    return
+  a = np.asarray(labels)
+  low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  if a.min() < low or a.max() > high:
+    raise ValueError(
+      f"{name}: class ids must fit in int32 ([{low}, {high}]); got {a.min()}..{a.max()} "
+      f"in {describe(a)}. Renumber the classes (np.unique(labels, return_inverse=True))."
+    )
+
+
 def _is_ml_float(dtype: np.dtype) -> bool:
   """bfloat16 and the float8 types, which NumPy sees as opaque ("V") dtypes."""
   return dtype.kind == "V" and dtype.name.startswith(("bfloat", "float"))
@@ -234,6 +313,7 @@ def batch(value: Any, name: str = "batch") -> int:
         f"labels must be an array (NumPy or JAX; np.asarray a list first); got {describe(labels)}."
       )
     label_array(labels, "labels", num_items=n)
+    int32_ids(labels, "labels")
   return int(n)
 
 

@@ -40,6 +40,13 @@ def _check(method, state, batch) -> int:
   _api.check_trained(method, state, batch)
   if method.check_encode is not None:
     method.check_encode(state, batch)
+  bad = _api.nan_fields(state)
+  if bad:
+    raise ValueError(
+      f"state must hold no NaN; {method.name}'s state has NaN in {', '.join(bad[:3])}, and "
+      "would encode every item as all -1. Its training diverged: retrain (lower the "
+      "learning rate, or check the inputs' scale)."
+    )
   return n
 
 
@@ -62,7 +69,18 @@ def encode(
   n = _check(method, state, batch)
   if n == 0:
     return jnp.zeros((0, method.num_bits), jnp.int8)
-  return _encoder(method.encode, chunk_size)(state, batch)
+  codes = _encoder(method.encode, chunk_size)(state, batch)
+  _check_codes(method, codes, (n, method.num_bits), "[n, num_bits]")
+  return codes
+
+
+def _check_codes(method, codes, shape: tuple, layout: str) -> None:
+  """A method's ``encode`` must give int8 codes of ``shape`` (a hand-built method's may not)."""
+  if tuple(np.shape(codes)) != shape or getattr(codes, "dtype", None) != jnp.int8:
+    raise ValueError(
+      f"{method.name}'s encode must return int8 codes {layout} = {list(shape)} in {{-1, +1}} "
+      f"(jhash.codes.sign of its scores); got {_checks.describe(codes)}."
+    )
 
 
 def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: int | None = None):
@@ -92,4 +110,7 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
       jnp.zeros((0,) + shapes[0].shape[1:], jnp.int8),
       jnp.zeros((0,) + shapes[1].shape[1:], bool),
     )
-  return _encoder(fn, chunk_size)(state, batch)
+  codes, mask = _encoder(fn, chunk_size)(state, batch)
+  m = np.shape(codes)[1] if np.ndim(codes) == 3 else 1
+  _check_codes(method, codes, (n, m, method.num_bits), "[n, m, num_bits]")
+  return codes, mask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -54,7 +55,8 @@ def hashnet_map(query_codes, db_codes, query_labels, db_labels, top_k: int) -> f
     query_labels, db_labels: class ids [q] / [n] or multi-hot [q, C] / [n, C].
     top_k: R, an int in [1, n] (the script fails for R > n).
   Returns:
-    mAP as a float.
+    mAP as a float; NaN, with a ``RuntimeWarning``, when no query has a relevant item
+    among its first R.
   """
   _inputs.check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, db_ranks=2)
   q_b = np.asarray(query_codes, np.float32)
@@ -69,6 +71,13 @@ def hashnet_map(query_codes, db_codes, query_labels, db_labels, top_k: int) -> f
     rel = _shares_label(q_l[start : start + chunk], r_l)
     values += [_hashnet_ap(rel[i][order[:, i]]) for i in range(rel.shape[0])]
   kept = [v for v in values if v is not None]
+  if not kept:
+    warnings.warn(
+      f"hashnet_map is NaN: no query has a relevant item among its first top_k={top_k}, and "
+      "HashNet's mAP leaves such queries out (as no_relevant='skip').",
+      RuntimeWarning,
+      stacklevel=2,
+    )
   return float(np.mean(kept)) if kept else math.nan
 
 

@@ -41,7 +41,32 @@ from jhash._loops import _replicated
 from jhash._loops import _split
 
 sample_key = _order.sample_key
-epoch_permutation = _order.epoch_permutation
+
+
+def epoch_permutation(key: jax.Array, epoch, num_items: int, phase=0) -> jax.Array:
+  """int32 [num_items]: the order of the training items in ``epoch`` (0-based) of the
+  minibatch phase ``phase`` (0 for a method of one phase):
+  ``permutation(fold_in(fold_in(sample_key(key), epoch), phase))``. Jittable: ``epoch``
+  and ``phase`` are ints >= 0 or traced integer scalars; ``num_items`` an int >= 0."""
+  if not isinstance(key, jax.core.Tracer):
+    _checks.prng_key(key)
+  _count(epoch, "epoch")
+  _count(phase, "phase")
+  num_items = _checks.nonneg_int(num_items, "num_items")
+  return _order.epoch_permutation(key, epoch, num_items, phase)
+
+
+def _count(value, name: str) -> None:
+  """An int >= 0, or a traced integer scalar (its value is not checked)."""
+  if isinstance(value, jax.core.Tracer):
+    if not jnp.issubdtype(value.dtype, jnp.integer) or value.ndim:
+      raise ValueError(f"{name} must be an integer scalar; got {_checks.describe(value)}.")
+    return
+  if isinstance(value, jax.Array) and value.ndim == 0 and jnp.issubdtype(value.dtype, jnp.integer):
+    value = int(value)
+  _checks.nonneg_int(value, name)
+
+
 steps_per_epoch = _order.steps_per_epoch
 
 
@@ -55,7 +80,14 @@ def minibatches(
   ``"index"``, int32 [batch_size], its items' positions in ``batch``. ``start_step``
   and ``phase`` count within one phase of a method of several (``jhash.Phase``).
   """
-  n = _api.batch_size_of(batch)
+  n = _checks.batch(batch)
+  batch_size = _checks.positive_int(batch_size, "batch_size")
+  _checks.prng_key(key)
+  num_steps = _checks.nonneg_int(num_steps, "num_steps")
+  start_step = _checks.nonneg_int(start_step, "start_step")
+  phase = _checks.nonneg_int(phase, "phase")
+  if n == 0 and num_steps:
+    raise ValueError("batch must hold items to draw minibatches from; its views have 0 rows.")
   host = jax.tree.map(np.asarray, batch)
   for index in _order.minibatch_order(key, n, batch_size, num_steps, start_step, phase):
     yield _api.take(host, index)
@@ -178,7 +210,11 @@ def schedule(
   num_steps: int | None = None,
   num_epochs: int | None = None,
 ) -> int:
-  """The number of steps ``jhash.fit`` runs by default (or with these overrides)."""
+  """The number of steps ``jhash.fit`` runs by default (or with these overrides);
+  ``num_items``, the training set's size, is None or an int >= 1."""
+  check_method(method)
+  if num_items is not None:
+    num_items = _checks.positive_int(num_items, "num_items")
   return _spans(method, num_items, num_steps, num_epochs)[-1].stop
 
 
@@ -187,6 +223,7 @@ def _spans(method, n: int | None, num_steps, num_epochs) -> list[_Span]:
   one phase; ``num_steps`` is the run's total (the last phase cut or extended)."""
   if num_steps is not None and num_epochs is not None:
     raise ValueError("give num_steps or num_epochs, not both.")
+  _api.check_phases(method)
   phases = method.phases
   if num_epochs is not None:
     num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
@@ -372,7 +409,19 @@ def fit(
   finally:
     if run.bar is not None:
       run.bar.close()
+  _check_state_finite(method, state)
   return state, _stack(run.history)
+
+
+def _check_state_finite(method: _api.HashingMethod, state) -> None:
+  """Raise FloatingPointError when the trained state holds NaN that no metric reported (a
+  closed-form method's ``init`` on inputs too large for float32, say)."""
+  bad = _api.nan_fields(state)
+  if bad:
+    raise FloatingPointError(
+      f"training diverged: {method.name}'s trained state holds NaN in {', '.join(bad[:3])}. "
+      "Lower the learning rate, or check the inputs' scale."
+    )
 
 
 class _Run(NamedTuple):

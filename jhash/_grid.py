@@ -235,6 +235,7 @@ def cdh_select_gamma(
     raise ValueError(
       "gamma is the value cdh_select_gamma sweeps: give the grid as gammas, not gamma=."
     )
+  _checks.keywords(options, methods.cdh, "cdh_select_gamma", ("num_bits", "gamma"))
   method = _cdh_method(num_bits, float(grid[0]), options)
   found = grid_search(
     method,

@@ -74,6 +74,31 @@ def _jit_loop(update: Callable, batch_size: int | None, length: int, donate: boo
   return jax.jit(loop, donate_argnums=(0,) if donate else (), **kwargs)
 
 
+def _layout(tree):
+  return jax.tree.structure(tree), [
+    (jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(tree)
+  ]
+
+
+def check_update_output(update: Callable, state, out):
+  """``out`` (an ``update``'s output shapes) must be ``(state, metrics)``: a state of the
+  type, shapes and dtypes of ``state`` and a dict of metrics; returns the metrics' shapes.
+  Runs once per trace, on shapes only."""
+  name = getattr(getattr(update, "__wrapped__", update), "__name__", "update")
+  if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+    raise ValueError(
+      f"a phase's update ({name}) must return (state, metrics), metrics a dict; got "
+      f"{type(out).__name__} (the state alone? return (state, {{}}) for no metrics)."
+    )
+  if _layout(out[0]) != _layout(state):
+    raise ValueError(
+      f"a phase's update ({name}) must return a state of the type, shapes and dtypes it "
+      f"got (it runs in a loop); got {jax.tree.structure(out[0])} with "
+      f"{_layout(out[0])[1]}, for {jax.tree.structure(state)} with {_layout(state)[1]}."
+    )
+  return out[1]
+
+
 def phase_loop(update: Callable, batch_size: int | None, length: int, split=None) -> Callable:
   """A loop of up to ``length`` steps of one phase: ``(state, data, key, start, count,
   offset, phase) -> (state, metrics [length, ...])``; ``start`` counts within the
@@ -102,7 +127,7 @@ def phase_loop(update: Callable, batch_size: int | None, length: int, split=None
       else epoch_permutation(key, start // per_epoch, n, phase)
     )
     probe = minibatch(data, perm, start, per_epoch)
-    shapes = jax.eval_shape(update, state, probe, key)[1]
+    shapes = check_update_output(update, state, jax.eval_shape(update, state, probe, key))
     buffers = jax.tree.map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), shapes)
 
     def body(i, carry):

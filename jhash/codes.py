@@ -44,8 +44,8 @@ WORD_BITS = 32
 
 
 def num_words(num_bits: int) -> int:
-  """Number of uint32 words holding a code of ``num_bits`` bits."""
-  return -(-int(num_bits) // WORD_BITS)
+  """Number of uint32 words holding a code of ``num_bits`` bits (an int >= 0)."""
+  return -(-_checks.nonneg_int(num_bits, "num_bits") // WORD_BITS)
 
 
 def sign(x: jax.Array) -> jax.Array:

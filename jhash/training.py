@@ -23,12 +23,15 @@ devices. A step on 8 devices equals the step on one, up to float rounding.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from jhash import _checks
 from jhash import models as models_lib
 
 
@@ -53,8 +56,30 @@ class TrainState(NamedTuple):
   step: jax.Array  # int32 []: optimiser steps taken
 
 
+def _check_state(state, name: str = "state") -> None:
+  if not isinstance(state, TrainState):
+    raise TypeError(f"{name} must be a jhash.training.TrainState; got {_checks.describe(state)}.")
+
+
+def _check_model(model) -> None:
+  if not isinstance(model, models_lib.Model):
+    raise TypeError(
+      f"model must be a jhash.models.Model (jhash.models.model / backbone); got "
+      f"{_checks.describe(model)}."
+    )
+
+
+def _check_optimizer(optimizer) -> None:
+  if not isinstance(optimizer, optax.GradientTransformation):
+    raise TypeError(
+      f"optimizer must be an optax GradientTransformation (optax.adam(1e-3), say); got "
+      f"{_checks.describe(optimizer)}."
+    )
+
+
 def variables(state: TrainState) -> dict:
   """The Flax variables of a ``TrainState``: ``{"params", ("batch_stats")}``."""
+  _check_state(state)
   out = {"params": state.params}
   if state.batch_stats:
     out["batch_stats"] = state.batch_stats
@@ -65,11 +90,20 @@ def create(
   model: models_lib.Model, optimizer: optax.GradientTransformation, key: jax.Array, x: jax.Array
 ) -> TrainState:
   """Initialise a network's variables on the sample ``x`` [n, ...] and its optimiser."""
+  _check_model(model)
+  _check_optimizer(optimizer)
   return from_variables(model.init(key, x), optimizer)
 
 
 def from_variables(variables: dict, optimizer: optax.GradientTransformation) -> TrainState:
   """A ``TrainState`` at step 0 that starts from given Flax ``variables``."""
+  _check_optimizer(optimizer)
+  if not isinstance(variables, Mapping) or "params" not in variables:
+    raise ValueError(
+      f"variables must be Flax variables, a dict with 'params' (and 'batch_stats' for "
+      f"BatchNorm networks); got {_checks.describe(variables)}"
+      f"{' with keys ' + str(list(variables)) if isinstance(variables, Mapping) else ''}."
+    )
   params = variables["params"]
   return TrainState(
     params, variables.get("batch_stats", {}), optimizer.init(params), jnp.zeros((), jnp.int32)
@@ -96,6 +130,9 @@ def make_step(
     ``step(state, x, context) -> (state, loss, aux, outputs)``: pure, un-jitted (the
     caller's jitted update contains it).
   """
+  _check_model(model)
+  _check_optimizer(optimizer)
+  _checks.function(loss_fn, "loss_fn", "(outputs, context) -> (loss, aux)")
 
   def objective(params, batch_stats, x, context):
     outputs, new_vars = model.apply(
@@ -125,8 +162,14 @@ def input_statistics(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   [n, H, W, C]: one mean and scale over all pixels.
 
   Returns:
-    (mean, scale): float32 [d] each, or [] each for images.
+    (mean, scale): float32 [d] each, or [] each for images. ``x`` must hold at least
+    one item (a ValueError otherwise: no statistics of nothing).
   """
+  _checks.rank(x, (2, 3, 4), "x", "(features [n, d] or images [n, H, W(, C)])")
+  if np.shape(x)[0] == 0:
+    raise ValueError(
+      f"x must hold at least one item to take statistics of; got {_checks.describe(x)}."
+    )
   x = jnp.asarray(x, jnp.float32)
   if x.ndim == 2:
     mean, std = jnp.mean(x, axis=0), jnp.std(x, axis=0)
@@ -138,6 +181,13 @@ def input_statistics(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
   """``(x - mean) * scale`` with ``mean`` and ``scale`` broadcast over leading axes."""
+  for value, name in ((mean, "mean"), (scale, "scale")):
+    tail = tuple(np.shape(x))[np.ndim(x) - np.ndim(value) :] if np.ndim(value) else ()
+    if np.ndim(value) > np.ndim(x) or tuple(np.shape(value)) != tail:
+      raise ValueError(
+        f"{name} must have the shape of x's trailing axes, [] or {tuple(np.shape(x))[1:]} "
+        f"(from input_statistics); got {_checks.describe(value)} for x {_checks.describe(x)}."
+      )
   lead = (1,) * (x.ndim - mean.ndim)
   return (x.astype(jnp.float32) - mean.reshape(lead + mean.shape)) * scale.reshape(
     lead + scale.shape
@@ -146,5 +196,7 @@ def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
 
 def predict(model: models_lib.Model, state: TrainState, x: jax.Array):
   """The network's evaluation-mode outputs (``HashOutputs``) on ``x`` [n, ...]."""
+  _check_model(model)
+  _check_state(state)
   outputs, _ = model.apply(variables(state), x, train=False)
   return outputs

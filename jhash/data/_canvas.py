@@ -176,7 +176,7 @@ def make_two_view(
     labels: their labels, integer ``[n]`` or multi-hot bool ``[n, C]`` (kept).
     split: ``"halves"``: rows ``[0, H // 2)`` and ``[H // 2, H)``;
       ``"left_right"``: columns ``[0, W // 2)`` and ``[W // 2, W)``.
-    scale: the pixels are divided by it; ``None`` for 255 with uint8 images,
+    scale: the pixels are divided by it, a number > 0; ``None`` for 255 with uint8 images,
       and the largest pixel value otherwise (1 when that is 0).
   Returns:
     ``Dataset`` with two float32 views in [0, 1] (for ``scale`` at least the
@@ -197,7 +197,9 @@ def make_two_view(
     parts, names = (images[:, :, :cut], images[:, :, cut:]), ("left", "right")
   else:
     raise ValueError(f"split must be 'halves' or 'left_right'; got {split!r}.")
-  if scale is None:
+  if scale is not None:
+    _checks.scalar(scale, "scale", low=0, strict=True)
+  else:
     scale = 255.0 if images.dtype == np.uint8 else float(images.max(initial=0)) or 1.0
   views = tuple((p.reshape(p.shape[0], -1) / np.float32(scale)).astype(np.float32) for p in parts)
   extras = {"split": split, "image_shape": images.shape[1:], "scale": float(scale)}

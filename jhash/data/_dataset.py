@@ -60,6 +60,7 @@ class Dataset(NamedTuple):
 
   def take(self, index: Any) -> "Dataset":
     """The items at ``index`` (int array, bool mask or slice), per-item extras included."""
+    _check_index(index, self.num_items)
     n = self.num_items
     extras = {k: (v[index] if _is_per_item(v, n) else v) for k, v in self.extras.items()}
     return self._replace(
@@ -87,7 +88,24 @@ def as_batch(dataset: Dataset, index: Any = None) -> dict[str, Any]:
   """
   if index is None:
     return {"views": tuple(dataset.views), "labels": dataset.labels}
+  _check_index(index, dataset.num_items)
   return {"views": tuple(v[index] for v in dataset.views), "labels": dataset.labels[index]}
+
+
+def _check_index(index: Any, n: int) -> None:
+  """``index``: a slice, a bool mask [n], or ints in [-n, n) (an int or an int array)."""
+  if isinstance(index, slice):
+    return
+  a = np.asarray(index)
+  if (a.dtype == np.bool_ and a.shape == (n,)) or (a.size == 0 and a.ndim == 1):
+    return
+  expected = f"a slice, a bool mask [{n}] or integer positions in [-{n}, {n})"
+  if a.dtype == np.bool_ or a.dtype.kind not in "iu" or a.ndim > 1:
+    raise ValueError(f"index must be {expected}; got {_checks.describe(index)}.")
+  if a.size and (a.min() < -n or a.max() >= n):
+    raise ValueError(
+      f"index must be {expected} (the dataset holds {n} items); found {a.min()}..{a.max()}."
+    )
 
 
 def check_batch(batch: Any) -> int:

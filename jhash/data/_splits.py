@@ -62,7 +62,7 @@ def split_per_class(
       f"items, fewer than num_query_per_class + num_train_per_class = {q + t} "
       f"({short.size} classes are short)."
     )
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(_checks.seed(seed))
   shuffled = rng.permutation(labels.shape[0])
   order = shuffled[np.argsort(labels[shuffled], kind="stable")]  # by class, random within
   start = np.searchsorted(labels[order], labels[order], side="left")
@@ -87,7 +87,7 @@ def split_random(n: int, num_query: int, num_train: int, seed: int = 0) -> dict[
   t = _checks.nonneg_int(num_train, "num_train")
   if q + t > n:
     raise ValueError(f"num_query + num_train = {q + t} exceeds n = {n}.")
-  order = np.random.default_rng(seed).permutation(n)
+  order = np.random.default_rng(_checks.seed(seed)).permutation(n)
   return _result(n, order[:q], order[q : q + t])
 
 
@@ -121,7 +121,7 @@ def split_per_label(
     )
   q = _checks.nonneg_int(num_query_per_label, "num_query_per_label")
   t = _checks.nonneg_int(num_train_per_label, "num_train_per_label")
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(_checks.seed(seed))
   drawn = np.zeros(labels.shape[0], bool)
   queries, train = [], []
   for c in range(labels.shape[1]):

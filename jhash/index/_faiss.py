@@ -104,8 +104,19 @@ def faiss_range_search(index, query_packed: Any, num_bits: int, radius: int):
     ``ids[lims[i]:lims[i + 1]]``.
   """
   radius = _checks.nonneg_int(radius, "radius")
+  num_bits = _checks.positive_int(num_bits, "num_bits")
   queries = _faiss_bytes(query_packed, num_bits, "query_packed")
   faiss = _import_faiss()
+  if not isinstance(index, faiss.IndexBinary):
+    raise TypeError(
+      f"index must be a FAISS binary index (to_faiss_flat / to_faiss_hash); got "
+      f"{_checks.describe(index)}."
+    )
+  if index.d != faiss_dimension(num_bits):
+    raise ValueError(
+      f"index holds codes of FAISS dimension d={index.d}; num_bits={num_bits} gives "
+      f"d={faiss_dimension(num_bits)}: search it with queries of its own code length."
+    )
   if isinstance(index, faiss.IndexBinaryHash):
     index.nflip = radius
   return index.range_search(queries, radius + 1)

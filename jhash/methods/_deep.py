@@ -40,6 +40,10 @@ from jhash.methods import _memory
 from jhash.methods import _pairwise
 
 
+# pairwise's arguments a pairwise method sets itself (the rest are its **options).
+_PAIRWISE_FIXED = ("num_bits", "loss")
+
+
 def dch(
   num_bits: int, *, gamma: float = 20.0, quantization: float = 0.1, **options
 ) -> _api.HashingMethod:
@@ -67,6 +71,7 @@ def dch(
   _checks.scalar(gamma, "gamma", low=0, strict=True)
   _checks.scalar(quantization, "quantization", low=0)
   loss = functools.partial(losses.dch_loss, gamma=gamma, quantization=quantization)
+  _checks.keywords(options, _pairwise.pairwise, "dch", _PAIRWISE_FIXED)
   return _pairwise.pairwise(
     num_bits, loss, **{"name": "dch", "code_inputs": losses.saturated, **options}
   )
@@ -116,6 +121,7 @@ def mmhh(
   for key, value in weights.items():
     _checks.scalar(value, key, low=0)
   loss = functools.partial(losses.mmhh_loss, gamma=gamma, **weights)
+  _checks.keywords(options, _pairwise.pairwise, "mmhh", _PAIRWISE_FIXED)
   return _pairwise.pairwise(
     num_bits, loss, **{"name": "mmhh", "code_inputs": losses.saturated, **options}
   )
@@ -144,6 +150,7 @@ def ksh(num_bits: int, **options) -> _api.HashingMethod:
     >>> jhash.encode(method, state, batch).shape
     (128, 16)
   """
+  _checks.keywords(options, _pairwise.pairwise, "ksh", _PAIRWISE_FIXED)
   return _pairwise.pairwise(
     num_bits, losses.ksh_loss, **{"name": "ksh", "code_inputs": losses.saturated, **options}
   )
@@ -190,6 +197,7 @@ def hashnet(
     return beta(step) * logits  # the loss applies tanh: tanh(beta z)
 
   loss = functools.partial(losses.hashnet_loss, beta=1.0, alpha=alpha)
+  _checks.keywords(options, _pairwise.pairwise, "hashnet", _PAIRWISE_FIXED)
   return _pairwise.pairwise(
     num_bits,
     loss,

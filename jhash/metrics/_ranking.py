@@ -78,6 +78,24 @@ def _gain(grades, gain: str):
   return jnp.exp2(g) - 1.0 if gain == "exp" else g
 
 
+# 2**128 overflows float32: the "exp" gain 2^g - 1 takes grades below it.
+MAX_EXP_GRADE = 127
+
+
+def _check_grades(grades, gain: str) -> None:
+  """Concrete grades must be >= 0, and <= MAX_EXP_GRADE for the "exp" gain."""
+  if not _checks.is_concrete(grades) or np.size(grades) == 0:
+    return
+  g = np.asarray(grades)
+  if g.min() < 0:
+    raise ValueError(f"grades must be >= 0 (relevance levels); found {g.min()} in shape {g.shape}.")
+  if gain == "exp" and g.max() > MAX_EXP_GRADE:
+    raise ValueError(
+      f"grades must be <= {MAX_EXP_GRADE} with gain='exp' (2**g overflows float32); found "
+      f"{g.max()}. Use gain='linear' for larger grades."
+    )
+
+
 def ndcg(
   distances: jax.Array,
   grades: jax.Array,
@@ -94,7 +112,9 @@ def ndcg(
 
   Args:
     distances: int32 or float32 [q, n].
-    grades: int [q, n] relevance levels (e.g. number of shared labels).
+    grades: int [q, n] relevance levels (e.g. number of shared labels), >= 0; with
+      ``gain="exp"`` at most ``MAX_EXP_GRADE`` = 127 (``2**g`` overflows float32 past
+      it). Checked on concrete arrays (a ValueError), not under jit.
     k: cut-off, 1 <= k <= n.
     ties: "aware" (expected DCG over orders of ties) or "index".
     gain: "exp" or "linear".
@@ -106,6 +126,7 @@ def ndcg(
   _inputs.check_distances(distances, max_distance)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   _inputs.check_choice(gain, "gain", GAINS)
+  _check_grades(grades, gain)
   q, n = distances.shape
   k = _check_k(k, n)
   gains = _gain(grades, gain)

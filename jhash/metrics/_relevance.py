@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jhash import _checks
+
 KINDS = ("auto", "same_class", "share_label", "graded")
 # What a metric of relevant / not relevant items takes (mAP, precision, recall, radius
 # curves); "graded" is NDCG's own.
@@ -84,6 +86,8 @@ def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> N
     dtype = np.dtype(lab.dtype if hasattr(lab, "dtype") else np.asarray(lab).dtype)
     if nd == 1 and not np.issubdtype(dtype, np.integer):
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
+    if nd == 1:
+      _checks.int32_ids(lab, name)
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
       raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")
     if nd == 2 and dtype != np.bool_ and not isinstance(lab, jax.core.Tracer):

@@ -159,6 +159,11 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
   Returns:
     Model(init, apply, input_shape, module).
   """
+  if not isinstance(module, nn.Module):
+    raise TypeError(
+      f"module must be a Flax module (jhash.models.MLP, SmallCNN, ResNet ...); got "
+      f"{_checks.describe(module)}."
+    )
   shape = None if input_shape is None else _shape_tuple(input_shape)
   rank = _item_rank(module)
   if shape is not None and rank == 3 and len(shape) == 2:
@@ -170,6 +175,8 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
     )
 
   def init(key, x):
+    if not isinstance(key, jax.core.Tracer):
+      _checks.prng_key(key)
     return dict(module.init(key, _prepare(module, shape, x), train=False))
 
   def apply(variables, x, train=False):
@@ -204,9 +211,13 @@ def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
       f"backbone builds {kind} for input_shape {shape}; its options are "
       f"{', '.join(_OPTIONS[kind])}; got unknown option(s) {', '.join(unknown)}."
     )
-  return {
-    k: tuple(int(d) for d in v) if k in ("hidden", "channels") else v for k, v in kwargs.items()
-  }
+  out = dict(kwargs)
+  for name in ("hidden", "channels"):
+    if name in out:
+      out[name] = _checks.widths(out[name], name)
+  if "dense" in out:
+    out["dense"] = _checks.positive_int(out["dense"], "dense")
+  return out
 
 
 def _resnet(

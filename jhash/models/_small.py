@@ -35,6 +35,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jhash import _checks
 from jhash.models import _layers as layers
 from jhash.models._layers import HashOutputs
 
@@ -62,6 +63,9 @@ def strided_patches(x: jax.Array, size: int = 3, stride: int = 2) -> jax.Array:
     row-major, channels innermost (so a HWIO kernel reshaped to [size * size * C, O] is
     the dense layer's kernel).
   """
+  _checks.positive_int(size, "size")
+  _checks.positive_int(stride, "stride")
+  _checks.rank(x, 4, "x", "images [n, H, W, C]")
   _, h, w, _ = x.shape
   out_h, out_w = -(-h // stride), -(-w // stride)
   x = jnp.pad(x, ((0, 0), _same_pads(h, size, stride), _same_pads(w, size, stride), (0, 0)))

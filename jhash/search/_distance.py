@@ -207,6 +207,13 @@ def check_weighted(query_codes, db_codes, weights) -> None:
   _checks.signed_codes(query_codes, "query_codes")
   _checks.signed_codes(db_codes, "db_codes", num_bits=np.shape(query_codes)[1])
   check_weights(weights, np.shape(query_codes)[1])
+  if _checks.is_concrete(weights):
+    total = float(np.sum(np.abs(np.asarray(weights, np.float64))))
+    if total > float(np.finfo(np.float32).max):
+      raise ValueError(
+        f"weights: the sum of |weights| must be finite in float32 (a distance can reach it); "
+        f"got {total:.3g}. Scale the weights down: the ranking does not change."
+      )
 
 
 def units_unchecked(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -253,7 +260,8 @@ def weighted_hamming_distance(
   Args:
     query_codes: [q, K] in {-1,+1}.
     db_codes: [n, K] in {-1,+1}.
-    weights: float [K], one real weight per bit (may be negative).
+    weights: float [K], one real weight per bit (may be negative); ``sum |w|`` must be
+      finite in float32 (else a ValueError).
   Returns:
     float32 [q, n].
   """

@@ -60,6 +60,7 @@ def sharded_hamming_topk_unchecked(
   method: str = "auto",
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_hamming_topk`` without input checks (for use inside jit; sizes static)."""
+  _topk.check_static(query_packed, db_packed, k)
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
   n = db_packed.shape[0]

@@ -38,6 +38,7 @@ def hamming_topk_unchecked(
   ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as
   padding that is never returned; see ``_blockmin.select``.
   """
+  check_static(query_packed, db_packed, k)
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
   if method == "auto" and query_packed.shape[0] and native.enabled():
@@ -77,6 +78,19 @@ def hamming_topk_unchecked(
     query_chunk=query_chunk,
     db_block=db_block,
   )
+
+
+def check_static(query, db, k, what: str = "words") -> None:
+  """The static facts an ``*_unchecked`` search needs (shapes only, free under jit): ``k``
+  an int in [1, n] and the query's last axis (``what``) equal to the database's."""
+  n = np.shape(db)[0]
+  if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+    raise ValueError(f"k must be an int in [1, n]; got {k!r} with a database of {n} items.")
+  if np.ndim(query) != 2 or np.shape(query)[-1] != np.shape(db)[-1]:
+    raise ValueError(
+      f"query and database must have the same number of {what} per code (the last axis); "
+      f"got shapes {tuple(np.shape(query))} and {tuple(np.shape(db))}."
+    )
 
 
 _STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")
@@ -183,6 +197,12 @@ def weighted_hamming_topk_unchecked(
 ):
   """``weighted_hamming_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
+  check_static(query_codes, db_codes, k, "bits")
+  if np.shape(weights) != np.shape(query_codes)[-1:]:
+    raise ValueError(
+      f"weights must have one entry per bit, shape ({np.shape(query_codes)[-1]},); got "
+      f"{tuple(np.shape(weights))}."
+    )
   units, unit = _distance.units_unchecked(weights)
 
   def kernel(qc, dc, units):
@@ -253,7 +273,7 @@ def weighted_hamming_topk(
   Args:
     query_codes: [q, K] in {-1,+1}.
     db_codes: [n, K] in {-1,+1} (int8 keeps the database small).
-    weights: float [K], finite.
+    weights: float [K], finite, with ``sum |w|`` finite in float32 (else a ValueError).
     k: ``1 <= k <= n``.
     query_chunk, db_block: as in ``hamming_topk``.
   Returns:
@@ -286,6 +306,12 @@ def multi_code_topk_unchecked(
 ):
   """``multi_code_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
+  check_static(query_packed, db_packed, k)
+  if np.ndim(db_packed) != 3 or np.shape(db_mask) != np.shape(db_packed)[:2]:
+    raise ValueError(
+      f"db_packed must be [n, m, W] and db_mask [n, m]; got shapes "
+      f"{tuple(np.shape(db_packed))} and {tuple(np.shape(db_mask))}."
+    )
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
 

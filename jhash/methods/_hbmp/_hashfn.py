@@ -17,6 +17,7 @@ run by ``jhash.fit`` like every other method.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, Sequence
 
 import jax
@@ -101,23 +102,23 @@ def hash_functions(
   num_bits = _api.check_num_bits(num_bits)
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
   rate = DEFAULT_LEARNING_RATES[kind] if learning_rate is None else learning_rate
-  if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+  if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < math.inf:
     raise ValueError(f"learning_rate must be a positive float; got {learning_rate!r}.")
   if (
     isinstance(weight_decay, bool)
     or not isinstance(weight_decay, (int, float))
-    or (weight_decay < 0)
+    or not 0 <= weight_decay < math.inf
   ):
-    raise ValueError(f"weight_decay must be a float >= 0; got {weight_decay!r}.")
+    raise ValueError(f"weight_decay must be a finite float >= 0; got {weight_decay!r}.")
   args = (
     kind,
     num_bits,
     view,
     float(rate),
     float(weight_decay),
-    tuple(int(h) for h in hidden),
-    tuple(int(c) for c in channels),
-    int(dense),
+    _checks.widths(hidden, "hidden"),
+    _checks.widths(channels, "channels"),
+    _checks.positive_int(dense, "dense"),
     encode_chunk,
     model,
   )
@@ -215,6 +216,11 @@ def fit_to_targets(
     >>> float(np.mean(np.asarray(jhash.encode(method, state, {"views": (x,)})) == targets)) > 0.97
     True
   """
+  if not isinstance(functions, coder_lib.Coder):
+    raise TypeError(
+      f"functions must be hash functions (jhash.methods.hash_functions(...)); got "
+      f"{_checks.describe(functions)}."
+    )
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
 
