@@ -172,8 +172,21 @@ def main(argv: list[str]) -> None:
   results = json.loads((run / "results.json").read_text())
   text = tables(results, bits)
   if "--out" in args:
-    pathlib.Path(args[args.index("--out") + 1]).write_text(text)
+    pathlib.Path(args[args.index("--out") + 1]).write_text(header(results, bits) + text)
   print(text)
+
+
+def header(results: dict, bits: int) -> str:
+  """A results page's title and provenance: the command, seeds, machine and wall time."""
+  machine = results.get("machine") or {}
+  seeds = sorted({int(s) for c in results["metrics"].values() for s in c.get("per_seed", {})})
+  return (
+    f"# MCH on scenes, {bits} bits: MCH and its controls per base\n\n"
+    f"Command: `{results.get('command')}`; seeds {seeds}; {machine.get('cores')} cores of an "
+    f"{machine.get('cpu')} ({machine.get('accelerator') or 'no accelerator'}); "
+    f"{results['wall_time_s'] / 60:.0f} min wall; finished {results.get('finished')}. "
+    f"Page made by `python -m experiments.mch_verdict RUN_DIR --bits {bits} --out PAGE`.\n\n"
+  )
 
 
 if __name__ == "__main__":
