@@ -265,6 +265,21 @@ def canvases(
 PRETRAIN_POOL = 30_000
 
 
+def _fashion_scenes(pool_part: slice, seed: int, num_items: int, num_objects, size: int):
+  """``make_scene_dataset`` of the pooled Fashion-MNIST images in ``pool_part``."""
+  pool, labels = _fashion_pool()
+  count = num_objects if isinstance(num_objects, int) else tuple(num_objects)
+  return make_scene_dataset(
+    pool[pool_part],
+    labels[pool_part],
+    size=size,
+    num_objects=count,
+    seed=seed,
+    num_items=num_items,
+    num_classes=10,
+  )
+
+
 def scene_split(
   seed: int,
   *,
@@ -278,16 +293,7 @@ def scene_split(
   """The ``scenes`` protocol's data set and split: ``(Dataset, {"train", "query",
   "database"})``, the scenes with their boxes (``make_scene_dataset``) and the indices of
   each part (``scenes`` takes its batches from them). Arguments as ``scenes``'."""
-  pool, labels = _fashion_pool()
-  ds = make_scene_dataset(
-    pool[PRETRAIN_POOL:],
-    labels[PRETRAIN_POOL:],
-    size=size,
-    num_objects=tuple(num_objects),
-    seed=seed,
-    num_items=num_items,
-    num_classes=10,
-  )
+  ds = _fashion_scenes(slice(PRETRAIN_POOL, None), seed, num_items, num_objects, size)
   split = split_random(num_items, num_queries, num_train, seed=seed)
   split["database"] = _limit(split["database"], database_limit, seed)
   return ds, split
@@ -338,16 +344,7 @@ def scene_singles(seed: int, *, num_items: int = 22_000, num_queries: int = 2_00
   Returns:
     (train, query, database) batches: images float32 [n, size, size], class ids int32.
   """
-  pool, labels = _fashion_pool()
-  ds = make_scene_dataset(
-    pool[:PRETRAIN_POOL],
-    labels[:PRETRAIN_POOL],
-    size=size,
-    num_objects=1,
-    seed=seed,
-    num_items=num_items,
-    num_classes=10,
-  )
+  ds = _fashion_scenes(slice(None, PRETRAIN_POOL), seed, num_items, 1, size)
   classes = ds.extras["box_labels"][:, 0]
   split = split_random(num_items, num_queries, num_items - num_queries, seed=seed)
   return _batches(ds.views, classes, split["train"], split["query"], split["train"])
