@@ -47,10 +47,39 @@ def validate(config) -> None:
     jhash.methods.classifier(**config.classifier.to_dict())
   except (TypeError, ValueError) as error:
     raise harness.ConfigError(f"config.classifier: {error}") from None
+  if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+    raise harness.ConfigError(f"config.seed: must be an int >= 0; got {config.seed!r}.")
   if not isinstance(config.checkpoint_every, int) or config.checkpoint_every < 0:
     raise harness.ConfigError(
       f"config.checkpoint_every: must be an int >= 0; got {config.checkpoint_every!r}."
     )
+
+
+def load(config) -> tuple[dict, dict]:
+  """The protocol's training and held-out batches, checked before any training: a setting
+  the protocol refuses, an empty part, or class ids outside ``num_classes`` is a
+  ``ConfigError`` naming the key."""
+  spec = config.dataset.to_dict()
+  try:
+    train, query, _ = jhash.data.load_protocol(spec.pop("protocol"), config.seed, **spec)
+  except (TypeError, ValueError) as error:
+    raise harness.ConfigError(f"config.dataset: {harness.first_line(error)}") from None
+  for batch, what in ((train, "training"), (query, "held-out (num_queries)")):
+    if jhash.num_items(batch) == 0:
+      raise harness.ConfigError(f"config.dataset: the {what} part holds no items.")
+  labels = np.concatenate([np.asarray(train["labels"]), np.asarray(query["labels"])])
+  if labels.ndim != 1:
+    raise harness.ConfigError(
+      f"config.dataset: {config.dataset.protocol} has multi-label items; pretraining reads "
+      "class ids (scene-singles, fashion-mnist, mnist-5k)."
+    )
+  classes = config.classifier.num_classes
+  if labels.max() >= classes:
+    raise harness.ConfigError(
+      f"config.classifier.num_classes: {classes}, but {config.dataset.protocol} has class "
+      f"ids up to {int(labels.max())}."
+    )
+  return train, query
 
 
 def accuracy(method, state, batch) -> float:
@@ -64,8 +93,7 @@ def train_and_evaluate(config, workdir) -> dict:
   validate(config)
   started = time.time()
   root = pathlib.Path(workdir)
-  spec = config.dataset.to_dict()
-  train, query, _ = jhash.data.load_protocol(spec.pop("protocol"), config.seed, **spec)
+  train, query = load(config)
   method = jhash.methods.classifier(**config.classifier.to_dict())
   cell = f"{config.dataset.protocol}/classifier/seed{config.seed}"
 

@@ -476,12 +476,12 @@ def check_views(trained, batch: Batch, view: int | None, name: str) -> None:
 
 
 @jax.jit
-def _nan_flags(leaves):
-  return jnp.stack([jnp.any(jnp.isnan(x)) for x in leaves])
+def _nonfinite_flags(leaves):
+  return jnp.stack([jnp.any(~jnp.isfinite(x)) for x in leaves])
 
 
-def nan_fields(state: State) -> list[str]:
-  """The paths of a concrete state's floating arrays that hold NaN (one jitted reduction on
+def nonfinite_fields(state: State) -> list[str]:
+  """The paths of a concrete state's floating arrays that hold NaN or inf (one jitted reduction on
   the device and one fetch; [] under tracing, or when no array is floating)."""
   found = [
     (jax.tree_util.keystr(path), x)
@@ -490,5 +490,5 @@ def nan_fields(state: State) -> list[str]:
   ]
   if not found or any(isinstance(x, jax.core.Tracer) for _, x in found):
     return []
-  flags = np.asarray(_nan_flags([jnp.asarray(x) for _, x in found]))
+  flags = np.asarray(_nonfinite_flags([jnp.asarray(x) for _, x in found]))
   return [path for (path, _), bad in zip(found, flags) if bad]

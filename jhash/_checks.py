@@ -236,7 +236,16 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
     raise ValueError(f"{name} must be {expected}; got {describe(labels)}{hint}.")
   if num_items is not None and shape[0] != num_items:
     raise ValueError(f"{name} must be {expected} (one row per item); got {describe(labels)}.")
+  label_columns(labels, name)
   return kind
+
+
+def label_columns(labels: Any, name: str = "labels") -> None:
+  """Multi-hot labels ``[n, C]`` need ``C >= 1`` (no column: no class to share)."""
+  if np.ndim(labels) == 2 and np.shape(labels)[1] == 0:
+    raise ValueError(
+      f"{name}: multi-hot labels need at least one column (class); got {describe(labels)}."
+    )
 
 
 def int32_ids(labels: Any, name: str = "labels") -> None:

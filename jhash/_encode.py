@@ -31,7 +31,7 @@ def _encoder(fn, chunk_size):
   return _jit_chunked(fn, _checks.positive_int(chunk_size, "chunk_size"))
 
 
-def _check(method, state, batch) -> int:
+def check(method, state, batch) -> int:
   """The method, the state (trained by it, on views of these dtypes) and the batch; the
   batch's item count."""
   _fit.check_method(method)
@@ -40,12 +40,12 @@ def _check(method, state, batch) -> int:
   _api.check_trained(method, state, batch)
   if method.check_encode is not None:
     method.check_encode(state, batch)
-  bad = _api.nan_fields(state)
+  bad = _api.nonfinite_fields(state)
   if bad:
     raise ValueError(
-      f"state must hold no NaN; {method.name}'s state has NaN in {', '.join(bad[:3])}, and "
-      "would encode every item as all -1. Its training diverged: retrain (lower the "
-      "learning rate, or check the inputs' scale)."
+      f"state must hold no NaN or inf; {method.name}'s state has them in "
+      f"{', '.join(bad[:3])}, and would encode wrong codes. Its training diverged: retrain "
+      "(lower the learning rate, or check the inputs' scale)."
     )
   return n
 
@@ -66,7 +66,7 @@ def encode(
     >>> jhash.encode(method, state, {"views": (x[:3],)}).shape
     (3, 8)
   """
-  n = _check(method, state, batch)
+  n = check(method, state, batch)
   if n == 0:
     return jnp.zeros((0, method.num_bits), jnp.int8)
   codes = _encoder(method.encode, chunk_size)(state, batch)
@@ -91,7 +91,7 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
   (after ``jhash.codes.pack_bits``), the bucket index and the multi-code metrics.
   ``chunk_size`` as in ``encode``.
   """
-  n = _check(method, state, batch)
+  n = check(method, state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)
   if n == 0:
     shapes = jax.eval_shape(

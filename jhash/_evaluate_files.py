@@ -186,8 +186,18 @@ def load_labels(path: str, option: str, num_rows: int, key: str | None = None) -
   a = read_array(path, option, key)
   _check_numeric(a, option, path, "labels")
   described = f"{a.dtype} {list(a.shape)}"
-  if a.ndim == 2 and (a.shape[1] == 1 or (a.shape[0] == 1 and num_rows > 1)):
+  vector = a.ndim == 2 and (a.shape[1] == 1 or (a.shape[0] == 1 and num_rows > 1))
+  if vector and a.dtype != np.bool_:
     a = a.reshape(-1)  # a column or row vector (MATLAB's vectors): class ids
+  if a.ndim == 1 and a.dtype == np.bool_:
+    raise InputError(
+      f"{option} {path}: bool labels must be multi-hot [n, C]; got shape {a.shape} "
+      "(save class ids as integers)."
+    )
+  if a.ndim == 2 and a.shape[1] == 0:
+    raise InputError(
+      f"{option} {path}: multi-hot labels need at least one column; got {described}."
+    )
   if a.ndim not in (1, 2):
     raise InputError(
       f"{option} {path}: expected class ids [n] or multi-hot [n, C]; got shape {a.shape}."

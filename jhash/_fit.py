@@ -392,6 +392,7 @@ def fit(
     runner = _fit_stream
   if log_every is not None:
     log_every = _checks.positive_int(log_every, "log_every")
+  donate = _checks.flag(donate, "donate")
   run = _Run(
     method,
     key,
@@ -416,10 +417,11 @@ def fit(
 def _check_state_finite(method: _api.HashingMethod, state) -> None:
   """Raise FloatingPointError when the trained state holds NaN that no metric reported (a
   closed-form method's ``init`` on inputs too large for float32, say)."""
-  bad = _api.nan_fields(state)
+  bad = _api.nonfinite_fields(state)
   if bad:
     raise FloatingPointError(
-      f"training diverged: {method.name}'s trained state holds NaN in {', '.join(bad[:3])}. "
+      f"training diverged: {method.name}'s trained state holds NaN or inf in "
+      f"{', '.join(bad[:3])}. "
       "Lower the learning rate, or check the inputs' scale."
     )
 

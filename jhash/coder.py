@@ -62,6 +62,7 @@ __all__ = [
   "check_params",
   "save_weights",
   "load_weights",
+  "Weights",
 ]
 
 HEAD = "projection"  #: the hash head's layer (``jhash.models``'s hash_head)
@@ -119,7 +120,10 @@ def _check_optimizer(optimizer: Any) -> None:
 
 
 def bit_balance(logits: jax.Array) -> jax.Array:
-  """float32 []: the mean over bits of ``|mean code|`` of a minibatch (0 when balanced)."""
+  """float32 []: the mean over bits of ``|mean code|`` of a minibatch (0 when balanced).
+
+  Codes are ``jhash.codes.sign`` of the logits, so NaN logits count as +1 (a diverged
+  network reads as all-equal bits, 1.0); ``jhash.fit`` reports the NaN loss itself."""
   codes = codes_lib.sign(logits).astype(jnp.float32)
   return jnp.mean(jnp.abs(jnp.mean(codes, axis=0)))
 
@@ -260,6 +264,13 @@ def coder(
       return _api.network_inputs(batch, view)
     return _api.image_view(batch, view, name) if images else _api.view_features(batch, view)
 
+  def raw_inputs(batch):
+    """The views the network reads, as given (``read`` casts them to float32)."""
+    views = batch["views"]
+    chosen = [views[view]] if view is not None else [v for v in views if v is not None]
+    kinds = {jnp.issubdtype(v.dtype, jnp.integer) for v in chosen}
+    return chosen[0] if len(kinds) == 1 else None
+
   def model_for(x) -> models.Model:
     if isinstance(network, models.Model):
       return network
@@ -276,7 +287,7 @@ def coder(
     model = model_for(x)
     sample = training.standardize(x[:1], mean, scale)
     variables = model.init(key, sample)
-    variables, stats = initial_variables(init_variables, variables, model)
+    variables, stats = initial_variables(init_variables, variables, model, raw_inputs(batch))
     if stats is not None:
       mean, scale = stats
     return CoderState(training.from_variables(variables, optimizer), mean, scale)
@@ -414,6 +425,7 @@ def _torchvision_arch(model: models.Model) -> str:
 
 #: The array names of the input statistics in a weights file (``save_weights``).
 _STATS = ("input/mean", "input/scale")
+_INTEGER = "input/integer"  # 1: trained on integer inputs (pixels), 0: floats; absent: unknown
 
 
 def save_weights(path, state) -> "os.PathLike":
@@ -434,40 +446,73 @@ def save_weights(path, state) -> "os.PathLike":
     ``path`` as a ``pathlib.Path``.
   """
   import io
-  import pathlib
 
   from jhash import files
 
-  path = pathlib.Path(os.fspath(path))
-  if path.suffix != ".npz":
-    raise ValueError(f"path must name a .npz file; got {str(path)!r}.")
+  path = _weights_path(path, "path")
   variables, (mean, scale) = _network_variables(state, "state")
   flat = traverse_util.flatten_dict(jax.device_get(variables), sep="/")
   arrays = {key: np.asarray(value) for key, value in flat.items()}
   arrays.update(dict(zip(_STATS, (np.asarray(mean), np.asarray(scale)))))
+  integer = _integer_inputs(state)
+  if integer is not None:
+    arrays[_INTEGER] = np.asarray(integer, np.int8)
   buffer = io.BytesIO()
   np.savez(buffer, **arrays)
-  files.atomic_write_bytes(path, buffer.getvalue())
+  try:
+    files.atomic_write_bytes(path, buffer.getvalue())
+  except OSError as error:
+    raise ValueError(f"path: could not write {str(path)!r} ({error.strerror or error}).") from None
   return path
 
 
-def load_weights(path) -> tuple[dict, tuple[jax.Array, jax.Array]]:
-  """The variables and input statistics ``(mean, scale)`` in a ``save_weights`` file.
+def _weights_path(path, name: str):
+  import pathlib
+
+  if not isinstance(path, (str, os.PathLike)):
+    raise ValueError(f"{name} must be a file name ending in .npz; got {_checks.describe(path)}.")
+  path = pathlib.Path(os.fspath(path))
+  if path.suffix != ".npz":
+    raise ValueError(f"{name} must name a .npz file; got {str(path)!r}.")
+  return path
+
+
+def _integer_inputs(state) -> bool | None:
+  """Whether a method's state was trained on integer views (pixels), None if unknown."""
+  trained = getattr(state, "trained", None)
+  if trained is None:
+    return None
+  kinds = {_api.DTYPES[int(code)] for code in np.asarray(trained.dtypes)} - {"none"}
+  if len(kinds) != 1 or kinds == {"bool"}:
+    return None
+  return kinds != {"float"}
+
+
+class Weights(NamedTuple):
+  """A weights file's contents (``load_weights``)."""
+
+  variables: dict  # the Flax variables {"params": ..., ("batch_stats": ...)}
+  statistics: tuple  # (mean, scale), float32: the pretraining inputs' standardisation
+  integer_inputs: bool | None  # the pretraining inputs were integers (pixels); None: unknown
+
+
+def load_weights(path) -> Weights:
+  """The variables, input statistics ``(mean, scale)`` and input kind of a ``save_weights``
+  file.
 
   Raises:
     ValueError: the file is missing, damaged, or not one ``save_weights`` wrote (the
       error names it).
   """
-  import pathlib
   import zipfile
 
-  path = pathlib.Path(os.fspath(path))
+  path = _weights_path(path, "init_variables")
   if not path.is_file():
     raise ValueError(f"init_variables: no weights file at {str(path)!r}.")
   try:
     with np.load(path, allow_pickle=False) as data:
       arrays = {name: np.asarray(data[name]) for name in data.files}
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+  except (OSError, ValueError, EOFError, TypeError, zipfile.BadZipFile) as error:
     raise ValueError(
       f"init_variables: {str(path)!r} is not a readable .npz weights file (damaged? "
       f"{type(error).__name__}: {error})."
@@ -477,13 +522,28 @@ def load_weights(path) -> tuple[dict, tuple[jax.Array, jax.Array]]:
       f"init_variables: {str(path)!r} is not a jhash weights file (jhash.coder.save_weights "
       f"writes 'params/...' arrays and {', '.join(_STATS)}); it holds {sorted(arrays)[:5]}."
     )
-  stats = tuple(jnp.asarray(arrays.pop(name), jnp.float32) for name in _STATS)
-  variables = traverse_util.unflatten_dict(arrays, sep="/")
-  return variables, stats
+  integer = bool(arrays.pop(_INTEGER)) if _INTEGER in arrays else None
+  mean, scale = (np.asarray(arrays.pop(name), np.float64) for name in _STATS)
+  bad = [k for k, v in arrays.items() if v.dtype.kind != "f" or not np.all(np.isfinite(v))]
+  if (
+    bad or not np.all(np.isfinite(mean)) or not np.all(scale > 0) or not np.all(np.isfinite(scale))
+  ):
+    what = (
+      f"{bad[0]!r} is not finite floats"
+      if bad
+      else "input/mean or input/scale is not finite, positive"
+    )
+    raise ValueError(f"init_variables: {str(path)!r} is damaged: {what}.")
+  stats = (jnp.asarray(mean, jnp.float32), jnp.asarray(scale, jnp.float32))
+  return Weights(traverse_util.unflatten_dict(arrays, sep="/"), stats, integer)
 
 
-def initial_variables(given: Any, fresh: dict, model: models.Model):
+def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any = None):
   """The variables a network starts from, checked against ``fresh`` (its own init).
+
+  ``inputs`` (the training inputs, or their shape and dtype), when given, must be of the
+  kind (integer pixels or floats) that the statistics of a weights file or method state
+  were computed on, where that is recorded.
 
   Returns:
     (variables, statistics): the variables (float32, the fresh hash head where ``given``
@@ -491,15 +551,17 @@ def initial_variables(given: Any, fresh: dict, model: models.Model):
   """
   if given is None:
     return fresh, None
-  stats = None
+  stats = integer = None
   if isinstance(given, (str, os.PathLike)) and os.fspath(given).endswith(".npz"):
-    given, stats = load_weights(given)
+    given, stats, integer = load_weights(given)
   elif isinstance(given, (str, os.PathLike)):
     given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))
   elif isinstance(given, tuple) and hasattr(given, "_fields"):
+    integer = _integer_inputs(given)
     given, stats = _network_variables(given, "init_variables")
   elif callable(given):
     given = given(fresh)
+  _check_input_kind(integer, inputs)
   if not isinstance(given, Mapping):
     raise ValueError(
       f"init_variables must be a Flax variables dict, a jhash state, a "
@@ -507,6 +569,21 @@ def initial_variables(given: Any, fresh: dict, model: models.Model):
       f"{_checks.describe(given)}."
     )
   return check_variables(given, fresh), stats
+
+
+def _check_input_kind(integer: bool | None, inputs: Any) -> None:
+  """The inputs' kind (integer pixels or floats) must be the pretraining inputs', whose
+  statistics standardise them."""
+  if integer is None or inputs is None:
+    return
+  got = jnp.issubdtype(inputs.dtype, jnp.integer)
+  if bool(got) != integer:
+    had, has = ("integer", "floating") if integer else ("floating", "integer")
+    raise ValueError(
+      f"init_variables: its input statistics come from {had} inputs, and the batch's are "
+      f"{has} ({inputs.dtype}): standardised by them, the inputs would be off by the pixel "
+      "scale. Give the inputs as the pretraining had them (e.g. pixels / 255 as floats)."
+    )
 
 
 def check_variables(given: Mapping, fresh: dict) -> dict:

@@ -188,6 +188,11 @@ def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
         f"{name} must have the shape of x's trailing axes, [] or {tuple(np.shape(x))[1:]} "
         f"(from input_statistics); got {_checks.describe(value)} for x {_checks.describe(x)}."
       )
+    _checks.finite(value, name)
+  if _checks.is_concrete(scale) and np.size(scale) and np.min(np.asarray(scale)) < 0:
+    raise ValueError(
+      f"scale must be >= 0 (1 / std, from input_statistics); found {np.min(np.asarray(scale))}."
+    )
   lead = (1,) * (x.ndim - mean.ndim)
   return (x.astype(jnp.float32) - mean.reshape(lead + mean.shape)) * scale.reshape(
     lead + scale.shape

@@ -48,14 +48,16 @@ def test_a_diverged_state_is_refused_by_fit_and_encode(rng):
   x = rng.normal(size=(40, 6)).astype(np.float32) * 1e20
   y = rng.normal(size=(40, 4)).astype(np.float32) * 1e20
   batch = {"views": (x, y), "labels": rng.integers(0, 3, 40)}
-  with pytest.raises(FloatingPointError, match="training diverged: cvh's trained state holds NaN"):
+  with pytest.raises(
+    FloatingPointError, match="training diverged: cvh's trained state holds NaN or inf"
+  ):
     jhash.fit(jhash.methods.cvh(3), jax.random.key(0), batch, progress=False)  # was: NaN state
   itq = jhash.methods.itq(4, num_iters=2)
   small = {"views": (rng.normal(size=(40, 6)).astype(np.float32),)}
   state, _ = jhash.fit(itq, jax.random.key(0), small, progress=False)
   assert jhash.encode(itq, state, small).shape == (40, 4)
   with pytest.raises(
-    ValueError, match=r"state must hold no NaN; itq's state has NaN in \.rotation"
+    ValueError, match=r"state must hold no NaN or inf; itq's state has them in \.rotation"
   ):
     jhash.encode(itq, state._replace(rotation=state.rotation * np.nan), small)  # was: all -1
 
@@ -323,3 +325,124 @@ def test_training_curves_of_a_run_with_no_step_are_skipped(tmp_path):
     warnings.simplefilter("ignore")  # matplotlib: a legend with no line
     retrieval.curve_plot(config, metrics, spec, tmp_path / "loss.png")  # was: KeyError 'loss'
   assert (tmp_path / "loss.png").exists()
+
+
+def test_database_limit_and_protocol_seed_are_checked():
+  small = {"num_items": 40, "num_queries": 5, "num_train": 10, "size": 28}
+  _, split = data.scene_split(0, **small, database_limit=1)
+  assert len(split["database"]) == 1
+  for bad in (0, -1):  # was: -1 dropped one item, 0 kept the whole database
+    with pytest.raises(ValueError, match="database_limit must be >= 1"):
+      data.scene_split(0, **small, database_limit=bad)
+  for bad in (1.5, "5", True):  # was: TypeError from a slice or a comparison (True: 1)
+    with pytest.raises(ValueError, match="database_limit must be a Python int >= 1"):
+      data.load_protocol("mfeat", 0, database_limit=bad)
+  for bad in (1.5, "0", True, "abc", None, -1):  # was: int(seed), or int()'s raw error
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+      data.load_protocol("mfeat", bad)
+
+
+def test_scene_and_canvas_generators_check_seeds_images_and_class_ids(rng):
+  img = rng.uniform(size=(30, 8, 8)).astype(np.float32)
+  lab = rng.integers(0, 10, 30)
+  small = {"num_items": 40, "num_queries": 5, "num_train": 10, "size": 28}
+  for bad in (-1, 1.5, "0"):  # was: numpy's SeedSequence errors
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+      data.make_scene_dataset(img, lab, seed=bad, num_items=3, size=28)
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+      data.make_canvas_dataset(img, lab, seed=bad, num_items=3)
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+      data.scene_split(bad, **small)
+  with pytest.raises(ValueError, match="labels: class ids must fit in int32"):
+    data.make_scene_dataset(img, lab + 2**40, num_items=4, size=28)  # was: MemoryError 4 TiB
+  with pytest.raises(ValueError, match="labels: class ids must fit in int32"):
+    data.make_canvas_dataset(img, lab + 2**40, num_items=2)  # was: MemoryError 4 TiB
+  with pytest.raises(ValueError, match="images must have sides >= 1"):
+    data.make_scene_dataset(np.zeros((30, 0, 0), np.uint8), lab, num_items=3)  # was: empty scenes
+  ds, split = data.scene_split(0, **small, num_objects=2)  # was: 'int' object is not iterable
+  assert (ds.extras["num_objects"] == 2).all() and len(split["query"]) == 5
+
+
+def test_multi_hot_labels_without_columns_are_refused(rng, tmp_path, capsys):
+  q, d = _codes(rng, 3, 8), _codes(rng, 6, 8)
+  with pytest.raises(ValueError, match="query_labels: multi-hot labels need at least one column"):
+    jhash.metrics.mean_average_precision(q, d, np.zeros((3, 0), bool), np.zeros((6, 0), bool))
+    # was: ZeroDivisionError (integer modulo by zero)
+  x = rng.normal(size=(6, 4)).astype(np.float32)
+  with pytest.raises(ValueError, match="labels: multi-hot labels need at least one column"):
+    data.check_batch({"views": (x,), "labels": np.zeros((6, 0), bool)})  # was: accepted
+  paths, empty = {}, lambda n: np.zeros((n, 0), bool)
+  for name, a in {"q": q, "d": d, "ql": empty(3), "dl": empty(6)}.items():
+    paths[name] = str(tmp_path / f"{name}.npy")
+    np.save(paths[name], a)
+  argv = ["--query-codes", paths["q"], "--db-codes", paths["d"]]
+  argv += ["--query-labels", paths["ql"], "--db-labels", paths["dl"]]
+  assert jhash.evaluate.main(argv) != 0  # was: a ZeroDivisionError traceback
+  err = capsys.readouterr().err
+  assert "multi-hot labels need at least one column" in err and "Traceback" not in err
+
+
+def test_evaluate_cli_reads_bool_labels_as_multi_hot(rng, tmp_path, capsys):
+  q, d = _codes(rng, 5, 8), _codes(rng, 20, 8)
+  ql, dl = rng.random((5, 1)) < 0.5, rng.random((20, 1)) < 0.5
+  ql[0], dl[0] = True, True
+  paths = {}
+  for name, a in {"q": q, "d": d, "ql": ql, "dl": dl, "q1": ql[:, 0], "d1": dl[:, 0]}.items():
+    paths[name] = str(tmp_path / f"{name}.npy")
+    np.save(paths[name], a)
+  argv = ["--query-codes", paths["q"], "--db-codes", paths["d"], "--json", str(tmp_path / "r.json")]
+  status = jhash.evaluate.main(argv + ["--query-labels", paths["ql"], "--db-labels", paths["dl"]])
+  assert status == 0, capsys.readouterr().err
+  out = capsys.readouterr().out
+  assert "multi-hot, 1 labels" in out  # was: "bool [5, 1]: class ids" (mAP 0.4855, not 0.2694)
+  report = (tmp_path / "r.json").read_text()
+  want = float(jhash.metrics.mean_average_precision(q, d, ql, dl))
+  assert f"{want:.4f}"[:5] in report
+  status = jhash.evaluate.main(argv + ["--query-labels", paths["q1"], "--db-labels", paths["d1"]])
+  assert status != 0  # was: 1-D bool labels read as class ids
+  assert "bool labels must be multi-hot [n, C]" in capsys.readouterr().err
+
+
+def test_ndcg_grades_and_harmonic_difference_arguments_are_checked():
+  with pytest.raises(ValueError, match="grades must hold finite values"):
+    jhash.metrics.ndcg(np.array([[1, 2]]), np.array([[np.inf, 0]]), k=2, gain="linear")
+    # was: (nan, True)
+  for a, b in ((0.5, 2), (2.5, 3.5), (1, np.inf), (np.nan, 1)):  # was: 0.886, 0.286, NaN, NaN
+    with pytest.raises(ValueError, match="must be finite whole numbers"):
+      jhash.metrics.harmonic_difference(a, b)
+  assert float(jhash.metrics.harmonic_difference(1, 3)) == pytest.approx(1 / 2 + 1 / 3)
+  assert float(jax.jit(jhash.metrics.harmonic_difference)(1.0, 3.0)) == pytest.approx(5 / 6)
+
+
+def test_flags_and_names_of_mch_backbone_and_fit_are_checked(rng):
+  base = jhash.methods.dch(4, batch_size=8, num_epochs=1)
+  with pytest.raises(ValueError, match="memory must be True or False"):
+    jhash.methods.mch(base, memory="no")  # was: accepted (truthy)
+  with pytest.raises(ValueError, match="name must be a str or None"):
+    jhash.methods.mch(base, name=5)  # was: method.name == 5
+  with pytest.raises(ValueError, match="batch_norm must be True or False"):
+    models.backbone((6,), 4, batch_norm="no")  # was: accepted (truthy)
+  x = rng.normal(size=(40, 6)).astype(np.float32)
+  with pytest.raises(ValueError, match="donate must be True or False"):
+    jhash.fit(jhash.methods.itq(4), jax.random.key(0), {"views": (x,)}, donate="x")
+    # was: accepted
+
+
+def test_as_batch_standardize_columns_and_standardize_check_their_arguments(rng):
+  x = rng.normal(size=(10, 3)).astype(np.float32)
+  ds = make_dataset((x,), rng.integers(0, 3, 10), ("x",), "d")
+  with pytest.raises(ValueError, match="dataset must be a jhash.data.Dataset"):
+    data.as_batch(5, [0])  # was: AttributeError 'int' object has no attribute 'num_items'
+  with pytest.raises(ValueError, match="index: a slice's step must not be 0"):
+    data.as_batch(ds, slice(0, 5, 0))  # was: Python's "slice step cannot be zero"
+  assert data.as_batch(ds, slice(0, 5, 2))["labels"].shape == (3,)
+  with pytest.raises(ValueError, match="x must be a real array"):
+    data.standardize_columns(np.array([["a"]]))  # was: numpy "could not convert string"
+  with pytest.raises(ValueError, match="x must hold finite values"):
+    data.standardize_columns(np.array([[1.0, np.inf], [2.0, 3.0]]))  # was: a NaN column
+  mean, scale = np.zeros(3, np.float32), np.ones(3, np.float32)
+  with pytest.raises(ValueError, match="scale must hold finite values"):
+    training.standardize(x, mean, scale * np.nan)  # was: NaN
+  with pytest.raises(ValueError, match="scale must be >= 0"):
+    training.standardize(x, mean, -scale)  # was: accepted
+  np.testing.assert_allclose(training.standardize(x, mean, scale), x)

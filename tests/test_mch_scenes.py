@@ -23,7 +23,7 @@ def test_the_pretraining_run_learns_the_classes_and_writes_the_backbone(pretrain
   config, results, workdir = pretrained
   # Ten balanced classes: chance is 0.1 on the held-out single items.
   assert results["metrics"]["accuracy"] > 0.1, results["metrics"]
-  variables, (mean, scale) = jhash.coder.load_weights(workdir / pretrain.WEIGHTS)
+  variables, (mean, scale), integer = jhash.coder.load_weights(workdir / pretrain.WEIGHTS)
   assert "projection" in variables["params"] and np.ndim(mean) == 0 and scale > 0
   assert results["backbone"] == pretrain.WEIGHTS
 

@@ -53,7 +53,7 @@ def test_classification_loss_is_the_cross_entropy_by_hand():
 
 def test_the_weights_file_holds_the_variables_and_statistics(pretrained):
   _, state, _, _, path = pretrained
-  variables, (mean, scale) = jhash.coder.load_weights(path)
+  variables, (mean, scale), integer = jhash.coder.load_weights(path)
   want = _flat(jhash.training.variables(state.coder.train))
   got = _flat(variables)
   assert sorted(got) == sorted(want)
@@ -143,4 +143,52 @@ def test_weights_files_that_are_not_a_backbone_are_named(pretrained, tmp_path):
   with pytest.raises(ValueError, match="num_classes=3"):
     jhash.fit(
       jhash.methods.classifier(3), jax.random.key(0), {**batch, "labels": batch["labels"] + 1}
+    )
+
+
+def test_weights_record_their_inputs_kind_and_refuse_the_other(pretrained, tmp_path):
+  method, state, _, batch, _ = pretrained
+  path = jhash.coder.save_weights(tmp_path / "float.npz", state)
+  assert jhash.coder.load_weights(path).integer_inputs is False  # trained on floats
+  pixels = {**batch, "views": ((batch["views"][0] * 255).astype(np.uint8),)}
+  with pytest.raises(ValueError, match="input statistics come from floating inputs"):
+    jhash.init(jhash.methods.dch(8, init_variables=str(path)), jax.random.key(0), pixels)
+  with pytest.raises(ValueError, match="input statistics come from floating inputs"):
+    jhash.init(jhash.methods.dch(8, init_variables=state), jax.random.key(0), pixels)  # was: ran
+  # A network state alone does not say what it read: no check, as before.
+  no_record = jhash.coder.save_weights(tmp_path / "coder.npz", state.coder)
+  assert jhash.coder.load_weights(no_record).integer_inputs is None
+  jhash.init(jhash.methods.dch(8, init_variables=str(no_record)), jax.random.key(0), pixels)
+
+
+def test_weights_files_of_other_kinds_or_places_are_named(pretrained, tmp_path):
+  _, state, _, _, path = pretrained
+  np.save(tmp_path / "x.npy", np.ones(3))
+  with pytest.raises(ValueError, match="must name a .npz file"):
+    jhash.coder.load_weights(tmp_path / "x.npy")  # was: TypeError, context manager
+  for bad in (5, None):
+    with pytest.raises(ValueError, match="must be a file name ending in .npz"):
+      jhash.coder.load_weights(bad)  # was: TypeError expected str, bytes or os.PathLike
+  (tmp_path / "a_file").write_text("")
+  with pytest.raises(ValueError, match="path: could not write"):
+    jhash.coder.save_weights(tmp_path / "a_file" / "w.npz", state)  # was: OSError, a temp name
+  arrays = dict(np.load(path))
+  arrays["input/scale"] = np.float32(0.0)
+  np.savez(tmp_path / "zero.npz", **arrays)
+  with pytest.raises(ValueError, match="zero.npz' is damaged"):
+    jhash.coder.load_weights(tmp_path / "zero.npz")  # was: loaded, inputs divided by 0
+
+
+def test_predict_checks_what_encode_checks(pretrained):
+  method, state, _, batch, _ = pretrained
+  x = batch["views"][0]
+  with pytest.raises(ValueError, match="views must match what classifier was trained on"):
+    method.extras.predict(state, {"views": (x[:, :16, :16],)})  # was: predictions
+  with pytest.raises(ValueError, match="dtype classifier was trained on"):
+    method.extras.predict(state, {"views": ((x * 255).astype(np.uint8),)})  # was: predictions
+  with pytest.raises(ValueError, match="state must be a ClassifierState"):
+    method.extras.predict(state.coder, batch)  # was: AttributeError 'coder'
+  with pytest.raises(ValueError, match="class ids 0..2\\); the batch has classes -1"):
+    jhash.fit(
+      jhash.methods.classifier(3), jax.random.key(0), {**batch, "labels": batch["labels"] - 1}
     )

@@ -21,6 +21,8 @@ def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
   images = np.asarray(images)
   labels = np.asarray(labels)
   _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
+  if 0 in images.shape[1:]:
+    raise ValueError(f"images must have sides >= 1; got {_checks.describe(images)}.")
   if _checks.label_array(labels, "labels", num_items=images.shape[0]) != "class_ids":
     raise ValueError(
       f"labels must be integer class ids [n] (single-label source images); "
@@ -28,6 +30,7 @@ def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     )
   if labels.size and labels.min() < 0:
     raise ValueError(f"labels must be class ids >= 0; found {int(labels.min())}.")
+  _checks.int32_ids(labels, "labels")
   return images, labels
 
 
@@ -122,6 +125,7 @@ def make_canvas_dataset(
     * ``"grid"``: ``(grid_h, grid_w)``; ``"cell_shape"``: ``(h, w)``.
   """
   images, labels = _check_images(images, labels)
+  seed = _checks.seed(seed)
   if not isinstance(grid, (tuple, list)) or len(grid) != 2:
     raise ValueError(f"grid must be (grid_h, grid_w), two ints >= 1; got {grid!r}.")
   grid_h, grid_w = (_checks.positive_int(g, "grid") for g in grid)

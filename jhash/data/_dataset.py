@@ -86,15 +86,29 @@ def as_batch(dataset: Dataset, index: Any = None) -> dict[str, Any]:
     ``{"views": tuple(view[index] ...), "labels": labels[index]}``: NumPy arrays,
     views and labels as the dataset holds them (no copy when ``index`` is None).
   """
+  check_dataset(dataset)
   if index is None:
     return {"views": tuple(dataset.views), "labels": dataset.labels}
   _check_index(index, dataset.num_items)
   return {"views": tuple(v[index] for v in dataset.views), "labels": dataset.labels[index]}
 
 
+def check_dataset(dataset: Any, name: str = "dataset") -> None:
+  """``dataset`` must be a ``Dataset`` (a ValueError naming ``name`` otherwise)."""
+  if not isinstance(dataset, Dataset):
+    raise ValueError(
+      f"{name} must be a jhash.data.Dataset (make_dataset); got {_checks.describe(dataset)}."
+    )
+
+
 def _check_index(index: Any, n: int) -> None:
   """``index``: a slice, a bool mask [n], or ints in [-n, n) (an int or an int array)."""
   if isinstance(index, slice):
+    parts = (index.start, index.stop, index.step)
+    if any(p is not None and not isinstance(p, (int, np.integer)) for p in parts):
+      raise ValueError(f"index: a slice's start, stop and step must be ints or None; got {index}.")
+    if index.step == 0:
+      raise ValueError(f"index: a slice's step must not be 0; got {index}.")
     return
   a = np.asarray(index)
   if (a.dtype == np.bool_ and a.shape == (n,)) or (a.size == 0 and a.ndim == 1):

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from jhash import _checks
 from jhash.data import _errors
 from jhash.data._dataset import Dataset
 from jhash.data._dataset import make_dataset
@@ -30,7 +31,11 @@ def standardize_columns(x: np.ndarray) -> np.ndarray:
   Returns:
     float32 [n, d], computed in float64.
   """
-  x = np.asarray(x, np.float64)
+  x = np.asarray(x)
+  if x.dtype.kind not in "biuf":
+    raise ValueError(f"x must be a real array (numbers) [n, d]; got {_checks.describe(x)}.")
+  _checks.finite(x, "x")
+  x = x.astype(np.float64)
   mean = x.mean(axis=0)
   std = x.std(axis=0)
   std = np.where(std > 0, std, 1.0)

@@ -50,6 +50,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from jhash import _checks
 from jhash.data._canvas import make_canvas_dataset
 from jhash.data._images import load_fashion_mnist
 from jhash.data._images import load_mnist_5k
@@ -106,9 +107,16 @@ def _pixels(images: np.ndarray, as_images: bool) -> np.ndarray:
   return images if as_images else images.reshape(images.shape[0], -1)
 
 
+def _check_limit(limit) -> None:
+  """``database_limit``: None or an int >= 1 (checked before any data is read)."""
+  if limit is not None:
+    _checks.positive_int(limit, "database_limit")
+
+
 def _limit(database: np.ndarray, limit: int | None, seed: int) -> np.ndarray:
   """A random subset of ``limit`` database indices (sorted), or all of them."""
-  if not limit or limit >= database.size:
+  _check_limit(limit)
+  if limit is None or limit >= database.size:
     return database
   keep = np.random.default_rng(seed).permutation(database.size)[:limit]
   return np.sort(database[keep])
@@ -156,6 +164,7 @@ def fashion_mnist(
   Returns:
     (train, query, database) batches; labels int32 class ids.
   """
+  _check_limit(database_limit)
   pool, labels = _fashion_pool()
   idx = _per_class(labels, seed, query_per_class, train_per_class, database_limit)
   return _batches((_pixels(pool, images),), labels, *idx)
@@ -180,6 +189,7 @@ def mfeat(
   Returns:
     (train, query, database) batches with one float32 [n, d_v] array per view.
   """
+  _check_limit(database_limit)
   views, labels = _mfeat_views(None if views is None else tuple(views))
   idx = _per_class(labels, seed, query_per_class, train_per_class, database_limit)
   return _batches(views, labels, *idx)
@@ -242,12 +252,13 @@ def canvases(
   Returns:
     (train, query, database) batches; labels multi-hot bool [n, 10].
   """
+  _check_limit(database_limit)
   pool, labels = _fashion_pool()
   ds = make_canvas_dataset(
     pool,
     labels,
     grid=tuple(grid),
-    num_objects=tuple(num_objects),
+    num_objects=num_objects if isinstance(num_objects, int) else tuple(num_objects),
     seed=seed,
     num_items=num_items,
     num_classes=10,
@@ -293,6 +304,8 @@ def scene_split(
   """The ``scenes`` protocol's data set and split: ``(Dataset, {"train", "query",
   "database"})``, the scenes with their boxes (``make_scene_dataset``) and the indices of
   each part (``scenes`` takes its batches from them). Arguments as ``scenes``'."""
+  seed = _checks.seed(seed)
+  _check_limit(database_limit)
   ds = _fashion_scenes(slice(PRETRAIN_POOL, None), seed, num_items, num_objects, size)
   split = split_random(num_items, num_queries, num_train, seed=seed)
   split["database"] = _limit(split["database"], database_limit, seed)
@@ -344,6 +357,12 @@ def scene_singles(seed: int, *, num_items: int = 22_000, num_queries: int = 2_00
   Returns:
     (train, query, database) batches: images float32 [n, size, size], class ids int32.
   """
+  num_items = _checks.positive_int(num_items, "num_items")
+  if not 0 <= _checks.nonneg_int(num_queries, "num_queries") < num_items:
+    raise ValueError(
+      f"num_queries must be in [0, num_items) = [0, {num_items}) (the rest train); got "
+      f"{num_queries}."
+    )
   ds = _fashion_scenes(slice(None, PRETRAIN_POOL), seed, num_items, 1, size)
   classes = ds.extras["box_labels"][:, 0]
   split = split_random(num_items, num_queries, num_items - num_queries, seed=seed)
@@ -399,4 +418,4 @@ def load_protocol(name: str, seed: int, **options):
     ((200,), (1800,))
   """
   check_protocol(name, options)
-  return PROTOCOLS[name](int(seed), **options)
+  return PROTOCOLS[name](_checks.seed(seed), **options)

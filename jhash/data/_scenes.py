@@ -31,6 +31,7 @@ from jhash import _checks
 from jhash.data._canvas import _check_images
 from jhash.data._canvas import _draw_layout
 from jhash.data._dataset import Dataset
+from jhash.data._dataset import check_dataset
 from jhash.data._dataset import make_dataset
 
 #: Item count -> inclusive (min, max) side in pixels of the items of a scene with that
@@ -248,6 +249,7 @@ def make_scene_dataset(
     * ``"size"``: ``size``.
   """
   images, labels = _check_images(images, labels)
+  seed = _checks.seed(seed)
   if images.dtype.kind not in "iuf":
     raise ValueError(f"images must be integer or floating; got {_checks.describe(images)}.")
   size = _checks.positive_int(size, "size")
@@ -304,6 +306,7 @@ def scene_items_alone(dataset: Dataset, index: Any = None) -> tuple[np.ndarray, 
     (images ``[k, M, size, size(, C)]`` of the scenes' dtype, 0 outside the item's box
     and in empty slots; bool ``[k, M]``, the slots that hold an item).
   """
+  check_dataset(dataset)
   scenes, boxes = dataset.views[0], dataset.extras.get("boxes")
   if boxes is None or dataset.name != "scenes":
     raise ValueError(

@@ -130,6 +130,13 @@ def classifier(
     return state._replace(coder=coder), {"loss": value, "accuracy": aux["accuracy"]}
 
   def predict(state, batch):
+    if not isinstance(state, ClassifierState):
+      raise ValueError(
+        f"state must be a ClassifierState (a fit of {name}); got {type(state).__name__}."
+      )
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(batch)):
+      _api.check_trained(method, state, batch)  # as encode: the views' dtypes and widths
+      check_encode(state, batch)
     return jnp.argmax(net.scores(state.coder, batch), axis=-1).astype(jnp.int32)
 
   def check_batch(batch):
@@ -141,17 +148,17 @@ def classifier(
         f"labels: {name} has num_classes={num_classes}; the multi-hot labels have "
         f"{labels.shape[1]} columns."
       )
-    if labels.ndim == 1 and labels.size and int(labels.max()) >= num_classes:
+    if labels.ndim == 1 and labels.size and not 0 <= labels.min() <= labels.max() < num_classes:
       raise ValueError(
         f"labels: {name} has num_classes={num_classes} (class ids 0..{num_classes - 1}); "
-        f"the batch has class {int(labels.max())}."
+        f"the batch has classes {int(labels.min())}..{int(labels.max())}."
       )
     return n
 
   def check_encode(state, batch):
     _api.check_views(state.widths, batch, view, name)
 
-  return _api.HashingMethod(
+  method = _api.HashingMethod(
     init,
     lambda s, b: net.encode(s.coder, b),
     net.num_bits,
@@ -161,3 +168,4 @@ def classifier(
     extras=ClassifierExtras(net, predict),
     check_encode=check_encode,
   )
+  return method

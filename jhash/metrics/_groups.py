@@ -120,7 +120,8 @@ def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
   taken by ``log1p`` and each series term differenced separately, so it keeps its
   relative precision in float32 even when ``a`` is large and ``b - a`` small
   (a plain ``digamma`` difference loses it). Concrete ``a`` and ``b`` are checked
-  (integers, ``0 <= a <= b``); traced ones are not.
+  (finite whole numbers, of an integer or floating dtype, ``0 <= a <= b``); traced ones
+  are not.
   """
   for name, value in (("a", a), ("b", b)):
     dtype = _checks.dtype_of(value)
@@ -128,6 +129,9 @@ def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
       raise ValueError(f"{name} must be numbers (counts); got {_checks.describe(value)}.")
   if _checks.is_concrete(a) and _checks.is_concrete(b):
     lo, hi = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    for name, v, given in (("a", lo, a), ("b", hi, b)):
+      if not (np.isfinite(v).all() and (v == np.round(v)).all()):
+        raise ValueError(f"{name} must be finite whole numbers (counts); got {given!r}.")
     if np.any(lo < 0) or np.any(lo > hi):
       raise ValueError(f"harmonic_difference needs 0 <= a <= b; got a={a!r}, b={b!r}.")
   a = jnp.asarray(a, jnp.float32)

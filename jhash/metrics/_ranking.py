@@ -83,10 +83,11 @@ MAX_EXP_GRADE = 127
 
 
 def _check_grades(grades, gain: str) -> None:
-  """Concrete grades must be >= 0, and <= MAX_EXP_GRADE for the "exp" gain."""
+  """Concrete grades must be finite, >= 0, and <= MAX_EXP_GRADE for the "exp" gain."""
   if not _checks.is_concrete(grades) or np.size(grades) == 0:
     return
   g = np.asarray(grades)
+  _checks.finite(g, "grades")
   if g.min() < 0:
     raise ValueError(f"grades must be >= 0 (relevance levels); found {g.min()} in shape {g.shape}.")
   if gain == "exp" and g.max() > MAX_EXP_GRADE:
@@ -112,7 +113,7 @@ def ndcg(
 
   Args:
     distances: int32 or float32 [q, n].
-    grades: int [q, n] relevance levels (e.g. number of shared labels), >= 0; with
+    grades: int [q, n] relevance levels (e.g. number of shared labels), finite, >= 0; with
       ``gain="exp"`` at most ``MAX_EXP_GRADE`` = 127 (``2**g`` overflows float32 past
       it). Checked on concrete arrays (a ValueError), not under jit.
     k: cut-off, 1 <= k <= n.

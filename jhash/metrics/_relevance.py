@@ -88,6 +88,7 @@ def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> N
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
     if nd == 1:
       _checks.int32_ids(lab, name)
+    _checks.label_columns(lab, name)
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
       raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")
     if nd == 2 and dtype != np.bool_ and not isinstance(lab, jax.core.Tracer):

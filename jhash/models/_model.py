@@ -217,6 +217,9 @@ def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
       out[name] = _checks.widths(out[name], name)
   if "dense" in out:
     out["dense"] = _checks.positive_int(out["dense"], "dense")
+  for name in ("batch_norm", "im2col"):
+    if name in out:
+      out[name] = _checks.flag(out[name], name)
   return out
 
 

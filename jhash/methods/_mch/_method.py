@@ -165,6 +165,9 @@ def mch(
   agent_epochs = _checks.nonneg_int(agent_epochs, "agent_epochs")
   agent_batch_size = _checks.positive_int(agent_batch_size, "agent_batch_size")
   encode_chunk = _checks.positive_int(encode_chunk, "encode_chunk")
+  memory = _checks.flag(memory, "memory")
+  if name is not None and not isinstance(name, str):
+    raise ValueError(f"name must be a str or None; got {_checks.describe(name)}.")
   if optimizer is None and not callable(learning_rate):
     _checks.scalar(learning_rate, "learning_rate", low=0, strict=True)
   _checks.scalar(momentum, "momentum", low=0)
