@@ -174,9 +174,18 @@ def input_statistics(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   if x.ndim == 2:
     mean, std = jnp.mean(x, axis=0), jnp.std(x, axis=0)
     floor = 0.01 * jnp.sqrt(jnp.mean(std * std)) + 1e-12
-    return mean, 1.0 / jnp.maximum(std, floor)
-  mean, std = jnp.mean(x), jnp.std(x)
-  return mean, 1.0 / jnp.maximum(std, 1e-12)
+    scale = 1.0 / jnp.maximum(std, floor)
+  else:
+    mean, std = jnp.mean(x), jnp.std(x)
+    scale = 1.0 / jnp.maximum(std, 1e-12)
+  if not isinstance(mean, jax.core.Tracer) and not (
+    bool(jnp.all(jnp.isfinite(mean))) and bool(jnp.all(jnp.isfinite(scale) & (scale > 0)))
+  ):
+    raise ValueError(
+      f"x: its mean or spread overflows float32 (values near +-3.4e38, or inf/NaN); got "
+      f"{_checks.describe(x)}. Rescale the inputs."
+    )
+  return mean, scale
 
 
 def standardize(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:

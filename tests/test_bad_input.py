@@ -519,3 +519,12 @@ def test_the_coder_factory_and_its_helpers_check_their_arguments():
     jhash.coder.coder(4, optimizer="adam")
   with pytest.raises(ValueError, match="init_variables must be a Flax variables dict"):
     jhash.coder.check_variables(5, {"params": {}})  # was: TypeError 'int' is not iterable
+
+
+def test_input_statistics_that_overflow_float32_are_refused():
+  x = np.full((4, 3), 3e38, np.float32)
+  x[::2] *= -1
+  with pytest.raises(ValueError, match="x: its mean or spread overflows float32"):
+    jhash.training.input_statistics(x)  # was: mean inf, scale 0
+  mean, scale = jhash.training.input_statistics(x / 1e30)
+  assert np.all(np.isfinite(mean)) and np.all(scale > 0)
