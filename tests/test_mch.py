@@ -659,6 +659,12 @@ def test_the_oracle_keeps_exactly_the_crops_of_positive_reward():
   table = losses.code_loss_table(losses.pairwise_likelihood, k)
   keep = np.asarray(mch_parts.oracle_keep(b, crops, others, similarity, table))
   np.testing.assert_array_equal(keep, [[True, False, False]])
+  # A NumPy table works as a JAX one (was: TracerArrayConversionError); a table of
+  # another code length is named (was: indices clamped, a plausible mask).
+  again = mch_parts.oracle_keep(b, crops, others, similarity, np.asarray(table))
+  np.testing.assert_array_equal(again, keep)
+  with pytest.raises(ValueError, match=r"table must be the loss on codes \[2, K \+ 1\] = \[2, 9\]"):
+    mch_parts.oracle_keep(b, crops, others, similarity, np.asarray(table)[:, :3])
   weights = losses.balanced_pair_weights(similarity)
   for c, want in enumerate((1, -1, 0)):
     reward = float(losses.keep_rewards(b, crops[:, c], others, similarity, weights, table)[0])

@@ -118,6 +118,13 @@ def keep_rewards(
     ("table", table),
   ):
     _checks.rank(a, 2, name)
+  k = codes.shape[-1]
+  if tuple(table.shape) != (2, k + 1):
+    raise ValueError(
+      f"table must be the loss on codes [2, K + 1] = [2, {k + 1}] (code_loss_table); got "
+      f"{_checks.describe(table)}."
+    )
+  table = jnp.asarray(table, jnp.float32)  # a NumPy table indexed by traced distances
   d = hamming_of_signs(codes, others)
   d_kept = jnp.minimum(d, hamming_of_signs(crop_codes, others))
   s = similarity.astype(jnp.int32)
