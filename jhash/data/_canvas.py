@@ -34,6 +34,18 @@ def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
   return images, labels
 
 
+def _label_columns(labels: np.ndarray, num_classes) -> int:
+  """The multi-hot width: ``num_classes`` (checked against the ids), or ``max(labels) + 1``."""
+  c = (
+    int(labels.max()) + 1
+    if num_classes is None
+    else _checks.positive_int(num_classes, "num_classes")
+  )
+  if labels.max() >= c:
+    raise ValueError(f"labels must be below num_classes={c}; found {int(labels.max())}.")
+  return c
+
+
 def _object_range(num_objects: Any, num_cells: int) -> tuple[int, int]:
   if isinstance(num_objects, (int, np.integer)) and not isinstance(num_objects, bool):
     lo = hi = int(num_objects)
@@ -134,13 +146,7 @@ def make_canvas_dataset(
   if placement not in ("random", "fixed"):
     raise ValueError(f"placement must be 'random' or 'fixed'; got {placement!r}.")
   n = images.shape[0] if num_items is None else _checks.positive_int(num_items, "num_items")
-  c = (
-    int(labels.max()) + 1
-    if num_classes is None
-    else _checks.positive_int(num_classes, "num_classes")
-  )
-  if labels.max() >= c:
-    raise ValueError(f"labels must be below num_classes={c}; found {int(labels.max())}.")
+  c = _label_columns(labels, num_classes)
   if images.shape[0] < hi:
     raise ValueError(
       f"images must hold at least {hi} images (num_objects max); got {images.shape[0]}."

@@ -30,6 +30,7 @@ import numpy as np
 from jhash import _checks
 from jhash.data._canvas import _check_images
 from jhash.data._canvas import _draw_layout
+from jhash.data._canvas import _label_columns
 from jhash.data._dataset import Dataset
 from jhash.data._dataset import check_dataset
 from jhash.data._dataset import make_dataset
@@ -265,13 +266,7 @@ def make_scene_dataset(
       f"images must hold at least {hi} images (num_objects max, distinct per scene); "
       f"got {images.shape[0]}."
     )
-  c = (
-    int(labels.max()) + 1
-    if num_classes is None
-    else _checks.positive_int(num_classes, "num_classes")
-  )
-  if labels.max() >= c:
-    raise ValueError(f"labels must be below num_classes={c}; found {int(labels.max())}.")
+  c = _label_columns(labels, num_classes)
 
   rng = np.random.default_rng(seed)
   # Counts and distinct sources: the canvases' draw, its "cells" being the item slots.
