@@ -30,7 +30,9 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   encoding, MCH's ``sigma`` and ``xi``: the trained state re-encoded with each value,
   reporting ``METRIC_multi@PARAMETER=VALUE`` for the metrics of ``SWEEP_METRICS``) and
   ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
-  ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``).
+  ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``) and ``diagnose`` (True,
+  with ``controls``: ``mch_controls.agent_diagnosis``, whether the agent's keep
+  probabilities and a supervised probe from its states find the oracle's crops).
 * ``tables``: the metrics printed as tables (rows data set x method, columns bits).
 * ``plots``: ``pr_curve_bits`` (precision-recall within Hamming radius at this length,
   ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
@@ -82,7 +84,7 @@ KEYS = (
 #: that methods' ``init_variables`` name through a FieldReference, checked before training.
 OPTIONAL_KEYS = ("pretrained",)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
-EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls")
+EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose")
 PLOT_KEYS = ("pr_curve_bits", "curves")
 PLOT_OPTIONAL = ("f1_bucket_bits",)
 # The multi-code numbers a sweep reports for each value of a swept encoding parameter.
@@ -243,9 +245,15 @@ def _check_evaluation(config) -> None:
           ) from None
   if ev.ndcg_at is not None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
-  if not isinstance(ev.get("controls", False), bool):
+  for flag in ("controls", "diagnose"):
+    if not isinstance(ev.get(flag, False), bool):
+      raise harness.ConfigError(
+        f"config.evaluation.{flag}: must be True or False; got {ev.get(flag)!r}."
+      )
+  if ev.get("diagnose") and not ev.get("controls"):
     raise harness.ConfigError(
-      f"config.evaluation.controls: must be True or False; got {ev.controls!r}."
+      "config.evaluation.diagnose: True needs config.evaluation.controls=True (the "
+      "diagnosis reads the controls' oracle)."
     )
   for metric in config.tables:
     harness.check_choice(metric, metric_names(ev), "config.tables")
@@ -486,7 +494,10 @@ def controls(config, dataset: str, method, state, batches, seed: int) -> dict:
     items = jdata.scene_items_alone(ds, split["database"])
     counts = ds.extras["num_objects"][split["query"]]
   key = harness.cell_key(seed, dataset, "controls")
-  return mch_controls.control_metrics(method, state, train, query, database, key, items, counts)
+  diagnose = bool(config.evaluation.get("diagnose", False))
+  return mch_controls.control_metrics(
+    method, state, train, query, database, key, items, counts, diagnose=diagnose
+  )
 
 
 def train_and_evaluate(config, workdir) -> dict:

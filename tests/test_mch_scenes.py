@@ -9,6 +9,7 @@ import pytest
 import _experiment_runs as runs
 import jhash
 from experiments import harness
+from experiments import mch_controls
 from experiments import pretrain
 
 
@@ -64,6 +65,38 @@ def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   for suffix in ("", "_multi"):
     groups = [cell[f"map{suffix}@query_objects={c}"] for c in (1, 2, 3)]
     assert np.average(groups, weights=counts) == pytest.approx(cell[f"map{suffix}"], abs=1e-5)
+  # The agent's diagnosis (scenes-quick sets evaluation.diagnose): the probe, a network of
+  # the policy's shape trained on the training crops' oracle labels, fits those labels.
+  assert cell["probe_train_auc"] > 0.8, cell["probe_train_auc"]
+  for name in ("agent_auc", "probe_auc"):
+    assert np.isnan(cell[name]) or 0.0 <= cell[name] <= 1.0
+  quantiles = [cell[f"keep_probability_q{q:g}"] for q in mch_controls.KEEP_QUANTILES]
+  assert quantiles == sorted(quantiles) and 0.0 <= quantiles[0] and quantiles[-1] <= 1.0
+  # Ranking the agent's crops keeps as many as the oracle (the whole code aside).
+  oracle_crops = cell["codes_per_item_multi@control=oracle"] - 1.0
+  assert cell["codes_per_item_multi@control=agent_ranked"] - 1.0 <= oracle_crops + 1e-9
+  for r in (0, 2):
+    assert cell[f"recall_radius_{r}_multi@control=probe"] >= cell[f"recall_radius_{r}"]
+
+
+def test_roc_auc_counts_the_pairs_a_positive_wins_ties_half():
+  rng = np.random.default_rng(0)
+  for n in (2, 7, 50):
+    scores = rng.integers(0, 4, n).astype(float)  # many ties
+    labels = rng.random(n) < 0.4
+    labels[:2] = (True, False)
+    pos, neg = scores[labels], scores[~labels]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    assert mch_controls.roc_auc(scores, labels) == pytest.approx(wins / (pos.size * neg.size))
+  assert np.isnan(mch_controls.roc_auc([0.1, 0.2], [True, True]))
+
+
+def test_top_fraction_keeps_the_highest_scores_ties_to_the_first():
+  scores = np.array([[0.1, 0.9, 0.5], [0.9, 0.2, 0.5]])
+  got = mch_controls.top_fraction(scores, 3 / 6)
+  assert got.tolist() == [[False, True, True], [True, False, False]]
+  assert not mch_controls.top_fraction(scores, 0.0).any()
+  assert mch_controls.top_fraction(scores, 1.0).all()
 
 
 def test_a_missing_backbone_is_refused_before_training(tmp_path):

@@ -40,6 +40,8 @@ Scenes:   python -m experiments.main --config experiments/configs/pretrain.py --
           sigma 0.3 .. 1.0 and xi 0.1 .. 0.9. Measured on 2 cores of an AMD EPYC: 36 min
           for the 32-bit cells (three seeds), about 2 min a cell; sensitivity 8.5 min;
           ``python -m experiments.mch_verdict RUN_DIR`` writes the tables and the verdict.
+          Why an agent keeps no crop: ``--config.evaluation.diagnose=True`` adds
+          ``mch_controls.agent_diagnosis`` to each MCH cell (the quick config runs it).
 """
 
 import ml_collections
@@ -171,6 +173,7 @@ def _scenes(quick: bool, sensitivity: bool):
     config.methods[label].base_options.init_variables = config.get_ref("pretrained")
   config.plots.curves = {"agent": {"metric": "reward", "methods": tuple(methods)}}
   config.evaluation.controls = True
+  config.evaluation.diagnose = False  # True: the agent's diagnosis (mch_controls)
   if sensitivity:  # the paper's Table 3 and Figure 9: MCH-DCH at 32 bits, re-encoded
     config.bits = (32,)
     config.methods = _methods(("dch",), sigma=0.5, xi=0.5, crop_range=(0.3, 1.0))
@@ -193,4 +196,5 @@ def _scenes(quick: bool, sensitivity: bool):
     config.methods.mch_dch.base_options.init_variables = config.get_ref("pretrained")
     config.plots.f1_bucket_bits = 16
     config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch",)}}
+    config.evaluation.diagnose = True
   return config.lock()

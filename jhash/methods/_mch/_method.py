@@ -66,6 +66,9 @@ class MCHExtras(NamedTuple):
   # [n, 5]): the images' codes, their crops' codes and pi(keep), from one pass of the
   # base network (``encode_multi`` keeps the crops with keep > xi; controls other ones).
   crop_codes: Callable[[MCHState, dict], tuple[jax.Array, jax.Array, jax.Array]] | None = None
+  # crop_states(state, batch) -> float32 [n, 5, D]: the policy's states ``h`` of the five
+  # crops (what ``keep_probabilities`` reads), for probes of what the state tells.
+  crop_states: Callable[[MCHState, dict], jax.Array] | None = None
 
 
 def _check_base(base: Any) -> _api.HashingMethod:
@@ -230,15 +233,20 @@ def mch(
   def crops_of(batch):
     return _crops.five_crops(images(batch), sigma)
 
+  def fixed_crop_states(state, b):
+    # The policy's states of the five fixed crops of each image: [n * 5, D], then codes.
+    x = images(b)
+    n = x.shape[0]
+    cut = _crops.five_crops(x, sigma).reshape((n * _crops.NUM_FIXED,) + x.shape[1:])
+    whole = net.outputs(state.base.coder, x)
+    crop = net.outputs(state.base.coder, cut)
+    rep = jax.tree.map(lambda a: jnp.repeat(a, _crops.NUM_FIXED, axis=0), whole)
+    return _agent.agent_inputs(rep, crop)
+
   def keep_probabilities(state, batch):
     def one_chunk(b):
-      x = images(b)
-      n = x.shape[0]
-      cut = _crops.five_crops(x, sigma).reshape((n * _crops.NUM_FIXED,) + x.shape[1:])
-      whole = net.outputs(state.base.coder, x)
-      crop = net.outputs(state.base.coder, cut)
-      rep = jax.tree.map(lambda a: jnp.repeat(a, _crops.NUM_FIXED, axis=0), whole)
-      h, codes, crop_codes = _agent.agent_inputs(rep, crop)
+      h, codes, crop_codes = fixed_crop_states(state, b)
+      n = h.shape[0] // _crops.NUM_FIXED
       keep = _agent.keep_probability(policy, state.agent.policy, h)
       k = crop_codes.shape[-1]
       return (
@@ -261,6 +269,13 @@ def mch(
   def crop_codes(state, batch):
     keep, whole, crops = keep_probabilities(state, batch)
     return whole.astype(jnp.int8), crops.astype(jnp.int8), keep
+
+  def crop_states(state, batch):
+    def one_chunk(b):
+      h = fixed_crop_states(state, b)[0]
+      return h.reshape((-1, _crops.NUM_FIXED, h.shape[-1]))
+
+    return _api.map_in_chunks(one_chunk, batch, encode_chunk)
 
   def check_batch(batch):
     n = base.check_batch(batch) if base.check_batch is not None else _checks.batch(batch)
@@ -299,7 +314,9 @@ def mch(
     name,
     phases,
     check_batch,
-    extras=MCHExtras(lambda s, b: keep_probabilities(s, b)[0], crops_of, base, crop_codes),
+    extras=MCHExtras(
+      lambda s, b: keep_probabilities(s, b)[0], crops_of, base, crop_codes, crop_states
+    ),
     encode_multi=encode_multi,
     bind=bind if base.bind is not None else None,
     check_encode=check_encode,
