@@ -215,12 +215,12 @@ def coder(
     init_variables: where the network starts: None (fresh, from the key); a Flax
       variables tree ``{"params": ..., ("batch_stats": ...)}``, which may leave out the
       hash head; a jhash state of a network method (its variables and input statistics);
-      a ``.npz`` file written by ``save_weights`` (the same); a torchvision ResNet state
-      dict file (``.safetensors``, or ``.pth`` with torch; see
-      ``jhash.models.load_torchvision_resnet``); or a function ``variables -> variables``
-      applied to the fresh ones. Shapes are checked against the network: a difference
-      names the first layer that differs. A hash head of another width (a classifier's)
-      is left out: the network starts with a fresh one.
+      a ``.npz`` file written by ``save_weights`` (the same; the suffix in any case,
+      ``.NPZ`` too); a torchvision ResNet state dict file (``.safetensors``, or ``.pth``
+      with torch; see ``jhash.models.load_torchvision_resnet``); or a function
+      ``variables -> variables`` applied to the fresh ones. Shapes are checked against
+      the network: a difference names the first layer that differs. A hash head of
+      another width (a classifier's) is left out: the network starts with a fresh one.
     trainable: "all", or "head": only the hash head trains, the backbone frozen.
     standardize: standardise the inputs by the training inputs' statistics; False reads
       them as they come (mean 0, scale 1: MCH's policy reads states already scaled).
@@ -439,7 +439,7 @@ def save_weights(path, state) -> "os.PathLike":
   file and renamed into place, so it appears whole or not at all.
 
   Args:
-    path: a file name ending in ``.npz``.
+    path: a file name ending in ``.npz`` (in any case: ``.NPZ`` too).
     state: a ``CoderState``, or a method's state holding one (a field ``coder``: a
       classifier's, a pairwise method's, ADSH's).
   Returns:
@@ -472,9 +472,15 @@ def _weights_path(path, name: str):
   if not isinstance(path, (str, os.PathLike)):
     raise ValueError(f"{name} must be a file name ending in .npz; got {_checks.describe(path)}.")
   path = pathlib.Path(os.fspath(path))
-  if path.suffix != ".npz":
+  if path.suffix.lower() != ".npz":
     raise ValueError(f"{name} must name a .npz file; got {str(path)!r}.")
   return path
+
+
+def _is_npz(path) -> bool:
+  """A ``.npz`` file name, in any case (``.NPZ`` too)."""
+  name = os.fspath(path)
+  return isinstance(name, str) and name.lower().endswith(".npz")
 
 
 def _integer_inputs(state) -> bool | None:
@@ -500,13 +506,19 @@ def load_weights(path) -> Weights:
   """The variables, input statistics ``(mean, scale)`` and input kind of a ``save_weights``
   file.
 
+  ``path`` must end in ``.npz``, in any case (``.NPZ`` too).
+
   Raises:
     ValueError: the file is missing, damaged, or not one ``save_weights`` wrote (the
-      error names it).
+      error names it, and the array at fault): parameters that are not finite floats,
+      input statistics that are not real numbers, finite in float32 (a scale > 0 there:
+      1e-300 would read as 0), ``input/integer`` other than a scalar 0 or 1, or an
+      array name that is also a folder of others (``params/a`` and ``params/a/b``).
   """
   import zipfile
 
   path = _weights_path(path, "init_variables")
+  where = f"init_variables: {str(path)!r}"
   if not path.is_file():
     raise ValueError(f"init_variables: no weights file at {str(path)!r}.")
   try:
@@ -514,28 +526,61 @@ def load_weights(path) -> Weights:
       arrays = {name: np.asarray(data[name]) for name in data.files}
   except (OSError, ValueError, EOFError, TypeError, zipfile.BadZipFile) as error:
     raise ValueError(
-      f"init_variables: {str(path)!r} is not a readable .npz weights file (damaged? "
-      f"{type(error).__name__}: {error})."
+      f"{where} is not a readable .npz weights file (damaged? {type(error).__name__}: {error})."
     ) from None
   if not all(name in arrays for name in _STATS) or not any(k.startswith("params/") for k in arrays):
     raise ValueError(
-      f"init_variables: {str(path)!r} is not a jhash weights file (jhash.coder.save_weights "
+      f"{where} is not a jhash weights file (jhash.coder.save_weights "
       f"writes 'params/...' arrays and {', '.join(_STATS)}); it holds {sorted(arrays)[:5]}."
     )
-  integer = bool(arrays.pop(_INTEGER)) if _INTEGER in arrays else None
-  mean, scale = (np.asarray(arrays.pop(name), np.float64) for name in _STATS)
+  integer = _integer_flag(arrays.pop(_INTEGER, None), where)
+  stats = tuple(_statistic(arrays.pop(name), name, where) for name in _STATS)
   bad = [k for k, v in arrays.items() if v.dtype.kind != "f" or not np.all(np.isfinite(v))]
-  if (
-    bad or not np.all(np.isfinite(mean)) or not np.all(scale > 0) or not np.all(np.isfinite(scale))
-  ):
-    what = (
-      f"{bad[0]!r} is not finite floats"
-      if bad
-      else "input/mean or input/scale is not finite, positive"
+  if bad:
+    raise ValueError(f"{where} is damaged: {bad[0]!r} is not finite floats.")
+  folders = {k.rsplit("/", i)[0] for k in arrays for i in range(1, k.count("/") + 1)}
+  both = sorted(folders & set(arrays))
+  if both:
+    inner = next(k for k in sorted(arrays) if k.startswith(both[0] + "/"))
+    raise ValueError(
+      f"{where} is damaged: {both[0]!r} is an array and also a folder of others ({inner!r})."
     )
-    raise ValueError(f"init_variables: {str(path)!r} is damaged: {what}.")
-  stats = (jnp.asarray(mean, jnp.float32), jnp.asarray(scale, jnp.float32))
   return Weights(traverse_util.unflatten_dict(arrays, sep="/"), stats, integer)
+
+
+def _shown(value: np.ndarray) -> str:
+  """A file's array for an error message: its shape and dtype, and its values if few."""
+  if value.size > 4:
+    return _checks.describe(value)
+  return f"{str(value.tolist())[:60]} ({_checks.describe(value)})"
+
+
+def _integer_flag(value: np.ndarray | None, where: str) -> bool | None:
+  """``input/integer``: a scalar 0 or 1 (or bool) as a bool; None when absent."""
+  if value is None:
+    return None
+  if value.shape != () or value.dtype.kind not in "biuf" or value not in (0, 1):
+    raise ValueError(
+      f"{where} is damaged: {_INTEGER!r} must be a scalar 0 or 1 (or bool: the "
+      f"pretraining inputs were integers); got {_shown(value)}."
+    )
+  return bool(value)
+
+
+def _statistic(value: np.ndarray, key: str, where: str) -> jax.Array:
+  """An input statistic as float32: real numbers, finite in float32 (the scale > 0)."""
+  if value.dtype.kind not in "iuf":
+    raise ValueError(f"{where} is damaged: {key!r} must hold real numbers; got {_shown(value)}.")
+  with np.errstate(over="ignore"):
+    cast = value.astype(np.float32)
+  scale = key == _STATS[1]
+  if not np.all(np.isfinite(cast)) or (scale and not np.all(cast > 0)):
+    want = "finite numbers > 0" if scale else "finite numbers"
+    raise ValueError(
+      f"{where} is damaged: {key!r} must hold {want} in float32; got {value.min():g}.."
+      f"{value.max():g} ({value.dtype}), which float32 reads as {cast.min():g}..{cast.max():g}."
+    )
+  return jnp.asarray(cast)
 
 
 def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any = None):
@@ -552,7 +597,7 @@ def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any 
   if given is None:
     return fresh, None
   stats = integer = None
-  if isinstance(given, (str, os.PathLike)) and os.fspath(given).endswith(".npz"):
+  if isinstance(given, (str, os.PathLike)) and _is_npz(given):
     given, stats, integer = load_weights(given)
   elif isinstance(given, (str, os.PathLike)):
     given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))

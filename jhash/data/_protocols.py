@@ -279,12 +279,11 @@ PRETRAIN_POOL = 30_000
 def _fashion_scenes(pool_part: slice, seed: int, num_items: int, num_objects, size: int):
   """``make_scene_dataset`` of the pooled Fashion-MNIST images in ``pool_part``."""
   pool, labels = _fashion_pool()
-  count = num_objects if isinstance(num_objects, int) else tuple(num_objects)
-  return make_scene_dataset(
+  return make_scene_dataset(  # it checks num_objects: an int, or a (min, max) pair of ints
     pool[pool_part],
     labels[pool_part],
     size=size,
-    num_objects=count,
+    num_objects=num_objects,
     seed=seed,
     num_items=num_items,
     num_classes=10,

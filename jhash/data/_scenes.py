@@ -23,6 +23,7 @@ plus one side's items in float32.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import numpy as np
@@ -49,13 +50,22 @@ def _default_sides(size: int) -> dict[int, tuple[int, int]]:
   return {count: (scale(lo), scale(hi)) for count, (lo, hi) in SCENE_SIDES.items()}
 
 
+def _is_int(value: Any) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _count_range(num_objects: Any, sides: Mapping[int, Any]) -> tuple[int, int]:
-  if isinstance(num_objects, (int, np.integer)) and not isinstance(num_objects, bool):
-    lo = hi = int(num_objects)
-  elif isinstance(num_objects, (tuple, list)) and len(num_objects) == 2:
-    lo, hi = (int(v) for v in num_objects)
-  else:
-    raise ValueError(f"num_objects must be an int or a (min, max) pair; got {num_objects!r}.")
+  pair = (num_objects, num_objects) if _is_int(num_objects) else num_objects
+  if not (
+    isinstance(pair, (tuple, list, np.ndarray))
+    and np.ndim(pair) == 1
+    and len(pair) == 2
+    and all(_is_int(v) for v in pair)
+  ):
+    raise ValueError(
+      f"num_objects must be an int or an inclusive (min, max) pair of ints; got {num_objects!r}."
+    )
+  lo, hi = int(pair[0]), int(pair[1])
   if not 1 <= lo <= hi:
     raise ValueError(f"num_objects must satisfy 1 <= min <= max; got {num_objects!r}.")
   missing = [c for c in range(lo, hi + 1) if c not in sides]
@@ -149,6 +159,30 @@ def _layout(
   )
 
 
+_MAX_CLASSES = 2**31  # class ids are int32 (``_checks.int32_ids``): 0 .. 2**31 - 1
+
+
+def _memory_bytes() -> int:
+  """The machine's physical memory in bytes; 1 TiB where the system does not say."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    return 2**40
+
+
+def _check_memory(images: np.ndarray, n: int, size: int, hi: int, c: int) -> None:
+  """Refuse scenes whose arrays (scenes, labels, extras) exceed the machine's memory."""
+  pixels = n * size * size * int(np.prod(images.shape[3:])) * images.dtype.itemsize
+  labels, extras = n * c, n * (24 * hi + 4)  # multi-hot bool; int32 boxes, ids, counts
+  total, limit = pixels + labels + extras, _memory_bytes()
+  if total > limit:
+    raise ValueError(
+      f"num_items={n}, size={size} and num_classes={c} would need {total:,} bytes "
+      f"({pixels:,} for the scenes, {labels:,} for the labels, {extras:,} for the "
+      f"extras), more than this machine's memory ({limit:,} bytes): lower them."
+    )
+
+
 def _linear_weights(n_in: int, n_out: int) -> np.ndarray:
   """float64 [n_out, n_in]: bilinear resize weights, anti-aliased when shrinking.
 
@@ -226,8 +260,8 @@ def make_scene_dataset(
       e.g. Fashion-MNIST's uint8 ``[60000, 28, 28]``.
     labels: integer class ids ``[N]`` of the source images.
     size: the side of the square scenes, in pixels.
-    num_objects: items per scene: an int, or an inclusive ``(min, max)`` range;
-      every count in it needs an entry in ``sides``.
+    num_objects: items per scene: an int (a NumPy integer too), or an inclusive
+      ``(min, max)`` range of ints; every count in it needs an entry in ``sides``.
     sides: item count -> inclusive ``(min_side, max_side)`` in pixels, with
       ``1 <= min_side <= max_side <= size`` (checked for the counts used).
       ``None`` for ``SCENE_SIDES``, ``{1: (20, 56), 2: (20, 36), 3: (20, 28)}``,
@@ -235,7 +269,8 @@ def make_scene_dataset(
       least 1) for other sizes.
     seed: seed of the NumPy generator; the same seed gives the same scenes.
     num_items: scenes to make; ``None`` for ``N``.
-    num_classes: number of label columns; ``None`` for ``max(labels) + 1``.
+    num_classes: number of label columns, at most ``2**31`` (class ids are int32);
+      ``None`` for ``max(labels) + 1``.
   Returns:
     ``Dataset`` named ``"scenes"`` with one view ``"image"`` of dtype
     ``images.dtype`` and shape ``[num_items, size, size(, C)]``, labels multi-hot
@@ -248,6 +283,11 @@ def make_scene_dataset(
     * ``"sources"``: int32 ``[num_items, M]``, the index in ``images`` of each item;
     * ``"num_objects"``: int32 ``[num_items]``, the item count of each scene;
     * ``"size"``: ``size``.
+  Raises:
+    ValueError: an argument out of its range (the error names it); or sizes whose
+      arrays (scenes, labels and extras) would need more bytes than the machine's
+      physical memory (1 TiB where the system does not say), checked before any work
+      is done: the error gives the bytes needed.
   """
   images, labels = _check_images(images, labels)
   seed = _checks.seed(seed)
@@ -266,7 +306,10 @@ def make_scene_dataset(
       f"images must hold at least {hi} images (num_objects max, distinct per scene); "
       f"got {images.shape[0]}."
     )
+  if num_classes is not None and _checks.positive_int(num_classes, "num_classes") > _MAX_CLASSES:
+    raise ValueError(f"num_classes must be at most 2**31 (class ids are int32); got {num_classes}.")
   c = _label_columns(labels, num_classes)
+  _check_memory(images, n, size, hi, c)
 
   rng = np.random.default_rng(seed)
   # Counts and distinct sources: the canvases' draw, its "cells" being the item slots.
@@ -288,6 +331,28 @@ def make_scene_dataset(
   return make_dataset((scenes,), multi_hot, ("image",), name="scenes", extras=extras)
 
 
+def _check_boxes(boxes: Any, scenes: tuple[int, ...]) -> np.ndarray:
+  """The ``boxes`` extra of ``scenes`` [n, H, W(, C)]: integer [n, M, 4], each row a box
+  of sides >= 1 inside the scene, or -1s (an empty slot)."""
+  boxes, (n, h, w) = np.asarray(boxes), scenes[:3]
+  if boxes.ndim != 3 or boxes.shape[::2] != (n, 4) or boxes.dtype.kind not in "iu":
+    raise ValueError(
+      f"dataset: its 'boxes' extra must be integer [{n}, M, 4], each item's (top, left, "
+      f"height, width); got {_checks.describe(boxes)}."
+    )
+  top, left, height, width = np.moveaxis(boxes.astype(np.int64), -1, 0)
+  inside = (top >= 0) & (left >= 0) & (top + height <= h) & (left + width <= w)
+  bad = ~((inside & (height >= 1) & (width >= 1)) | (boxes == -1).all(axis=-1))
+  if bad.any():
+    i, j = np.argwhere(bad)[0]
+    raise ValueError(
+      f"dataset: its 'boxes' extra must hold (top, left, height, width) boxes of sides >= 1 "
+      f"inside the {h} x {w} scenes, or -1s in empty slots; boxes[{i}, {j}] is "
+      f"{boxes[i, j].tolist()} ({int(bad.sum())} bad in all)."
+    )
+  return boxes
+
+
 def scene_items_alone(dataset: Dataset, index: Any = None) -> tuple[np.ndarray, np.ndarray]:
   """Each item of each scene rendered alone: the scene with every other item removed.
 
@@ -295,7 +360,9 @@ def scene_items_alone(dataset: Dataset, index: Any = None) -> tuple[np.ndarray, 
   alone where it stands, are the best extra codes a crop agent could keep.
 
   Args:
-    dataset: a ``make_scene_dataset`` data set (its ``boxes`` extra).
+    dataset: a ``make_scene_dataset`` data set (its ``boxes`` extra: integer, each row
+      a box of sides >= 1 inside the scene, or -1s in an empty slot; a ValueError
+      names the first other row).
     index: the scenes to take (int indices; None: all).
   Returns:
     (images ``[k, M, size, size(, C)]`` of the scenes' dtype, 0 outside the item's box
@@ -316,8 +383,9 @@ def scene_items_alone(dataset: Dataset, index: Any = None) -> tuple[np.ndarray, 
     raise ValueError(
       f"index must be int scene indices in [0, {scenes.shape[0]}); got {_checks.describe(index)}."
     )
+  boxes = _check_boxes(boxes, scenes.shape)
   picked, kept = scenes[index], boxes[index]
-  present = kept[..., 2] > 0
+  present = ~(kept == -1).all(axis=-1)
   out = np.zeros((index.size, boxes.shape[1]) + scenes.shape[1:], scenes.dtype)
   for i, j in zip(*np.nonzero(present)):
     top, left, h, w = kept[i, j]

@@ -24,6 +24,7 @@ import optax
 
 from jhash import _api
 from jhash import _checks
+from jhash import _encode
 from jhash import coder as coder_lib
 from jhash import models
 from jhash.methods import _pairwise
@@ -39,7 +40,8 @@ class ClassifierState(NamedTuple):
 
 class ClassifierExtras(NamedTuple):
   """``coder``: the classifier's ``jhash.coder.Coder`` (its functions take ``state.coder``);
-  ``predict(state, batch)``: int32 [n], the class of the largest logit."""
+  ``predict(state, batch)``: int32 [n], the class of the largest logit, the batch and the
+  state checked as ``jhash.encode`` checks them (a ValueError naming what differs)."""
 
   coder: coder_lib.Coder
   predict: Callable[[ClassifierState, dict], jax.Array]
@@ -134,9 +136,10 @@ def classifier(
       raise ValueError(
         f"state must be a ClassifierState (a fit of {name}); got {type(state).__name__}."
       )
-    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(batch)):
-      _api.check_trained(method, state, batch)  # as encode: the views' dtypes and widths
-      check_encode(state, batch)
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(batch)):
+      _checks.batch(batch)  # under jit: the batch's form, ranks and dtypes
+    else:  # as jhash.encode: the batch, its views' dtypes and widths, a finite state
+      _encode.check(method, state, batch)
     return jnp.argmax(net.scores(state.coder, batch), axis=-1).astype(jnp.int32)
 
   def check_batch(batch):
