@@ -159,3 +159,16 @@ def test_scene_items_alone_checks_the_boxes(rng):
     data.scene_items_alone(ds._replace(extras={**ds.extras, "boxes": nan}))  # was: TypeError
   items, present = data.scene_items_alone(ds)
   assert (present == (ds.extras["sources"] >= 0)).all() and items.shape[:2] == boxes.shape[:2]
+
+
+def test_canvas_num_objects_and_grid_are_checked_as_the_scenes_are():
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 255, (20, 4, 4), dtype=np.uint8)
+  labels = np.arange(20) % 3
+  ds = jhash.data.make_canvas_dataset(images, labels, num_objects=np.int64(2), num_items=5)
+  assert (ds.labels.sum(axis=1) >= 1).all() and (ds.extras["cells"] >= 0).sum(axis=1).max() <= 2
+  for bad in ("13", (1, None), (1, 2.7), (True, 2)):
+    with pytest.raises(ValueError, match="num_objects must be an int or an inclusive"):
+      jhash.data.make_canvas_dataset(images, labels, num_objects=bad, num_items=5)
+  with pytest.raises(ValueError, match="grid must be"):
+    jhash.data.load_protocol("canvases", 0, grid=2, num_items=50, num_queries=10, num_train=20)

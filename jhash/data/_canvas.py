@@ -46,12 +46,29 @@ def _label_columns(labels: np.ndarray, num_classes) -> int:
   return c
 
 
+def count_pair(num_objects: Any) -> tuple[int, int]:
+  """``num_objects`` as ``(min, max)``: an int (a NumPy integer too) or an inclusive pair
+  of ints with ``1 <= min <= max``; anything else a ValueError naming it."""
+  is_int = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+  pair = (num_objects, num_objects) if is_int(num_objects) else num_objects
+  if not (
+    isinstance(pair, (tuple, list, np.ndarray))
+    and np.ndim(pair) == 1
+    and len(pair) == 2
+    and all(is_int(v) for v in pair)
+  ):
+    raise ValueError(
+      f"num_objects must be an int or an inclusive (min, max) pair of ints; got {num_objects!r}."
+    )
+  lo, hi = int(pair[0]), int(pair[1])
+  if not 1 <= lo <= hi:
+    raise ValueError(f"num_objects must satisfy 1 <= min <= max; got {num_objects!r}.")
+  return lo, hi
+
+
 def _object_range(num_objects: Any, num_cells: int) -> tuple[int, int]:
-  if isinstance(num_objects, (int, np.integer)) and not isinstance(num_objects, bool):
-    lo = hi = int(num_objects)
-  else:
-    lo, hi = (int(v) for v in num_objects)
-  if not 1 <= lo <= hi <= num_cells:
+  lo, hi = count_pair(num_objects)
+  if hi > num_cells:
     raise ValueError(
       f"num_objects must be an int or an inclusive (min, max) range with "
       f"1 <= min <= max <= {num_cells} (the grid's cells); got {num_objects!r}."

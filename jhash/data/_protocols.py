@@ -257,8 +257,8 @@ def canvases(
   ds = make_canvas_dataset(
     pool,
     labels,
-    grid=tuple(grid),
-    num_objects=num_objects if isinstance(num_objects, int) else tuple(num_objects),
+    grid=grid,  # make_canvas_dataset checks it
+    num_objects=num_objects,  # make_canvas_dataset checks it
     seed=seed,
     num_items=num_items,
     num_classes=10,

@@ -30,6 +30,7 @@ import numpy as np
 
 from jhash import _checks
 from jhash.data._canvas import _check_images
+from jhash.data._canvas import count_pair
 from jhash.data._canvas import _draw_layout
 from jhash.data._canvas import _label_columns
 from jhash.data._dataset import Dataset
@@ -50,24 +51,8 @@ def _default_sides(size: int) -> dict[int, tuple[int, int]]:
   return {count: (scale(lo), scale(hi)) for count, (lo, hi) in SCENE_SIDES.items()}
 
 
-def _is_int(value: Any) -> bool:
-  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _count_range(num_objects: Any, sides: Mapping[int, Any]) -> tuple[int, int]:
-  pair = (num_objects, num_objects) if _is_int(num_objects) else num_objects
-  if not (
-    isinstance(pair, (tuple, list, np.ndarray))
-    and np.ndim(pair) == 1
-    and len(pair) == 2
-    and all(_is_int(v) for v in pair)
-  ):
-    raise ValueError(
-      f"num_objects must be an int or an inclusive (min, max) pair of ints; got {num_objects!r}."
-    )
-  lo, hi = int(pair[0]), int(pair[1])
-  if not 1 <= lo <= hi:
-    raise ValueError(f"num_objects must satisfy 1 <= min <= max; got {num_objects!r}.")
+  lo, hi = count_pair(num_objects)
   missing = [c for c in range(lo, hi + 1) if c not in sides]
   if missing:
     raise ValueError(
