@@ -289,7 +289,7 @@ def coder(
     variables = model.init(key, sample)
     variables, stats = initial_variables(init_variables, variables, model, raw_inputs(batch))
     if stats is not None:
-      mean, scale = stats
+      mean, scale = _given_statistics(stats, mean)
     return CoderState(training.from_variables(variables, optimizer), mean, scale)
 
   def step(state, x, loss_fn, context):
@@ -614,6 +614,19 @@ def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any 
       f"{_checks.describe(given)}."
     )
   return check_variables(given, fresh), stats
+
+
+def _given_statistics(stats, own: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The input statistics ``init_variables`` brings, of the shape this network's own
+  (``own``: [] for images, [d] for features) has; a ValueError otherwise."""
+  for name, value in zip(("mean", "scale"), stats):
+    if np.shape(value) != np.shape(own):
+      raise ValueError(
+        f"init_variables: its input {name} has shape {np.shape(value)}, but this network's "
+        f"inputs take statistics of shape {np.shape(own)} ([] for images, [d] for d "
+        "features): the weights were trained on other inputs."
+      )
+  return stats
 
 
 def _check_input_kind(integer: bool | None, inputs: Any) -> None:

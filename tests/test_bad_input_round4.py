@@ -172,3 +172,24 @@ def test_canvas_num_objects_and_grid_are_checked_as_the_scenes_are():
       jhash.data.make_canvas_dataset(images, labels, num_objects=bad, num_items=5)
   with pytest.raises(ValueError, match="grid must be"):
     jhash.data.load_protocol("canvases", 0, grid=2, num_items=50, num_queries=10, num_train=20)
+
+
+def test_weights_statistics_of_another_input_shape_are_refused_at_init(weights, tmp_path):
+  _, _, batch, path = weights  # 8 features: statistics [8]
+  for i, shape in enumerate(((1,), (2, 8), ())):
+    damaged = _write(path, tmp_path, f"shape{i}.npz", input__mean=np.zeros(shape, np.float32))
+    # was: [1] and [] trained (then encode refused "features of width 1"), [2, 8] started
+    with pytest.raises(ValueError, match=r"init_variables: its input mean has shape"):
+      jhash.init(jhash.methods.dch(4, init_variables=str(damaged)), jax.random.key(0), batch)
+
+
+def test_torchvision_weights_suffixes_are_read_in_any_case(tmp_path):
+  pytest.importorskip("safetensors")
+  net = jhash.models.backbone((32, 32, 3), 4)
+  variables = jax.eval_shape(
+    net.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
+  )
+  bad = tmp_path / "BAD.SAFETENSORS"  # was: "path must name a .safetensors ... file"
+  bad.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{not json")
+  with pytest.raises(ValueError, match=r"BAD.SAFETENSORS' is not a readable .safetensors file"):
+    jhash.models.load_torchvision_resnet(bad, variables)

@@ -83,7 +83,7 @@ def _ignored(name: str) -> bool:
 def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
   """A state dict from ``.safetensors`` (no torch needed) or ``.pth`` / ``.pt`` (torch)."""
   path = pathlib.Path(path)
-  if path.suffix == ".safetensors":
+  if path.suffix.lower() == ".safetensors":
     try:
       from safetensors.numpy import load_file
     except ImportError:
@@ -99,7 +99,7 @@ def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
         f"{str(path)!r} is not a readable .safetensors file ({type(error).__name__}: "
         f"{error}); it may be truncated or of another format."
       ) from None
-  if path.suffix in (".pth", ".pt"):
+  if path.suffix.lower() in (".pth", ".pt"):
     return _read_torch(path)
   raise ValueError(f"path must name a .safetensors, .pth or .pt file; got {str(path)!r}.")
 
@@ -174,7 +174,7 @@ def load_torchvision_resnet(
 
   Args:
     path: a torchvision ``resnet18`` / ``resnet50`` state dict, ``.safetensors`` or
-      ``.pth`` / ``.pt`` (the latter needs torch).
+      ``.pth`` / ``.pt`` (the latter needs torch); the suffix in any case.
     variables: the ResNet's variables, {"params": ..., "batch_stats": ...}, e.g. from
       ``backbone((224, 224, 3), num_bits, arch=arch).init(key, x)``.
     arch: "resnet18" or "resnet50".
