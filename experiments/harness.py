@@ -35,6 +35,7 @@ Fault injection for the resume tests: ``JHASH_KILL_AFTER_SAVES=N`` kills the pro
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import difflib
 import fcntl
@@ -69,6 +70,35 @@ class ConfigError(ValueError):
 class WorkdirError(RuntimeError):
   """The workdir is in use by another run, holds a run of another config, or a checkpoint
   that does not fit this version's state."""
+
+
+#: The seeds a config may hold (keys ``seed`` and ``seeds``): NumPy's generators take any
+#: int >= 0, but ``jax.random.key`` takes an int64 (beyond it, an OverflowError) and, with
+#: JAX's 64-bit mode off (the default), keeps only its low 32 bits: seeds 2**32 apart would
+#: get the same key. So a seed is an int in [0, 2**32 - 1].
+SEED_RANGE = (0, 2**32 - 1)
+#: Any other int of a config (counts, sizes, classes, steps): JAX keeps ints as int32, so
+#: one past int32 ends in an OverflowError (or a wrapped value) once training starts.
+INT_RANGE = (-(2**31), 2**31 - 1)
+
+
+# ----------------------------------------------------------------------------- scripts
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse for the scripts that read or plot runs (``mch_verdict``,
+  ``mch_reward_tables``): a bad argument raises a ``ValueError`` naming it, which the
+  script's ``main`` turns into one line (``script_error``) instead of usage and a message."""
+
+  def error(self, message):
+    raise ValueError(f"{message} (see {self.prog} --help)")
+
+
+def script_error(error: BaseException) -> int:
+  """Print ``error`` as one line, ``error: MESSAGE``, on stderr; return the exit status 2
+  (a bad argument or input, as ``experiments.report`` and ``jhash.evaluate`` give)."""
+  print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+  return 2
 
 
 # ----------------------------------------------------------------------------- files
@@ -193,6 +223,30 @@ def check_keys(
   for key in allowed if required is None else required:
     if key not in config:
       raise ConfigError(f"{where}: missing key {key!r}.")
+
+
+def check_int_ranges(config, where: str = "config") -> None:
+  """Raise ``ConfigError`` naming the first int of ``config`` (nested dicts, lists and
+  tuples too; outer keys first) out of its range: a seed (a key ``seed``, or an entry of
+  ``seeds``) outside ``SEED_RANGE``, any other int outside ``INT_RANGE``. Run before
+  anything is written or trained, so a value JAX cannot hold is refused at the door, not
+  by an OverflowError."""
+  queue = [(config, where, False)]
+  while queue:
+    value, path, seed = queue.pop(0)
+    if hasattr(value, "items"):  # a dict or ConfigDict (items() resolves references)
+      queue += [(v, f"{path}.{k}", str(k) in ("seed", "seeds")) for k, v in value.items()]
+    elif isinstance(value, (list, tuple)):
+      queue += [(v, f"{path}[{i}]", seed) for i, v in enumerate(value)]
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+      low, high = SEED_RANGE if seed else INT_RANGE
+      if not low <= value <= high:
+        what = (
+          "a seed must be an int in [0, 2**32 - 1] (jax.random.key keeps 32 bits)"
+          if seed
+          else f"an int must fit JAX's int32, [{low}, {high}]"
+        )
+        raise ConfigError(f"{path}: {what}; got {value}.")
 
 
 def check_choice(value, allowed: Iterable, where: str) -> None:

@@ -90,6 +90,7 @@ def main(argv) -> None:
   from experiments import harness  # after flag parsing: --help stays fast
 
   try:
+    harness.check_int_ranges(config)  # before the workdir: a seed or count JAX cannot hold
     trainer.train_and_evaluate(config, _WORKDIR.value)
   except (harness.ConfigError, harness.WorkdirError) as e:
     sys.exit(f"error: {e}")

@@ -156,6 +156,12 @@ def validate(config) -> None:
   _check_ints(config.bits, "config.bits", minimum=1)
   _check_ints([config.seed], "config.seed", minimum=0)
   _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
+  harness.check_int_ranges(config)
+  if seeds(config)[-1] > harness.SEED_RANGE[1]:
+    raise harness.ConfigError(
+      f"config.seed, config.num_seeds: the last seed, {seeds(config)[-1]}, is past "
+      f"2**32 - 1 = {harness.SEED_RANGE[1]} (jax.random.key keeps 32 bits of a seed)."
+    )
   _check_ints([config.checkpoint_every], "config.checkpoint_every", minimum=1)
   for label, spec in config.datasets.items():
     _check_dataset(label, spec)
