@@ -40,6 +40,23 @@ chunk of the data is just a call on a subset of rows (``codes``, ``z`` and
 blocks, so the ``n x n`` work splits by rows: with ``sweep(..., mesh=...)`` the
 rows of ``G`` are split over the devices of a 1-D mesh (``_shard``), giving
 the same codes as one device.
+
+Matrix-free (``sweep(..., matrix_free=True)``; the method's ``chunk_size=None``): no
+``G`` is stored. Every entry of ``K p^{-k}`` the bit needs is recomputed from the
+codes as ``B'[rows] B'^T``, ``B'`` = ``B`` with column ``k`` zero (``FromCodes``;
+sums of ``K`` terms in {-1, 0, 1}, exact in float32): each block of the pass forming
+``A b`` (``O(block_rows K n)``), the rows of ``A`` of the flipped items
+(``O(|F| K n)``) and Algorithm 2's rows among ``I`` (``O(S K)`` per added item).
+``loo_rows`` / ``loo_among`` give those entries from ``G`` or from ``B``, so the two
+modes share every other step and the values of ``A`` are the same: the codes are
+those of the Gram, bit for bit. Memory is ``O(block_rows n + n K)`` (no ``n x n``
+array, ``Y`` from labels); time ``O(n^2 K)`` per bit, ``O(n^2 K^2)`` per sweep, against
+``O(n^2)`` per bit with ``G`` (the linear merit never needs ``G``: both modes are
+one). The products are matrix products, cheap next to the ``exp`` of every entry: at
+n = 10,000, K = 32 (class labels, 16 inner updates) a sweep took 26 s against 12-15 s
+with ``G`` (2 busy CPU cores), in 4.3 MB of temporaries against 112 MB. With a mesh,
+each device forms its rows of ``A b`` from the replicated codes; rows of ``A`` need
+no exchange.
 """
 
 from __future__ import annotations
@@ -79,7 +96,8 @@ class SweepCarry(NamedTuple):
 
   codes: jax.Array  # int8 [n, K], B
   gram: jax.Array | None  # int8/int16 [r, n], rows of B B^T held here (r = n on one
-  #   device), before the pending update
+  #   device), before the pending update; None: no Gram (the linear merit, or the
+  #   matrix-free mode: ``K p^{-k}`` recomputed from ``codes``)
   pending_new: jax.Array  # int8 [n], column last changed, its new value (0: none)
   pending_old: jax.Array  # int8 [n], ... and its old value
 
@@ -96,6 +114,64 @@ def pair_weights(y: jax.Array, loo: jax.Array, num_bits: int, merit: str) -> jax
   if merit == "linear":
     return y * (1.0 / num_bits)
   return y * (math.sinh(1.0 / num_bits) * jnp.exp(y * loo * (-1.0 / num_bits)))
+
+
+class FromCodes(NamedTuple):
+  """The matrix-free mode's source of ``K p^{-k}``: recomputed from the codes, not read
+  from a Gram. ``K p^{-k} = B' B'^T`` with ``B'`` = ``B`` with column ``k`` zero."""
+
+  rest: jax.Array  # float32 [n, K], B' (entries -1, 0, +1)
+
+
+# Where a bit's ``K p^{-k}`` comes from: a device's rows of the Gram ``G`` (with bit ``k``
+# as ``b0``), ``FromCodes`` (the matrix-free mode) or None (the linear merit: not needed).
+Source = jax.Array | FromCodes | None
+
+
+def from_codes(codes: jax.Array, k: jax.Array) -> FromCodes:
+  """``FromCodes`` of bit ``k`` (int ``[]``) of ``codes`` (int8 ``[n, K]``)."""
+  keep = jnp.arange(codes.shape[1]) != k
+  return FromCodes(jnp.where(keep[None, :], codes.astype(jnp.float32), jnp.float32(0)))
+
+
+def loo_rows(
+  source: Source, items: jax.Array, b0: jax.Array, shard: RowShard = ONE_DEVICE
+) -> jax.Array:
+  """Rows ``K p^{-k}[items, :]`` (float32 ``[m, n]``, exact integers), on every device.
+
+  ``FromCodes``: ``B'[items] B'^T``, one ``[m, K] x [K, n]`` product (sums of ``K`` terms
+  in {-1, 0, 1}: exact in float32), from the replicated codes. A Gram:
+  ``G[items] - b0[items] b0^T``, its rows gathered from their owners (``_shard``).
+  """
+  if isinstance(source, FromCodes):
+    return _inner(source.rest[items], source.rest)
+  g = _shard.gram_rows(source, items, shard)
+  return g.astype(jnp.float32) - b0[items][:, None] * b0[None, :]
+
+
+def loo_among(
+  source: Source, index: jax.Array, b0: jax.Array, shard: RowShard = ONE_DEVICE
+) -> Callable[[jax.Array], jax.Array]:
+  """``p -> K p^{-k}[index[p], index]`` (float32 ``[S]``) for ``index`` int32 ``[S]``.
+
+  ``FromCodes``: ``B'[index] B'[index[p]]`` (``O(S K)``); a Gram: a gather of ``S``
+  entries of one of its rows (``O(S)``).
+  """
+  if isinstance(source, FromCodes):
+    among = source.rest[index]
+    return lambda p: jnp.dot(among, among[p])
+  b0i = b0[index]
+
+  def row(p):
+    entries = _shard.gram_row_entries(source, index[p], index, shard)
+    return entries.astype(jnp.float32) - b0i[p] * b0i
+
+  return row
+
+
+def _inner(x: jax.Array, y: jax.Array) -> jax.Array:
+  """``x y^T`` in float32 (no transposed copy of ``y``)."""
+  return jax.lax.dot_general(x, y, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
 
 
 def for_row_blocks(num_items: int, block_rows: int, fn: Callable, carry):
@@ -147,6 +223,7 @@ def a_times_b(
   merit: str,
   block_rows: int,
   shard: RowShard = ONE_DEVICE,
+  source: FromCodes | None = None,
 ) -> tuple[jax.Array | None, jax.Array]:
   """One pass: apply the pending rank-one update to ``G`` and form ``A b``.
 
@@ -155,64 +232,73 @@ def a_times_b(
     b0: float32 [n], the bit ``k`` as it is in ``G`` (its value at the bit's start).
     shard: which rows of ``G`` this device holds (its rows of ``A b`` are formed
       here, then gathered).
+    source: the bit's ``FromCodes`` in the matrix-free mode (``carry.gram`` is None):
+      each block's ``K p^{-k}`` is recomputed from the codes. None: read from ``G``.
   Returns:
     (updated gram, ``A b0`` float32 [n]).
   """
   n = b0.shape[0]
-  gram_, new, old = carry.gram, carry.pending_new, carry.pending_old
   mine = _shard.local_rows(shard, n)
 
   def block(start, size, fresh, c):
     g, ab = c
     rows = jax.lax.dynamic_slice_in_dim(mine, start, size)
-    y = sv.rows(sup, rows)
+    loo = None
     if merit == "exponential":
-      part = jax.lax.dynamic_slice_in_dim(g, start, size, 0)
-      take = lambda v: v[rows]
-      # Rows an earlier (overlapping) block updated already get no second update.
-      new_rows = jnp.where(fresh, take(new), 0).astype(new.dtype)
-      old_rows = jnp.where(fresh, take(old), 0).astype(old.dtype)
-      part = part + (new_rows[:, None] * new[None, :] - old_rows[:, None] * old[None, :]).astype(
-        part.dtype
-      )
-      # Write the block, then read it back from the updated Gram (the barrier keeps
-      # XLA from folding the read into the write): reading the old Gram after the
-      # in-place write would make XLA copy the whole Gram every block.
-      g = jax.lax.optimization_barrier(jax.lax.dynamic_update_slice_in_dim(g, part, start, 0))
-      part = jax.lax.dynamic_slice_in_dim(g, start, size, 0)
-      loo = part.astype(jnp.float32) - take(b0)[:, None] * b0[None, :]
-    else:
-      loo = None
-    a = _zero_diagonal(pair_weights(y, loo, num_bits, merit), rows)
+      g, loo = _block_loo(g, carry, source, start, rows, fresh, b0)
+    a = _zero_diagonal(pair_weights(sv.rows(sup, rows), loo, num_bits, merit), rows)
     return g, jax.lax.dynamic_update_slice_in_dim(ab, jnp.dot(a, b0), start, 0)
 
   r = mine.shape[0]
-  gram_, ab = for_row_blocks(r, block_rows, block, (gram_, jnp.zeros((r,), jnp.float32)))
+  gram_, ab = for_row_blocks(r, block_rows, block, (carry.gram, jnp.zeros((r,), jnp.float32)))
   return gram_, _shard.gather_rows(ab, shard, n)
+
+
+def _block_loo(g, carry, source, start, rows, fresh, b0):
+  """One block of a pass: (``G`` with the block's pending update applied, ``K p^{-k}[rows]``).
+
+  From the codes (``source``, matrix-free; ``g`` None, returned as is) or from the block
+  of ``G`` (``g``: this device's rows; ``start``: the block's first local row; ``fresh``:
+  the rows no earlier block updated).
+  """
+  if source is not None:
+    return g, loo_rows(source, rows, b0)
+  new, old = carry.pending_new, carry.pending_old
+  part = jax.lax.dynamic_slice_in_dim(g, start, rows.shape[0], 0)
+  take = lambda v: v[rows]
+  # Rows an earlier (overlapping) block updated already get no second update.
+  new_rows = jnp.where(fresh, take(new), 0).astype(new.dtype)
+  old_rows = jnp.where(fresh, take(old), 0).astype(old.dtype)
+  part = part + (new_rows[:, None] * new[None, :] - old_rows[:, None] * old[None, :]).astype(
+    part.dtype
+  )
+  # Write the block, then read it back from the updated Gram (the barrier keeps
+  # XLA from folding the read into the write): reading the old Gram after the
+  # in-place write would make XLA copy the whole Gram every block.
+  g = jax.lax.optimization_barrier(jax.lax.dynamic_update_slice_in_dim(g, part, start, 0))
+  part = jax.lax.dynamic_slice_in_dim(g, start, rows.shape[0], 0)
+  return g, part.astype(jnp.float32) - take(b0)[:, None] * b0[None, :]
 
 
 def a_rows(
   index: jax.Array,
-  gram_: jax.Array | None,
+  source: Source,
   b0: jax.Array,
   sup: sv.Supervision,
   num_bits: int,
   merit: str,
   shard: RowShard = ONE_DEVICE,
 ) -> jax.Array:
-  """Rows ``A[index, :]`` (float32 ``[m, n]``), from the (updated) Gram, on every device."""
-  y = sv.rows(sup, index)
-  loo = None
-  if merit == "exponential":
-    g = _shard.gram_rows(gram_, index, shard)
-    loo = g.astype(jnp.float32) - b0[index][:, None] * b0[None, :]
-  return _zero_diagonal(pair_weights(y, loo, num_bits, merit), index)
+  """Rows ``A[index, :]`` (float32 ``[m, n]``) on every device, ``K p^{-k}`` from
+  ``source`` (the updated Gram, or ``FromCodes``: ``loo_rows``)."""
+  loo = loo_rows(source, index, b0, shard) if merit == "exponential" else None
+  return _zero_diagonal(pair_weights(sv.rows(sup, index), loo, num_bits, merit), index)
 
 
 def restricted_rows(
   index: jax.Array,
   valid: jax.Array,
-  gram_: jax.Array | None,
+  source: Source,
   b0: jax.Array,
   b: jax.Array,
   sup: sv.Supervision,
@@ -222,28 +308,25 @@ def restricted_rows(
 ) -> Callable[[jax.Array], jax.Array]:
   """Rows of ``M = A .* (b b^T)`` among the items ``index``: ``p -> M[index[p], index]``.
 
-  ``K p^{-k}`` among them is ``G[index[p], index] - b0[index[p]] b0[index]`` (a
-  gather of ``S`` entries of one row of the Gram), so ``M`` is never stored.
+  ``K p^{-k}`` among them comes from ``loo_among``: ``G[index[p], index] -
+  b0[index[p]] b0[index]`` (a gather of ``S`` entries of one row of the Gram) or, matrix-free,
+  ``B'[index] B'[index[p]]``; so ``M`` is never stored.
   Padding positions (``~valid``) and the diagonal are zero.
 
   Args:
-    gram_: int8 [r, n], this device's rows of ``B B^T`` with bit ``k`` equal to
-      ``b0`` (None for the linear merit).
-    b0: float32 [n], bit ``k`` as it is in ``gram_``.
+    source: int8 [r, n], this device's rows of ``B B^T`` with bit ``k`` equal to
+      ``b0``; or ``FromCodes`` (matrix-free); None for the linear merit.
+    b0: float32 [n], bit ``k`` as it is in ``source``.
     b: float32 [n], bit ``k`` now.
   """
   size = index.shape[0]
   bi = jnp.where(valid, b[index], 0.0)
-  b0i = b0[index]
   y_row = sv.among(sup, index)
+  loo_row = loo_among(source, index, b0, shard) if merit == "exponential" else lambda p: None
   pos = jnp.arange(size)
 
   def row(p):
-    loo = None
-    if merit == "exponential":
-      entries = _shard.gram_row_entries(gram_, index[p], index, shard)
-      loo = entries.astype(jnp.float32) - b0i[p] * b0i
-    m = pair_weights(y_row(p), loo, num_bits, merit) * (bi[p] * bi)
+    m = pair_weights(y_row(p), loo_row(p), num_bits, merit) * (bi[p] * bi)
     return jnp.where(pos == p, jnp.float32(0), m)
 
   return row
@@ -261,7 +344,7 @@ def reduction_sizes(num_items: int, smallest: int = 256) -> tuple[int, ...]:
 def _reduce(
   active: jax.Array,
   count: jax.Array,
-  gram_: jax.Array | None,
+  source: Source,
   b0: jax.Array,
   b: jax.Array,
   sup: sv.Supervision,
@@ -274,6 +357,7 @@ def _reduce(
   """Algorithm 2 from a random start in ``I``, at the smallest size ``S >= |I|``.
 
   Args:
+    source: where ``K p^{-k}`` comes from (``restricted_rows``).
     u: float32 [] uniform in [0, 1): the start is item ``floor(u |I|)`` of ``I``.
   Returns:
     int8 [n], 1 for the items to flip.
@@ -284,7 +368,7 @@ def _reduce(
   def at_size(size):
     def run(active, b, start):
       index, valid = _active_set.compact(active, size)
-      rows = restricted_rows(index, valid, gram_, b0, b, sup, num_bits, merit, shard)
+      rows = restricted_rows(index, valid, source, b0, b, sup, num_bits, merit, shard)
       flip, _ = _active_set.reduce_active_set(rows, valid, start)
       return jnp.zeros((n,), jnp.int8).at[index].add(flip.astype(jnp.int8))
 
@@ -301,7 +385,7 @@ def _a_times_flips(
   flip: jax.Array,
   b: jax.Array,
   b0: jax.Array,
-  gram_: jax.Array | None,
+  source: Source,
   sup: sv.Supervision,
   num_bits: int,
   merit: str,
@@ -310,8 +394,9 @@ def _a_times_flips(
 ) -> jax.Array:
   """``A d`` for ``d = -2 b`` on the flipped items (0 elsewhere), from their rows of ``A``.
 
-  With a ``shard`` the rows are gathered from their owners and the product is
-  formed on every device, as on one device (the same operands, the same order).
+  With a ``shard`` the rows are gathered from their owners (or, matrix-free,
+  recomputed on every device from the codes) and the product is formed on every
+  device, as on one device (the same operands, the same order).
   """
   n = b.shape[0]
   index, valid = _active_set.compact(flip > 0, n)
@@ -323,7 +408,7 @@ def _a_times_flips(
     rows = jax.lax.dynamic_slice_in_dim(index, t * chunk, chunk)
     ok = jax.lax.dynamic_slice_in_dim(valid, t * chunk, chunk)
     d = jnp.where(ok, -2.0 * b[rows], 0.0)
-    return acc + jnp.dot(d, a_rows(rows, gram_, b0, sup, num_bits, merit, shard))
+    return acc + jnp.dot(d, a_rows(rows, source, b0, sup, num_bits, merit, shard))
 
   return jax.lax.fori_loop(0, (num + chunk - 1) // chunk, body, jnp.zeros((n,), jnp.float32))
 
@@ -368,7 +453,8 @@ def update_bit(
   ends empty, no single flip improves ``J_k`` (Theorem 2).
 
   Args:
-    carry: ``SweepCarry`` (codes, Gram with a pending rank-one update).
+    carry: ``SweepCarry`` (codes, Gram with a pending rank-one update; no Gram with
+      the exponential merit: the matrix-free mode, ``K p^{-k}`` from the codes).
     k: int [], the bit.
     z: float32 [n], the generative linear term of bit ``k``.
     sup: the supervision.
@@ -385,7 +471,9 @@ def update_bit(
   sizes = reduction_sizes(n) if sizes is None else sizes
   col0 = jax.lax.dynamic_index_in_dim(codes, k, axis=1, keepdims=False)
   b0 = col0.astype(jnp.float32)
-  gram_, ab0 = a_times_b(carry, b0, sup, num_bits, merit, block_rows, shard)
+  free = from_codes(codes, k) if merit == "exponential" and carry.gram is None else None
+  gram_, ab0 = a_times_b(carry, b0, sup, num_bits, merit, block_rows, shard, free)
+  source = gram_ if free is None else free
   _, active0 = _active_set.active_set(ab0, z, b0, gamma, n)
   count0 = jnp.sum(active0, dtype=jnp.int32)
   max_inner = uniforms.shape[0]
@@ -396,9 +484,9 @@ def update_bit(
   def body(s):
     _, active = _active_set.active_set(s.ab, z, s.b, gamma, n)
     flip = _reduce(
-      active, s.num_active, gram_, b0, s.b, sup, uniforms[s.step], num_bits, merit, sizes, shard
+      active, s.num_active, source, b0, s.b, sup, uniforms[s.step], num_bits, merit, sizes, shard
     )
-    ab = s.ab + _a_times_flips(flip, s.b, b0, gram_, sup, num_bits, merit, chunk, shard)
+    ab = s.ab + _a_times_flips(flip, s.b, b0, source, sup, num_bits, merit, chunk, shard)
     b = jnp.where(flip > 0, -s.b, s.b)
     _, active = _active_set.active_set(ab, z, b, gamma, n)
     return _Inner(
@@ -426,11 +514,16 @@ def update_bit(
 
 
 def start_sweep(
-  codes: jax.Array, merit: str, block_rows: int = 256, shard: RowShard = ONE_DEVICE
+  codes: jax.Array,
+  merit: str,
+  block_rows: int = 256,
+  shard: RowShard = ONE_DEVICE,
+  matrix_free: bool = False,
 ) -> SweepCarry:
-  """The carry at the start of a sweep: the Gram (exponential merit) and nothing pending."""
+  """The carry at the start of a sweep: the Gram (exponential merit, unless
+  ``matrix_free``) and nothing pending."""
   n = codes.shape[0]
-  g = gram(codes, block_rows, shard) if merit == "exponential" else None
+  g = gram(codes, block_rows, shard) if merit == "exponential" and not matrix_free else None
   none = jnp.zeros((n,), jnp.int8)
   return SweepCarry(codes, g, none, none)
 
@@ -446,6 +539,7 @@ def sweep(
   block_rows: int = 32,
   chunk: int = 64,
   mesh: Mesh | None = None,
+  matrix_free: bool = False,
 ) -> tuple[jax.Array, BitStats]:
   """One B-step: update bits ``0`` to ``K-1`` in turn (the paper's Algorithm 1, lines 8-13).
 
@@ -458,11 +552,15 @@ def sweep(
       (K, max_inner))``): row ``k`` picks the random starts of bit ``k``'s inner
       updates, and ``max_inner`` caps them (each inner update ends with a flip).
     merit: ``"exponential"`` or ``"linear"``.
-    block_rows: rows per block of the pass over ``G`` forming ``A b``.
+    block_rows: rows per block of the pass over ``G`` (or, matrix-free, over the
+      rows of ``K p^{-k}``) forming ``A b``.
     chunk: rows of ``A`` formed together when updating ``A b`` after a flip.
     mesh: a 1-D ``jax.sharding.Mesh``: the rows of ``G`` and the passes over them
       are split over its devices (``_shard``); the inputs and outputs are
       replicated and the codes equal one device's. None: one device.
+    matrix_free: store no Gram; recompute each entry of ``K p^{-k}`` the sweep
+      needs from the codes (memory ``O(block_rows n + n K)``; each bit's pass
+      ``O(n^2 K)`` instead of ``O(n^2)``). The codes equal the Gram's, bit for bit.
   Returns:
     (codes int8 [n, K], ``BitStats`` with fields stacked to ``[K]``).
   """
@@ -473,7 +571,9 @@ def sweep(
     raise ValueError(
       f"uniforms must have one row per bit ({num_bits}); got shape {uniforms.shape}."
     )
-  run = functools.partial(_sweep, merit=merit, block_rows=block_rows, chunk=chunk)
+  run = functools.partial(
+    _sweep, merit=merit, block_rows=block_rows, chunk=chunk, matrix_free=matrix_free
+  )
   if mesh is None:
     return run(codes, z, sup, gamma, uniforms, shard=ONE_DEVICE)
   shard = row_shard(mesh)
@@ -498,7 +598,7 @@ def row_shard(mesh: Mesh) -> RowShard:
   return RowShard(axis, int(mesh.shape[axis]))
 
 
-def _sweep(codes, z, sup, gamma, uniforms, *, merit, block_rows, chunk, shard):
+def _sweep(codes, z, sup, gamma, uniforms, *, merit, block_rows, chunk, shard, matrix_free):
   sizes = reduction_sizes(codes.shape[0])
 
   def one_bit(carry, xs):
@@ -517,9 +617,8 @@ def _sweep(codes, z, sup, gamma, uniforms, *, merit, block_rows, chunk, shard):
       shard=shard,
     )
 
-  carry, stats = jax.lax.scan(
-    one_bit, start_sweep(codes, merit, shard=shard), (jnp.arange(codes.shape[1]), uniforms)
-  )
+  start = start_sweep(codes, merit, shard=shard, matrix_free=matrix_free)
+  carry, stats = jax.lax.scan(one_bit, start, (jnp.arange(codes.shape[1]), uniforms))
   return carry.codes, stats
 
 
@@ -531,11 +630,14 @@ def current_gram(carry: SweepCarry) -> jax.Array:
 
 
 def dense_bit_matrix(carry: SweepCarry, k: jax.Array, sup: sv.Supervision, merit: str) -> jax.Array:
-  """``A`` of bit ``k`` as float32 ``[n, n]`` from the carried Gram (small ``n``; tests)."""
+  """``A`` of bit ``k`` as float32 ``[n, n]`` from the carried Gram, or from the codes
+  when the carry holds none (small ``n``; tests)."""
   n, num_bits = carry.codes.shape
   b = jax.lax.dynamic_index_in_dim(carry.codes, k, axis=1, keepdims=False).astype(jnp.float32)
   loo = None
-  if merit == "exponential":
+  if merit == "exponential" and carry.gram is None:
+    loo = loo_rows(from_codes(carry.codes, k), jnp.arange(n), b)
+  elif merit == "exponential":
     loo = current_gram(carry).astype(jnp.float32) - b[:, None] * b[None, :]
   a = pair_weights(sv.dense(sup), loo, num_bits, merit)
   return _zero_diagonal(a, jnp.arange(n))

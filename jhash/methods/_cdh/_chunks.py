@@ -13,7 +13,9 @@ chunk, ``O(chunk^2)``; chunks run one after the other (``lax.map``), each one's
 ``n x n`` work optionally split over the devices of a mesh.
 
 With ``m = 1`` (``n <= chunk_size``) the sweep is ``_bstep.sweep`` on the items in
-their own order: no permutation, the same codes.
+their own order: no permutation, the same codes. ``chunk_size=None`` is one chunk of
+all the items, whatever ``n`` (the exact objective; the method runs it matrix-free,
+``_bstep``).
 """
 
 from __future__ import annotations
@@ -29,14 +31,18 @@ SPLITS = ("per_sweep", "fixed")
 
 
 def chunk_order(
-  key: jax.Array, num_items: int, chunk_size: int, split: str = "per_sweep", seed: int = 0
+  key: jax.Array,
+  num_items: int,
+  chunk_size: int | None,
+  split: str = "per_sweep",
+  seed: int = 0,
 ) -> jax.Array | None:
   """The permutation a sweep cuts its chunks from: int32 [n], or None for one chunk.
 
   Args:
     key: the sweep's key; ``"per_sweep"`` draws from ``fold_in(key, 1)``.
     num_items: n.
-    chunk_size: items per chunk at most.
+    chunk_size: items per chunk at most (None: one chunk).
     split: ``"per_sweep"`` or ``"fixed"`` (from ``jax.random.key(seed)``, the same every sweep).
     seed: the fixed split's seed.
   """
@@ -46,8 +52,10 @@ def chunk_order(
   return jax.random.permutation(split_key, num_items).astype(jnp.int32)
 
 
-def num_chunks(num_items: int, chunk_size: int) -> int:
-  """``m = ceil(n / chunk_size)`` (at least 1)."""
+def num_chunks(num_items: int, chunk_size: int | None) -> int:
+  """``m = ceil(n / chunk_size)`` (at least 1; 1 for ``chunk_size=None``)."""
+  if chunk_size is None:
+    return 1
   return max(1, -(-num_items // chunk_size))
 
 
@@ -95,6 +103,7 @@ def sweep(
   merit: str = "exponential",
   block_rows: int = 32,
   mesh=None,
+  matrix_free: bool = False,
 ) -> tuple[jax.Array, _bstep.BitStats]:
   """One B-step sweep, chunk by chunk.
 
@@ -107,7 +116,7 @@ def sweep(
       inner updates (``m`` = the number of chunks).
     order: int32 [n], the permutation the chunks are cut from (ignored, and may be
       None, when ``m = 1``).
-    merit, block_rows, mesh: as ``_bstep.sweep``.
+    merit, block_rows, mesh, matrix_free: as ``_bstep.sweep``.
   Returns:
     (codes int8 [n, K], ``BitStats`` of ``[K]`` merged over chunks: ``active`` and
     ``flipped`` summed, ``inner_steps`` the largest, ``converged`` in every chunk,
@@ -115,7 +124,7 @@ def sweep(
   """
   num = uniforms.shape[0]
   run = lambda c, zz, s, u: _bstep.sweep(
-    c, zz, s, gamma, u, merit=merit, block_rows=block_rows, mesh=mesh
+    c, zz, s, gamma, u, merit=merit, block_rows=block_rows, mesh=mesh, matrix_free=matrix_free
   )
   if num == 1:
     return run(codes, z, sup, uniforms[0])

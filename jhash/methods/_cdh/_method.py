@@ -87,7 +87,7 @@ class _Settings(NamedTuple):
   prior_eps: float
   num_sweeps: int
   block_rows: int
-  chunk_size: int
+  chunk_size: int | None
   chunk_split: str
   chunk_seed: int
   mesh: Mesh | None
@@ -115,17 +115,25 @@ def _checked(settings: _Settings) -> _Settings:
     w_batch_size=_checks.positive_int(settings.w_batch_size, "w_batch_size"),
     num_sweeps=_checks.nonneg_int(settings.num_sweeps, "num_sweeps"),
     block_rows=_checks.positive_int(settings.block_rows, "block_rows"),
-    chunk_size=_checks.positive_int(settings.chunk_size, "chunk_size"),
+    chunk_size=_checked_chunk_size(settings.chunk_size),
   )
   _one_of(settings.chunk_split, _chunks.SPLITS, "chunk_split")
   chunk_seed = _checks.nonneg_int(settings.chunk_seed, "chunk_seed")
-  if counts["chunk_size"] < 2:
-    raise ValueError(f"chunk_size must be at least 2 items; got {counts['chunk_size']}.")
   if settings.mesh is not None:
     _bstep.row_shard(settings.mesh)  # a 1-D mesh, or a clear error now
   if not 0 < settings.prior_eps < 0.5:
     raise ValueError(f"prior_eps must be in (0, 0.5); got {settings.prior_eps!r}.")
   return settings._replace(num_bits=num_bits, chunk_seed=chunk_seed, **counts)
+
+
+def _checked_chunk_size(chunk_size: Any) -> int | None:
+  """None (one matrix-free chunk), or an int of at least 2 items."""
+  if chunk_size is None:
+    return None
+  size = _checks.positive_int(chunk_size, "chunk_size")
+  if size < 2:
+    raise ValueError(f"chunk_size must be at least 2 items (or None: one chunk); got {size}.")
+  return size
 
 
 def _training_views(batch: dict, name: str = "views") -> tuple[jax.Array, ...]:
@@ -260,6 +268,7 @@ def _update(settings: _Settings, state: CDHState, batch: dict, key: jax.Array):
     merit=settings.merit,
     block_rows=settings.block_rows,
     mesh=settings.mesh,
+    matrix_free=settings.chunk_size is None,
   )
   semantic = _objective.semantic_term(codes, sup, settings.merit)
   after_b = semantic + _objective.generative_term(codes, z, state.gamma, num_views)
@@ -339,7 +348,7 @@ def cdh(
   prior_eps: float = 1e-3,
   num_sweeps: int = 2,
   block_rows: int = 32,
-  chunk_size: int = 10_000,
+  chunk_size: int | None = 10_000,
   chunk_split: str = "per_sweep",
   chunk_seed: int = 0,
   mesh: Mesh | None = None,
@@ -378,10 +387,19 @@ def cdh(
     prior_eps: the bit priors ``P_k(+1)`` of the generative codes are clipped to
       ``[prior_eps, 1 - prior_eps]``.
     num_sweeps: default schedule length (the paper stops after two sweeps).
-    block_rows: rows per block of the B-step's pass over the Gram.
+    block_rows: rows per block of the B-step's pass over the Gram (or, with
+      ``chunk_size=None``, over the rows of the pairs' code products).
     chunk_size: the B-step runs on chunks of at most this many items (the paper's
       10,000), cut from a random permutation drawn each sweep (``_chunks``);
       memory ``O(chunk_size^2)``. ``n <= chunk_size``: one chunk, the items in order.
+      None: one chunk of all ``n`` items (every pair in the B-step: the exact
+      objective, no random chunks), matrix-free: no ``n x n`` Gram is stored, the code
+      products it needs are recomputed from the codes, so memory is ``O(n)``
+      (``O(block_rows n + n K)``; with ``supervision="labels"``: an explicit ``Y`` is
+      itself ``n x n``) and time ``O(n^2 K)`` per bit, ``O(n^2 K^2)`` per sweep (each
+      bit's pass recomputes all ``n^2`` products of ``K`` bits; a Gram's sweep is
+      ``O(n^2 K)``). At n = 10,000, K = 32 a sweep took about twice a Gram's time on
+      the CPU. The codes equal those of ``chunk_size >= n``.
     chunk_split: ``"per_sweep"`` (a new random split each sweep, from the sweep's key:
       pairs split apart in one sweep meet in a later one) or ``"fixed"`` (one random
       split from ``chunk_seed`` for every sweep: each chunk is then a CDH problem of its
