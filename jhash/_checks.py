@@ -7,7 +7,8 @@ wrong answer.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -91,6 +92,30 @@ def seed(value: Any, name: str = "seed") -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
     raise ValueError(f"{name} must be an int >= 0 (a NumPy seed); got {describe(value)}.")
   return int(value)
+
+
+def memory_bytes() -> int:
+  """The machine's physical memory in bytes; 1 TiB where the system does not say."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    return 2**40
+
+
+def fits_in_memory(parts: Mapping[str, int], what: str, remedy: str) -> None:
+  """Refuse, before allocating, arrays that would exceed the machine's memory.
+
+  ``parts`` maps what each array holds to its bytes (``{"the scenes": 1_000, ...}``);
+  the ``ValueError`` names ``what`` asked for them, every part, the total, the machine's
+  memory (``memory_bytes()``) and ``remedy`` (what to do instead).
+  """
+  total, limit = sum(parts.values()), memory_bytes()
+  if total > limit:
+    shown = ", ".join(f"{size:,} for {name}" for name, size in parts.items())
+    raise ValueError(
+      f"{what} would need {total:,} bytes ({shown}), more than this machine's memory "
+      f"({limit:,} bytes): {remedy}."
+    )
 
 
 def widths(value: Any, name: str, *, allow_empty: bool = True) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ import pytest
 
 import jhash
 from jhash import data
-from jhash.data import _scenes
+from jhash import _checks
 
 SMALL = {"num_items": 40, "num_queries": 5, "num_train": 10, "size": 28}
 
@@ -137,7 +137,7 @@ def test_scene_sizes_beyond_memory_are_refused_up_front(rng, monkeypatch):
     data.make_scene_dataset(img, lab, num_items=3, size=10**6)  # was: MemoryError
   with pytest.raises(ValueError, match=r"num_classes must be at most 2\*\*31 .*got 1099511627776"):
     data.make_scene_dataset(img, lab, num_items=3, size=28, num_classes=2**40)  # was: MemoryError
-  monkeypatch.setattr(_scenes, "_memory_bytes", lambda: 10**6)  # a machine of 1 MB
+  monkeypatch.setattr(_checks, "memory_bytes", lambda: 10**6)  # a machine of 1 MB
   with pytest.raises(ValueError, match=r"num_classes=100000 would need .* for the labels"):
     data.make_scene_dataset(img, lab, num_items=30, size=28, num_classes=10**5)
   data.make_scene_dataset(img, lab, num_items=30, size=28, num_classes=10)  # 95 kB: made

@@ -7,7 +7,10 @@ scikit-learn; ``load_yeast``: river). A missing package raises
 ``DataNotFoundError`` with the command that installs it.
 
 The papers' own datasets are read from a user's copy in the toolboxes' layouts
-(``load_cross_modal_mat``, ``load_image_list``). ``make_canvas_dataset`` composes
+(``load_cross_modal_mat``, ``load_image_list``); the papers' image sets by name, with
+their standard splits and mAP@K (``PAPER_PRESETS``: ``cifar10``, ``nuswide_21``, ``coco``
+...; ``read_cifar10_binary``, ``load_paper_lists``, and ``load_protocol(name, seed,
+root=...)``). ``make_canvas_dataset`` composes
 a multi-label image set from a single-label one on a grid, ``make_scene_dataset``
 one of items at random scales and non-overlapping positions (for multiple-code
 hashing); ``make_two_view`` cuts images into two aligned views.
@@ -34,12 +37,19 @@ from jhash.data._images import read_idx_labels
 from jhash.data._layouts import ImageList
 from jhash.data._layouts import load_cross_modal_mat
 from jhash.data._layouts import load_image_list
+from jhash.data._cifar10 import cifar10_split
+from jhash.data._cifar10 import read_cifar10_binary
 from jhash.data._mfeat import MFEAT_VIEWS
 from jhash.data._mfeat import load_mfeat
 from jhash.data._mfeat import standardize_columns
+from jhash.data._paper_presets import PAPER_PRESETS
+from jhash.data._paper_presets import PaperPreset
+from jhash.data._papers import PaperLists
+from jhash.data._papers import load_paper_lists
 from jhash.data._protocols import PROTOCOLS
 from jhash.data._protocols import check_protocol
 from jhash.data._protocols import load_protocol
+from jhash.data._protocols import protocol_map_at
 from jhash.data._protocols import protocol_options
 from jhash.data._protocols import scene_split
 from jhash.data._protocols import PRETRAIN_POOL
@@ -93,4 +103,11 @@ __all__ = [
   "check_protocol",
   "protocol_options",
   "similarity",
+  "PAPER_PRESETS",
+  "PaperPreset",
+  "PaperLists",
+  "load_paper_lists",
+  "read_cifar10_binary",
+  "cifar10_split",
+  "protocol_map_at",
 ]

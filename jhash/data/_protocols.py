@@ -33,6 +33,15 @@ name               protocol
                    position, from the first ``PRETRAIN_POOL`` pooled images (disjoint from
                    the scenes' items): the pretraining set of a backbone. Class ids; the
                    queries are held-out scenes, the database is the training set.
+``cifar10``        The papers' sets, read from the user's own copy at ``root=`` (required;
+``cifar10-1``      nothing is downloaded): CIFAR-10's binary release, or the toolboxes'
+``cifar10-2``      ``train.txt`` / ``test.txt`` / ``database.txt`` lists, images decoded at
+``nuswide_21``     ``image_size`` (224). Their splits, mAP@K (``protocol_map_at``) and
+``nuswide_81``     relevance are the presets of ``jhash.data._paper_presets.PAPER_PRESETS``,
+``coco``           which cite their sources; the CIFAR-10 splits are drawn by ``seed``.
+``imagenet100``
+``mirflickr``
+``voc2012``
 ================== =========================================================================
 
 ``database_limit`` (where offered) keeps a random subset of the database of that size,
@@ -55,7 +64,12 @@ from jhash.data._canvas import make_canvas_dataset
 from jhash.data._images import load_fashion_mnist
 from jhash.data._images import load_mnist_5k
 from jhash.data._mfeat import load_mfeat
+from jhash.data._paper_presets import PAPER_PRESETS
+from jhash.data._papers import PAPER_PROTOCOLS
+from jhash.data._papers import missing_root
 from jhash.data._scenes import make_scene_dataset
+from jhash.data._splits import _check_limit
+from jhash.data._splits import _limit
 from jhash.data._splits import split_per_class
 from jhash.data._splits import split_random
 from jhash.data._yeast import load_yeast
@@ -105,21 +119,6 @@ def _yeast() -> tuple[np.ndarray, np.ndarray]:
 def _pixels(images: np.ndarray, as_images: bool) -> np.ndarray:
   """Images [n, H, W] as they are, or flattened to features [n, H * W]."""
   return images if as_images else images.reshape(images.shape[0], -1)
-
-
-def _check_limit(limit) -> None:
-  """``database_limit``: None or an int >= 1 (checked before any data is read)."""
-  if limit is not None:
-    _checks.positive_int(limit, "database_limit")
-
-
-def _limit(database: np.ndarray, limit: int | None, seed: int) -> np.ndarray:
-  """A random subset of ``limit`` database indices (sorted), or all of them."""
-  _check_limit(limit)
-  if limit is None or limit >= database.size:
-    return database
-  keep = np.random.default_rng(seed).permutation(database.size)[:limit]
-  return np.sort(database[keep])
 
 
 def _batches(views: Sequence[np.ndarray], labels: np.ndarray, train, query, database):
@@ -377,14 +376,34 @@ PROTOCOLS: dict[str, Callable] = {
   "canvases": canvases,
   "scenes": scenes,
   "scene-singles": scene_singles,
+  **PAPER_PROTOCOLS,
 }
 
 
 def protocol_options(name: str) -> dict:
-  """The options of protocol ``name`` and their defaults: ``{option: default}``."""
+  """The options of protocol ``name`` and their defaults: ``{option: default}``; an
+  option without a default (the papers' sets' ``root``) maps to ``inspect.Parameter.empty``."""
   check_protocol(name)
   params = inspect.signature(PROTOCOLS[name]).parameters
   return {k: p.default for k, p in params.items() if p.kind is p.KEYWORD_ONLY}
+
+
+def protocol_map_at(name: str) -> int | None:
+  """The K of protocol ``name``'s mAP@K: its paper preset's (``PAPER_PRESETS``), else
+  None (the whole database, as jhash's own protocols are scored)."""
+  check_protocol(name)
+  preset = PAPER_PRESETS.get(name)
+  return None if preset is None else preset.map_at
+
+
+def _check_required(name: str, options) -> None:
+  """Every option without a default is given (a paper set's ``root``: where the copy is)."""
+  missing = [k for k, v in protocol_options(name).items() if v is inspect.Parameter.empty]
+  missing = [k for k in missing if k not in options]
+  if "root" in missing:
+    raise missing_root(name)
+  if missing:
+    raise ValueError(f"protocol {name!r} needs the option {missing[0]!r} (it has no default).")
 
 
 def check_protocol(name: str, options=()) -> None:
@@ -405,7 +424,9 @@ def load_protocol(name: str, seed: int, **options):
 
   Args:
     name: one of ``PROTOCOLS``: "fashion-mnist", "mfeat", "mnist-5k", "yeast",
-      "canvases", "scenes", "scene-singles".
+      "canvases", "scenes", "scene-singles", and the papers' sets (``root=`` their copy)
+      "cifar10", "cifar10-1", "cifar10-2", "nuswide_21", "nuswide_81", "coco",
+      "imagenet100", "mirflickr", "voc2012".
     seed: the seed of the split (and of any random composition).
     **options: the protocol's options (``protocol_options(name)``).
   Returns:
@@ -417,4 +438,5 @@ def load_protocol(name: str, seed: int, **options):
     ((200,), (1800,))
   """
   check_protocol(name, options)
+  _check_required(name, options)
   return PROTOCOLS[name](_checks.seed(seed), **options)

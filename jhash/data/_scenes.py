@@ -23,7 +23,6 @@ plus one side's items in float32.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 import numpy as np
@@ -147,25 +146,15 @@ def _layout(
 _MAX_CLASSES = 2**31  # class ids are int32 (``_checks.int32_ids``): 0 .. 2**31 - 1
 
 
-def _memory_bytes() -> int:
-  """The machine's physical memory in bytes; 1 TiB where the system does not say."""
-  try:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  except (AttributeError, ValueError, OSError):
-    return 2**40
-
-
 def _check_memory(images: np.ndarray, n: int, size: int, hi: int, c: int) -> None:
   """Refuse scenes whose arrays (scenes, labels, extras) exceed the machine's memory."""
   pixels = n * size * size * int(np.prod(images.shape[3:])) * images.dtype.itemsize
   labels, extras = n * c, n * (24 * hi + 4)  # multi-hot bool; int32 boxes, ids, counts
-  total, limit = pixels + labels + extras, _memory_bytes()
-  if total > limit:
-    raise ValueError(
-      f"num_items={n}, size={size} and num_classes={c} would need {total:,} bytes "
-      f"({pixels:,} for the scenes, {labels:,} for the labels, {extras:,} for the "
-      f"extras), more than this machine's memory ({limit:,} bytes): lower them."
-    )
+  _checks.fits_in_memory(
+    {"the scenes": pixels, "the labels": labels, "the extras": extras},
+    f"num_items={n}, size={size} and num_classes={c}",
+    "lower them",
+  )
 
 
 def _linear_weights(n_in: int, n_out: int) -> np.ndarray:

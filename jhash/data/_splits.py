@@ -139,3 +139,18 @@ def split_per_label(
   return _result(
     labels.shape[0], np.concatenate(queries or [empty]), np.concatenate(train or [empty])
   )
+
+
+def _check_limit(limit) -> None:
+  """``database_limit``: None or an int >= 1 (checked before any data is read)."""
+  if limit is not None:
+    _checks.positive_int(limit, "database_limit")
+
+
+def _limit(database: np.ndarray, limit: int | None, seed: int) -> np.ndarray:
+  """A random subset of ``limit`` database indices (sorted), or all of them."""
+  _check_limit(limit)
+  if limit is None or limit >= database.size:
+    return database
+  keep = np.random.default_rng(seed).permutation(database.size)[:limit]
+  return np.sort(database[keep])

@@ -1,0 +1,254 @@
+"""The papers' data sets as the field evaluates them, read from a user's own copy on disk.
+
+``PAPER_PRESETS`` holds, in one place, each set's layout, its split sizes, the K of its
+mAP@K, its relevance rule and the peers they come from (the facts gathered in the
+project's ``PROTOCOLS.md``). Nothing is downloaded and nothing is unpickled: CIFAR-10 is
+read from its binary release (``read_cifar10_binary``, ``jhash.data._cifar10``), the
+others from the toolboxes' list files ``train.txt`` / ``test.txt`` / ``database.txt``
+(``load_paper_lists``; test = the queries). ``PAPER_PROTOCOLS`` are their
+``load_protocol`` entries: in-memory batches, ``root=`` the copy's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import warnings
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from jhash import _checks
+from jhash.data import _errors
+from jhash.data._cifar10 import CIFAR10_LAYOUT
+from jhash.data._cifar10 import CIFAR10_SPLITS
+from jhash.data._cifar10 import cifar10_split
+from jhash.data._cifar10 import read_cifar10_binary
+from jhash.data._layouts import ImageList
+from jhash.data._layouts import check_image_files
+from jhash.data._layouts import load_image_list
+from jhash.data._paper_presets import PAPER_PRESETS
+from jhash.data._paper_presets import PaperPreset
+from jhash.data._splits import _check_limit
+from jhash.data._splits import _limit
+
+LIST_FILES = {"train": "train.txt", "query": "test.txt", "database": "database.txt"}
+LISTS_LAYOUT = (
+  "train.txt, test.txt and database.txt, one image a line: a path relative to the root, "
+  "then its 0/1 label row (the deep hashing toolboxes' lists)"
+)
+DEFAULT_IMAGE_SIZE = 224  # the papers' input side (resize 256, crop 224)
+
+
+def _preset(name: str, layout: str) -> PaperPreset:
+  names = [k for k, p in PAPER_PRESETS.items() if p.layout == layout]
+  if name not in names:
+    raise ValueError(f"name must be one of {', '.join(names)}; got {name!r}.")
+  return PAPER_PRESETS[name]
+
+
+def _layout_text(name: str) -> str:
+  return CIFAR10_LAYOUT if PAPER_PRESETS[name].layout == "cifar-binary" else LISTS_LAYOUT
+
+
+def missing_root(name: str) -> ValueError:
+  """The error for paper protocol ``name`` called without ``root``: what to pass."""
+  return ValueError(
+    f"protocol {name!r} needs root=..., the folder of your own copy of the data set: "
+    f"{_layout_text(name)}. jhash never downloads it."
+  )
+
+
+def _root(name: str, root) -> pathlib.Path:
+  """``root`` as a folder, or an error naming the protocol and its layout."""
+  if root is None:
+    raise missing_root(name)
+  if not isinstance(root, (str, os.PathLike)):
+    raise ValueError(f"root must be a folder path; got {_checks.describe(root)}.")
+  if not pathlib.Path(root).is_dir():
+    raise FileNotFoundError(
+      f"protocol {name!r}: root {os.fspath(root)!r} is not a folder; expected {_layout_text(name)}."
+    )
+  return pathlib.Path(root)
+
+
+# ----------------------------------------------------------------------------- list sets
+
+
+class PaperLists(NamedTuple):
+  """A list set's split: three ``ImageList`` (paths joined to the root, labels bool [n, C]).
+
+  Attributes:
+    train, query, database: from ``train.txt``, ``test.txt``, ``database.txt``.
+    notes: a line for each size that differs from the preset's (users' lists vary).
+  """
+
+  train: ImageList
+  query: ImageList
+  database: ImageList
+  notes: tuple[str, ...]
+
+
+def _size_notes(name: str, lists: dict[str, ImageList]) -> tuple[str, ...]:
+  preset = PAPER_PRESETS[name]
+  wanted = {"query": preset.num_query, "train": preset.num_train, "database": preset.num_database}
+  return tuple(
+    f"{name}: {LIST_FILES[part]} lists {len(lists[part].paths):,} images; the preset's "
+    f"protocol has {want:,} ({preset.source})."
+    for part, want in wanted.items()
+    if want is not None and len(lists[part].paths) != want
+  )
+
+
+def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = True) -> PaperLists:
+  """The split of list set ``name`` from the list files under ``root`` (module docstring).
+
+  Args:
+    name: a ``PAPER_PRESETS`` name of layout "lists": "nuswide_21", "nuswide_81",
+      "coco", "imagenet100", "mirflickr", "voc2012".
+    root: the folder holding ``train.txt``, ``test.txt``, ``database.txt``; the lists'
+      image paths are relative to it.
+    check_files: check that every listed image exists (one error for all missing).
+  Returns:
+    ``PaperLists(train, query, database, notes)``. Missing list files, label widths
+    that differ between the files or from the preset's (``num_labels``), and missing
+    images raise one error each, naming them; sizes that differ from the preset's are
+    allowed and described in ``notes``.
+  """
+  preset = _preset(name, "lists")
+  root = _root(name, root)
+  missing = [f for f in LIST_FILES.values() if not (root / f).is_file()]
+  if missing:
+    raise FileNotFoundError(f"{name}: {root} lacks {', '.join(missing)}; expected {LISTS_LAYOUT}.")
+  lists = {part: load_image_list(root / f, root=root) for part, f in LIST_FILES.items()}
+  widths = {LIST_FILES[part]: lst.labels.shape[1] for part, lst in lists.items()}
+  if len(set(widths.values())) > 1:
+    shown = ", ".join(f"{f}: {w}" for f, w in widths.items())
+    raise _errors.DataFormatError(
+      f"{name}: the list files under {root} have different label widths ({shown}); "
+      "they must label the same classes."
+    )
+  width = widths["train.txt"]
+  if width not in preset.num_labels:
+    expected = " or ".join(str(c) for c in preset.num_labels)
+    raise _errors.DataFormatError(
+      f"{name}: the lists under {root} have {width} label columns; {name} has {expected}. "
+      "Is root the copy of this data set?"
+    )
+  if check_files:
+    paths = list(dict.fromkeys(p for lst in lists.values() for p in lst.paths))
+    check_image_files(paths, f"{name}'s lists under {root}")
+  return PaperLists(lists["train"], lists["query"], lists["database"], _size_notes(name, lists))
+
+
+# ----------------------------------------------------------------------------- protocols
+
+
+def _cifar10_batches(name, seed, root, query_per_class, train_per_class, limit, records):
+  """The (train, query, database) batches of a CIFAR-10 protocol (``_cifar10_protocol``)."""
+  _check_limit(limit)
+  images, labels = read_cifar10_binary(_root(name, root), records_per_file=records)
+  split = cifar10_split(labels, name, seed, query_per_class, train_per_class)
+  database = _limit(split["database"], limit, seed)
+  train = database if name == "cifar10-2" else split["train"]
+  take = lambda idx: {"views": (images[idx],), "labels": labels[idx]}
+  return take(train), take(split["query"]), take(database)
+
+
+def _cifar10_protocol(name: str) -> Callable:
+  q, t = CIFAR10_SPLITS[name]
+
+  def protocol(
+    seed: int,
+    *,
+    root: str | os.PathLike,
+    query_per_class: int = q,
+    train_per_class: int = t,
+    database_limit: int | None = None,
+    records_per_file: int | None = 10_000,
+  ):
+    return _cifar10_batches(
+      name, seed, root, query_per_class, train_per_class, database_limit, records_per_file
+    )
+
+  protocol.__name__ = protocol.__qualname__ = name.replace("-", "_")
+  limited = " (the training set too, as it is the database)" if name == "cifar10-2" else ""
+  protocol.__doc__ = f"""CIFAR-10, ``{name}``: {PAPER_PRESETS[name].note}
+
+  Args:
+    seed: the split's seed (DeepHash-pytorch's draw is unseeded; this one is seeded).
+    root: the copy's folder: {CIFAR10_LAYOUT}.
+    query_per_class, train_per_class: per class ({q:,} and {t:,}, the protocol's).
+    database_limit: None for the whole database, else a random subset{limited}.
+    records_per_file: as ``read_cifar10_binary`` (10,000; None for a cut-down copy).
+  Returns:
+    (train, query, database) batches: uint8 images [n, 32, 32, 3], int32 labels.
+  """
+  return protocol
+
+
+def _list_batches(name, seed, root, image_size, limit):
+  """The (train, query, database) batches of a list set (``_list_protocol``)."""
+  from jhash.data._stream import read_images  # here: PIL loads only when images are read
+
+  side = _checks.positive_int(image_size, "image_size")
+  _check_limit(limit)
+  lists = load_paper_lists(name, root)
+  everything = lambda images: np.arange(len(images.paths))
+  parts = {
+    "train": (lists.train, everything(lists.train)),
+    "query": (lists.query, everything(lists.query)),
+    "database": (lists.database, _limit(everything(lists.database), limit, seed)),
+  }
+  sizes = {part: idx.size for part, (_, idx) in parts.items()}
+  total = sum(sizes.values())
+  _checks.fits_in_memory(
+    {"the images": total * side * side * 3, "the labels": total * lists.train.labels.shape[1]},
+    f"protocol {name!r} at image_size={side}: {total:,} images ({sizes['train']:,} training, "
+    f"{sizes['query']:,} queries, {sizes['database']:,} database)",
+    "lower image_size or database_limit, or stream the images from their files "
+    f"(jhash.data.image_stream over load_paper_lists({name!r}, root).train)",
+  )
+  if lists.notes:
+    warnings.warn(" ".join(lists.notes), UserWarning, stacklevel=4)
+
+  def take(images: ImageList, idx: np.ndarray) -> dict:
+    pixels = read_images([images.paths[i] for i in idx], size=(side, side), dtype=np.uint8)
+    return {"views": (pixels,), "labels": images.labels[idx]}
+
+  return tuple(take(*parts[part]) for part in ("train", "query", "database"))
+
+
+def _list_protocol(name: str) -> Callable:
+  preset = PAPER_PRESETS[name]
+
+  def protocol(
+    seed: int,
+    *,
+    root: str | os.PathLike,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    database_limit: int | None = None,
+  ):
+    return _list_batches(name, seed, root, image_size, database_limit)
+
+  protocol.__name__ = protocol.__qualname__ = name
+  protocol.__doc__ = f"""``{name}`` from its list files (``load_paper_lists``): {preset.note}
+
+  Args:
+    seed: the seed of ``database_limit``'s subset (the split is the lists').
+    root: the copy's folder: {LISTS_LAYOUT}.
+    image_size: the side every image is resized to (224, the papers').
+    database_limit: None for the whole database, else a random subset.
+  Returns:
+    (train, query, database) batches: uint8 images [n, image_size, image_size, 3],
+    multi-hot bool labels [n, C]. Sizes unlike the preset's give a ``UserWarning``;
+    images that would not fit in memory are refused before any is read.
+  """
+  return protocol
+
+
+#: Protocol name -> function of ``seed`` and options: the ``PAPER_PRESETS`` sets.
+PAPER_PROTOCOLS: dict[str, Callable] = {
+  name: (_cifar10_protocol if p.layout == "cifar-binary" else _list_protocol)(name)
+  for name, p in PAPER_PRESETS.items()
+}
