@@ -29,7 +29,10 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   multi-code database) and ``sweep`` (``{parameter: values}`` of a multi-code method's
   encoding, MCH's ``sigma`` and ``xi``: the trained state re-encoded with each value,
   reporting ``METRIC_multi@PARAMETER=VALUE`` for the metrics of ``SWEEP_METRICS``) and
-  ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
+  ``map_at`` (an int K, or ``"protocol"`` for each data set's preset K,
+  ``jhash.data.protocol_map_at``, the whole database where it has none: ``map_at_k``,
+  tie-aware mAP over each query's first K, with ``map_k`` the K used, clipped to the
+  database) and ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
   ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``) and ``diagnose`` (True,
   with ``controls``: ``mch_controls.agent_diagnosis``, whether the agent's keep
   probabilities and a supervised probe from its states find the oracle's crops).
@@ -84,7 +87,7 @@ KEYS = (
 #: that methods' ``init_variables`` name through a FieldReference, checked before training.
 OPTIONAL_KEYS = ("pretrained",)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
-EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose")
+EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose", "map_at")
 PLOT_KEYS = ("pr_curve_bits", "curves")
 PLOT_OPTIONAL = ("f1_bucket_bits",)
 # The multi-code numbers a sweep reports for each value of a swept encoding parameter.
@@ -112,6 +115,16 @@ def radii(evaluation) -> list[int]:
   return [r] if isinstance(r, int) else list(r)
 
 
+def map_at(evaluation, protocol: str) -> int | None:
+  """The K of ``map_at_k`` for a data set of ``protocol``: ``evaluation.map_at`` when an
+  int, the protocol's preset K when ``"protocol"`` (``jhash.data.protocol_map_at``; None
+  for a protocol scored over the whole database), None when absent."""
+  spec = evaluation.get("map_at") if hasattr(evaluation, "get") else None
+  if spec == "protocol":
+    return jdata.protocol_map_at(protocol)
+  return spec
+
+
 def sweep(evaluation) -> dict:
   """``evaluation.sweep`` as ``{parameter: [values]}`` ({} when absent)."""
   spec = evaluation.get("sweep") if hasattr(evaluation, "get") else None
@@ -121,6 +134,8 @@ def sweep(evaluation) -> dict:
 def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[str]:
   """The names of the numbers a cell reports under ``evaluation``."""
   names = [MAP_NAMES[t] for t in evaluation.map_ties]
+  if evaluation.get("map_at") is not None:
+    names += ["map_at_k", "map_k"]
   names += [f"precision_at_{k}" for k in evaluation.precision_at]
   for r in radii(evaluation):
     names += [f"precision_radius_{r}", f"recall_radius_{r}"]
@@ -221,6 +236,9 @@ def _check_method(config, label: str) -> None:
 
 def _check_evaluation(config) -> None:
   ev = config.evaluation
+  spec = ev.get("map_at")
+  if spec is not None and spec != "protocol":
+    _check_ints([spec], "config.evaluation.map_at (an int K, 'protocol' or None)", minimum=1)
   for ties in ev.map_ties:
     harness.check_choice(ties, MAP_NAMES, "config.evaluation.map_ties")
   _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
@@ -378,10 +396,11 @@ def method_weights(method, state):
 
 
 def hamming_metrics(
-  q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool, db_mask=None
+  q_codes, db_codes, q_labels, db_labels, evaluation, curve: bool, db_mask=None, top_k=None
 ) -> dict:
-  """mAP (each tie convention), P@k, precision/recall within the radii, NDCG@k and, for
-  ``curve``, the PR curve over every radius (and the F1-bucket curve with
+  """mAP (each tie convention), mAP@K (``top_k``: ``map_at_k``, tie-aware, K clipped to
+  the database, the K used as ``map_k``), P@k, precision/recall within the radii, NDCG@k
+  and, for ``curve``, the PR curve over every radius (and the F1-bucket curve with
   ``evaluation.f1_buckets``); ``db_mask`` for multi-code databases."""
   args = (q_codes, db_codes, q_labels, db_labels)
   kw = {} if db_mask is None else {"db_mask": db_mask}
@@ -389,6 +408,10 @@ def hamming_metrics(
     MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
     for t in evaluation.map_ties
   }
+  if evaluation.get("map_at") is not None:
+    k = len(db_labels) if top_k is None else min(int(top_k), len(db_labels))
+    out["map_at_k"] = jhash.metrics.mean_average_precision(*args, top_k=k, **kw)
+    out["map_k"] = k
   if evaluation.precision_at:
     ks = tuple(evaluation.precision_at)
     values = np.asarray(jhash.metrics.precision_at_k(*args, ks, **kw))
@@ -419,19 +442,20 @@ def weighted_metrics(q_codes, db_codes, q_labels, db_labels, weights, evaluation
   return out
 
 
-def evaluate(method, state, query, database, evaluation, curve: bool) -> dict:
-  """Every metric of ``evaluation`` for a trained method (module docstring)."""
+def evaluate(method, state, query, database, evaluation, curve: bool, top_k=None) -> dict:
+  """Every metric of ``evaluation`` for a trained method (module docstring); ``top_k``:
+  the K of ``map_at_k`` (``map_at``)."""
   q_codes = jhash.encode(method, state, query)
   db_codes = jhash.encode(method, state, database)
   labels = (query["labels"], database["labels"])
-  out = hamming_metrics(q_codes, db_codes, *labels, evaluation, curve)
+  out = hamming_metrics(q_codes, db_codes, *labels, evaluation, curve, top_k=top_k)
   weights = method_weights(method, state)
   if weights is not None and evaluation.weighted:
     out.update(weighted_metrics(q_codes, db_codes, *labels, weights, evaluation))
     out["weights"] = weights.tolist()
   if method.encode_multi is not None:
     codes, mask = jhash.encode_multi(method, state, database)
-    multi = hamming_metrics(q_codes, codes, *labels, evaluation, curve, db_mask=mask)
+    multi = hamming_metrics(q_codes, codes, *labels, evaluation, curve, db_mask=mask, top_k=top_k)
     multi["codes_per_item"] = float(np.mean(np.sum(np.asarray(mask), axis=1)))
     out.update({f"{k}_multi": v for k, v in multi.items()})
   return out
@@ -475,7 +499,8 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int, seed
     checkpoint_every=config.checkpoint_every,
   )
   curve = bits in (config.plots.pr_curve_bits, config.plots.get("f1_bucket_bits"))
-  result = evaluate(method, state, query, database, config.evaluation, curve=curve)
+  top_k = map_at(config.evaluation, config.datasets[dataset].protocol)
+  result = evaluate(method, state, query, database, config.evaluation, curve=curve, top_k=top_k)
   if method.encode_multi is not None and sweep(config.evaluation):
     rebuild = lambda **o: build_method(
       config, label, bits, **{k: v for k, v in o.items() if k in _parameters(config, label)}

@@ -260,6 +260,36 @@ def test_multi_code_methods_are_scored_by_the_minimum_over_their_codes(rng):
   assert set(retrieval.metric_names(evaluation, weighted=False)) == set(out)
 
 
+def test_map_at_k_is_the_tie_aware_map_over_the_first_k_and_follows_the_protocol(rng):
+  x = rng.normal(size=(60, 8)).astype(np.float32)
+  y = (np.arange(60) % 3).astype(np.int32)
+  method = jhash.methods.lsh(8)
+  state, _ = jhash.fit(method, jax.random.key(0), {"views": (x,)}, progress=False)
+  batch = {"views": (x,), "labels": y}
+  base = {
+    "evaluation.map_ties": ("aware",),
+    "evaluation.precision_at": (),
+    "evaluation.radius": None,
+  }
+  codes = np.asarray(jhash.encode(method, state, batch))
+  for k, want_k in ((7, 7), (500, 60)):  # K past the database is clipped to it
+    evaluation = _tiny(**base, **{"evaluation.map_at": k}).evaluation
+    out = retrieval.evaluate(method, state, batch, batch, evaluation, curve=False, top_k=k)
+    want = jhash.metrics.mean_average_precision(codes, codes, y, y, top_k=want_k)
+    assert out["map_at_k"] == pytest.approx(want) and out["map_k"] == want_k
+    assert set(retrieval.metric_names(evaluation, weighted=False, multi=False)) == set(out)
+  assert out["map_at_k"] == pytest.approx(out["map"])  # K = n: the whole database
+  protocol = _tiny(**base, **{"evaluation.map_at": "protocol"}).evaluation
+  assert retrieval.map_at(protocol, "nuswide_21") == 5000
+  assert (
+    retrieval.map_at(protocol, "cifar10") is None and retrieval.map_at(protocol, "mfeat") is None
+  )
+  assert retrieval.map_at(_tiny(**base, **{"evaluation.map_at": 9}).evaluation, "coco") == 9
+  for bad in (0, -3, "all", 2.5):
+    with pytest.raises(harness.ConfigError, match="config.evaluation.map_at"):
+      retrieval.validate(_tiny(**base, **{"evaluation.map_at": bad}))
+
+
 def _purge_steps(logdir) -> list[int]:
   """The steps of the session-start (purge) events in a TensorBoard run directory."""
   harness.summary_writer_class()
