@@ -307,3 +307,30 @@ def test_list_protocol_refuses_sizes_beyond_memory(tmp_path, monkeypatch):
     load_protocol("nuswide_21", 0, root=tmp_path, image_size=32)
   with pytest.warns(UserWarning):
     load_protocol("nuswide_21", 0, root=tmp_path, image_size=4)  # 16 x 48 + 336 bytes: read
+
+
+def test_the_guide_table_is_the_presets():
+  """docs/papers-datasets.md's table says what PAPER_PRESETS holds, row by row."""
+  import pathlib
+
+  page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "papers-datasets.md"
+  rows = [
+    [c.strip() for c in line.strip().strip("|").split("|")]
+    for line in page.read_text().splitlines()
+    if line.startswith("| ") and not line.startswith("| name")
+  ]
+  shown = lambda v, none: none if v is None else str(v)
+  want = [
+    [
+      name,
+      p.layout,
+      " or ".join(map(str, p.num_labels)),
+      str(p.num_query),
+      str(p.num_train),
+      shown(p.num_database, "the rest"),
+      shown(p.map_at, "all"),
+      p.relevance,
+    ]
+    for name, p in PAPER_PRESETS.items()
+  ]
+  assert rows == want
