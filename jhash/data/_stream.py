@@ -18,7 +18,14 @@ may keep it. Leaving the loop, dropping or closing the iterator, or an error in 
 worker (raised in the consumer, naming the file) cancels what has not started and
 joins the threads. Grain's thread prefetch gives the same; its process workers were
 not used (they need absl flags parsed, took seconds to start, and interleave workers'
-elements unless each element is a whole minibatch), so a dependency was not worth it.
+elements unless each element is a whole minibatch), so a dependency was not worth it for
+this stream. Re-measured with Grain 0.2.18 (2026-12-05, ``benchmarks/bench_pipeline.py``):
+still so. On nearly the same work (decode, resize to 224 x 224) Grain's threads read at
+x0.68 to x1.00 of these across runs on 2 cores loaded 4 to 8 times over, the per-image
+work itself about 9 % dearer (a flip and the normalisation); two spawned workers took 6 to
+15 s to deliver their first minibatch. ``jhash.data._pipeline.image_pipeline`` uses Grain
+for the peers' training transforms (random crops and flips, normalisation), sharding over
+processes and checkpointable iterators; this stream reads images as they are.
 
 Measured on a shared 2-core machine with other jobs running, 256 JPEG files of 500 x 375
 read to 224 x 224 x 3: 130 to 200 images/s with one thread, up to 1.2 times that with

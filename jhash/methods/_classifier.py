@@ -24,7 +24,6 @@ import optax
 
 from jhash import _api
 from jhash import _checks
-from jhash import _encode
 from jhash import coder as coder_lib
 from jhash import models
 from jhash.methods import _pairwise
@@ -139,7 +138,14 @@ def classifier(
     if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(batch)):
       _checks.batch(batch)  # under jit: the batch's form, ranks and dtypes
     else:  # as jhash.encode: the batch, its views' dtypes and widths, a finite state
-      _encode.check(method, state, batch)
+      _checks.batch(batch)
+      _api.check_trained(method, state, batch)
+      check_encode(state, batch)
+      bad = _api.nonfinite_fields(state)
+      if bad:
+        raise ValueError(
+          f"state must hold no NaN or inf; {name}'s state has them in {', '.join(bad[:3])}."
+        )
     return jnp.argmax(net.scores(state.coder, batch), axis=-1).astype(jnp.int32)
 
   def check_batch(batch):
