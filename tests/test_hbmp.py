@@ -547,7 +547,8 @@ def test_regress_solve_takes_cholesky_or_the_pseudo_inverse(rng):
 
 def _refit_sequence(r, codes, b, rule=2):
   """Drive ``new_alphas`` over the columns of ``codes`` as the pursuit's step does:
-  the alphas, the squared pivots and the factored flag after each bit."""
+  the alphas, the squared pivots, the factored flag and whether the factor kept in the
+  state is finite, after each bit."""
   n, t = codes.shape
   gram = np.zeros((b, b), np.float32)
   corr = np.zeros(b, np.float32)
@@ -577,7 +578,8 @@ def _refit_sequence(r, codes, b, rule=2):
       jnp.asarray(buf),
       jnp.asarray(r),
     )
-    out.append((np.asarray(alphas), float(d2), bool(factor.factored)))
+    finite = bool(np.isfinite(np.asarray(factor.inv_chol)).all())
+    out.append((np.asarray(alphas), float(d2), bool(factor.factored), finite))
   return out
 
 
@@ -591,7 +593,7 @@ def test_bordered_factor_gives_the_cholesky_pivots_and_the_least_squares_alphas(
   codes = np.where(rng.random((n, t)) < 0.5, -1.0, 1.0).astype(np.float32)
   g = (codes.T.astype(np.float64) @ codes) ** 2 - n
   np.fill_diagonal(g, n * n - n)
-  for k, (alphas, d2, factored) in enumerate(_refit_sequence(r, codes, b)):
+  for k, (alphas, d2, factored, _) in enumerate(_refit_sequence(r, codes, b)):
     pivot = np.linalg.cholesky(g[: k + 1, : k + 1] / (n * n - n))[-1, -1] ** 2
     np.testing.assert_allclose(d2, pivot, rtol=1e-4, atol=1e-6)
     assert factored
@@ -610,12 +612,29 @@ def test_singular_gram_switches_to_the_minimum_norm_solution_for_good(rng):
   codes = np.where(rng.random((n, t)) < 0.5, -1.0, 1.0).astype(np.float32)
   codes[:, 7] = -codes[:, 2]
   seq = _refit_sequence(r, codes, b)
-  assert [f for _, _, f in seq] == [True] * 7 + [False] * 3
+  assert [f for _, _, f, _ in seq] == [True] * 7 + [False] * 3
+  # The abandoned factor is not kept with the pivot's division by ~0 in it: a state of
+  # inf would be refused by fit's check at the end of a run (hbmp_figure1 was).
+  assert all(finite for *_, finite in seq)
   assert seq[7][1] < 1e-5
   for k in range(7, t):
     expected = ref.regress_lstsq(r, codes[:, : k + 1])
     err = np.linalg.norm(seq[k][0][: k + 1] - expected) / np.linalg.norm(expected)
     assert err <= 1e-4, (k, err)
+
+
+def test_an_abandoned_factor_stays_finite_in_the_state():
+  """Bits made after a singular G border the abandoned factor with pivots of ~0: kept in
+  the state, it overflowed to inf, and fit's end-of-run check refused the whole HBMP run
+  (experiments/configs/hbmp_figure1.py). The factor is unused from there on."""
+  rng = np.random.default_rng(1)
+  n, t, b = 12, 24, 24
+  r = rng.normal(size=(n, n))
+  r = ((r + r.T) / 2).astype(np.float32)
+  codes = np.where(rng.random((n, t)) < 0.5, -1.0, 1.0).astype(np.float32)
+  codes[:, 7] = -codes[:, 2]
+  seq = _refit_sequence(r, codes, b)
+  assert not seq[-1][2] and all(finite for *_, finite in seq)
 
 
 def test_pair_solve_is_the_minimum_norm_fit_when_bits_span_every_pair(rng):

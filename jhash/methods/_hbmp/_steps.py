@@ -258,7 +258,10 @@ def new_alphas(
       return lax.cond(ok, lambda: by_pairs, lambda: regress_alphas(gram, corr, made, n))
 
     new = lax.cond(factored, lambda: factored_alphas(inv_chol, corr, made, n), singular)
-    return new, RegressFactor(inv_chol, factored)
+    # Once abandoned, the factor is never read again; keep the last good one rather than
+    # one bordered by pivots of ~0 (it overflows to inf, a state fit refuses).
+    kept = jnp.where(factored, inv_chol, factor.inv_chol)
+    return new, RegressFactor(kept, factored)
 
   branches = (
     lambda: (alphas.at[bit].set(1.0), factor),
