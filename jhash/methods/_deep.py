@@ -298,6 +298,15 @@ def adsh(
     and ``changed`` (the fraction of code bits flipped). The training set must be in
     memory (``init`` reads every label).
 
+  Known failure: ``V`` starts as random signs (the authors' code starts it at 0 and trains
+  with SGD), so the first network phase fits codes that carry no information; the least
+  squares answer is outputs near 0, and Adam's full-size steps can drive every ReLU of a
+  backbone's last hidden layer to 0 on every item within ~100 steps, after which all items
+  share one code. Seen on the ``scenes`` protocol from a pretrained backbone at 16 bits
+  (every seed) and 64 bits (one seed of three), and 32 bits survived; the loss then stays at
+  its no-information level (``K^2 (p + (1 - p) r^2)``). Watch the first round's loss; SGD
+  or a learning rate of 1e-4 kept the units alive there.
+
   Example:
     >>> import jax, numpy as np, jhash
     >>> rng = np.random.default_rng(0)
