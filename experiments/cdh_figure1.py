@@ -168,7 +168,7 @@ def tables(config, summary, names) -> str:
       + [summary["sweep_maps"][p][s] for p in protos]
     )
   first = harness.format_table(
-    rows, ["sweep", "J", "sum |I| / n", "flipped / n", "train mAP"] + protos
+    rows, ["sweep", "J", "active / n", "flipped / n", "train mAP"] + protos
   )
   rows = [
     [f"{g:g}"] + [summary["gamma_maps"][p][i] for p in protos]

@@ -63,8 +63,44 @@ def provenance(results: Mapping[str, Any]) -> str:
   return " ".join(parts)
 
 
+def _escape_cells(rows: list[str]) -> list[str]:
+  """Rows of one aligned table (``harness.format_table``): a ``|`` inside a cell (at a
+  column the separator row has no ``|``) escaped as ``\\|``, so ``|J2-J1|`` stays a cell."""
+  separator = next((r for r in rows if set(r.strip()) <= set("|-: ") and "-" in r), None)
+  if separator is None:
+    return rows
+  bars = {i for i, c in enumerate(separator) if c == "|"}
+  out = []
+  for row in rows:
+    if len(row) != len(separator):  # not aligned: leave it as it is
+      out.append(row)
+      continue
+    out.append("".join("\\|" if c == "|" and i not in bars else c for i, c in enumerate(row)))
+  return out
+
+
+def markdown_blocks(table: str) -> str:
+  """A run's printed table as Markdown: a blank line before and after each run of table
+  rows (``|`` lines), so a caption line above a table stays a paragraph of its own, and
+  ``|`` inside a cell escaped (``_escape_cells``)."""
+  blocks: list[tuple[bool, list[str]]] = []
+  for line in table.strip().splitlines():
+    is_row = line.lstrip().startswith("|")
+    if blocks and blocks[-1][0] == is_row and (is_row or line.strip()):
+      blocks[-1][1].append(line)
+    else:
+      blocks.append((is_row, [line]))
+  out = []
+  for is_row, lines in blocks:
+    if out and out[-1] != "" and lines[0].strip():
+      out.append("")
+    out += _escape_cells(lines) if is_row else lines
+  return "\n".join(out)
+
+
 def section(results: Mapping[str, Any], title: str, level: int = 2) -> str:
-  return f"{'#' * level} {title}\n\n{results['table'].strip()}\n\n{provenance(results)}\n"
+  table = markdown_blocks(results["table"])
+  return f"{'#' * level} {title}\n\n{table}\n\n{provenance(results)}\n"
 
 
 def page(run_dirs, titles=None) -> str:

@@ -543,3 +543,14 @@ def test_a_results_page_is_made_from_the_run(reference, tmp_path):
   assert f"{results['metrics']['mfeat/itq/16']['map']:.4f}" in row
   assert f"`{results['command']}`" in text and results["machine"]["cpu"] in text
   assert report.main([str(tmp_path / "nothing")]) == 2  # no results.json: named, status 2
+
+
+def test_a_caption_above_a_table_stays_a_paragraph_of_its_own():
+  from experiments import report
+
+  table = "(a) caption\n| x | y |\n|---|---|\n| 1 | 2 |\nnote under it\n\n| z |\n|---|"
+  want = "(a) caption\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\nnote under it\n\n| z |\n|---|"
+  assert report.markdown_blocks(table) == want
+  aligned = "| a   | b        |\n|-----|----------|\n| cdh | |J2-J1|  |"
+  got = report.markdown_blocks(aligned).splitlines()
+  assert got[:2] == aligned.splitlines()[:2] and got[2] == "| cdh | \\|J2-J1\\|  |"
