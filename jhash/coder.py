@@ -510,7 +510,8 @@ def load_weights(path) -> Weights:
 
   Raises:
     ValueError: the file is missing, damaged, or not one ``save_weights`` wrote (the
-      error names it, and the array at fault): parameters that are not finite floats,
+      error names it, and the array at fault): parameters that are not finite floats
+      (finite in float32: 1e300 would read as inf),
       input statistics that are not real numbers, finite in float32 (a scale > 0 there:
       1e-300 would read as 0), ``input/integer`` other than a scalar 0 or 1, or an
       array name that is also a folder of others (``params/a`` and ``params/a/b``).
@@ -538,6 +539,14 @@ def load_weights(path) -> Weights:
   bad = [k for k, v in arrays.items() if v.dtype.kind != "f" or not np.all(np.isfinite(v))]
   if bad:
     raise ValueError(f"{where} is damaged: {bad[0]!r} is not finite floats.")
+  for k, v in arrays.items():  # the network computes in float32: 1e300 would read as inf
+    with np.errstate(over="ignore"):
+      cast = v.astype(np.float32)
+    if not np.all(np.isfinite(cast)):
+      raise ValueError(
+        f"{where} is damaged: {k!r} reads as inf in float32 (it holds {v.dtype} values up "
+        f"to {np.abs(v).max():g}, beyond float32's range); parameters must be finite in float32."
+      )
   folders = {k.rsplit("/", i)[0] for k in arrays for i in range(1, k.count("/") + 1)}
   both = sorted(folders & set(arrays))
   if both:
@@ -600,6 +609,10 @@ def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any 
   if isinstance(given, (str, os.PathLike)) and _is_npz(given):
     given, stats, integer = load_weights(given)
   elif isinstance(given, (str, os.PathLike)):
+    if not os.fspath(given):
+      raise ValueError(
+        "init_variables must name a weights file (.npz, .safetensors, .pth or .pt); got ''."
+      )
     given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))
   elif isinstance(given, tuple) and hasattr(given, "_fields"):
     integer = _integer_inputs(given)

@@ -76,6 +76,25 @@ def _object_range(num_objects: Any, num_cells: int) -> tuple[int, int]:
   return lo, hi
 
 
+def check_grid(grid: Any) -> tuple[int, int]:
+  """``grid`` as ``(grid_h, grid_w)``: two ints >= 1, or a ValueError naming it."""
+  if not isinstance(grid, (tuple, list)) or len(grid) != 2:
+    raise ValueError(f"grid must be (grid_h, grid_w), two ints >= 1; got {grid!r}.")
+  grid_h, grid_w = (_checks.positive_int(g, "grid") for g in grid)
+  return grid_h, grid_w
+
+
+def canvas_bytes(images: np.ndarray, n: int, num_cells: int, c: int) -> dict[str, int]:
+  """The bytes of ``n`` canvases of ``num_cells`` cells of ``images``, their ``c`` label
+  columns and their extras (with the layout's working arrays), for ``fits_in_memory``."""
+  cell = int(np.prod(images.shape[1:], dtype=np.float64)) * images.dtype.itemsize
+  return {
+    "the canvases": n * num_cells * cell,
+    "the labels": n * c,  # multi-hot bool
+    "the layout": n * num_cells * 40,  # int32 cells and labels; int64 / float64 working arrays
+  }
+
+
 def _draw_layout(
   rng: np.random.Generator,
   num_items: int,
@@ -142,6 +161,8 @@ def make_canvas_dataset(
     placement: ``"random"``: objects go in randomly chosen cells; ``"fixed"``:
       they fill the cells in row-major order (cell 0 first).
     num_classes: number of label columns ``C``; ``None`` for ``max(labels) + 1``.
+      Sizes whose arrays would not fit in the machine's memory are refused up front
+      (a ValueError naming them), not left to fail in NumPy.
   Returns:
     ``Dataset`` with one view ``"image"`` of dtype ``images.dtype`` and shape
     ``[num_items, grid_h * h, grid_w * w(, C)]``, labels multi-hot bool
@@ -155,9 +176,7 @@ def make_canvas_dataset(
   """
   images, labels = _check_images(images, labels)
   seed = _checks.seed(seed)
-  if not isinstance(grid, (tuple, list)) or len(grid) != 2:
-    raise ValueError(f"grid must be (grid_h, grid_w), two ints >= 1; got {grid!r}.")
-  grid_h, grid_w = (_checks.positive_int(g, "grid") for g in grid)
+  grid_h, grid_w = check_grid(grid)
   num_cells = grid_h * grid_w
   lo, hi = _object_range(num_objects, num_cells)
   if placement not in ("random", "fixed"):
@@ -168,6 +187,11 @@ def make_canvas_dataset(
     raise ValueError(
       f"images must hold at least {hi} images (num_objects max); got {images.shape[0]}."
     )
+  _checks.fits_in_memory(
+    canvas_bytes(images, n, num_cells, c),
+    f"num_items={n}, grid={(grid_h, grid_w)} and num_classes={c}",
+    "lower them",
+  )
 
   cells = _draw_layout(
     np.random.default_rng(seed), n, num_cells, lo, hi, images.shape[0], placement

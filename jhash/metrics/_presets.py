@@ -69,11 +69,13 @@ def deephash_map(
 
   Quirks kept: the cut-off is Python's slice ``[0:top_k]``, so ``top_k=-1`` drops
   the last database item and ``top_k`` larger than the database keeps all of it.
+  A ``top_k`` that keeps no item (0, or ``<= -n``) is refused: its mAP is 0 by
+  construction.
 
   Args:
     query_codes, db_codes: {-1,+1} [q, K], [n, K] (q, n >= 1).
     query_labels, db_labels: multi-hot ``[*, C]`` (or class ids, taken as one-hot).
-    top_k: the toolbox's ``topk`` (any int).
+    top_k: the toolbox's ``topk`` (any int that keeps an item: not 0, not ``<= -n``).
     query_chunk: queries whose distances are computed at once (memory only;
       default: about 32 MB of distances).
   Returns:
@@ -92,6 +94,11 @@ def deephash_map(
   num_bits, q, n = _inputs.check_codes_and_labels(
     query_codes, db_codes, query_labels, db_labels, db_ranks=2
   )
+  if top_k == 0 or top_k <= -n:
+    raise ValueError(
+      f"top_k={top_k} keeps no database item (the toolbox's slice [0:top_k] of the {n} "
+      f"items is empty, so the mAP would be 0 whatever the codes); pass top_k >= 1."
+    )
   if query_chunk is None:
     chunk = max(1, min(q, _CHUNK_ELEMENTS // n))
   else:

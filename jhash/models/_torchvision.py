@@ -24,13 +24,16 @@ fc.weight, fc.bias                  ignored (the hash head stays as initialised)
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Any
+from typing import Mapping
 
 import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
+from jhash import _checks
 from jhash.models._resnet import ARCHS
 
 _BN_LEAVES = {
@@ -82,6 +85,11 @@ def _ignored(name: str) -> bool:
 
 def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
   """A state dict from ``.safetensors`` (no torch needed) or ``.pth`` / ``.pt`` (torch)."""
+  if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+    shown = repr(path) if isinstance(path, str) else _checks.describe(path)
+    raise TypeError(
+      f"path must be a file name (str or path) of a .safetensors, .pth or .pt file; got {shown}."
+    )
   path = pathlib.Path(path)
   if path.suffix.lower() == ".safetensors":
     try:
@@ -112,7 +120,16 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
       f"reading {path.name} needs torch (pip install torch); or convert it "
       "once to .safetensors, which needs only the safetensors package."
     ) from None
-  state = torch.load(path, map_location="cpu", weights_only=True)
+  if not path.is_file():
+    raise ValueError(f"path: no weights file at {str(path)!r}.")
+  try:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+  except Exception as error:  # torch's errors on a damaged or foreign file
+    raise ValueError(
+      f"{str(path)!r} is not a readable torch weights file ({type(error).__name__}: "
+      f"{str(error)[:200] or 'no message'}); it may be empty, truncated, of another "
+      "format, or hold more than tensors (only weights are read: weights_only=True)."
+    ) from None
   if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
     raise ValueError(
       f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
@@ -149,9 +166,29 @@ def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
     )
 
 
+def _check_values(name: str, value: Any, path: Any) -> np.ndarray:
+  """An entry as float32: real numbers, finite in float32, a ``running_var`` >= 0."""
+  value = np.asarray(value)
+  if value.dtype.kind not in "biuf":
+    raise ValueError(f"{name} in {path} must hold real numbers; got {_checks.describe(value)}.")
+  with np.errstate(over="ignore", invalid="ignore"):
+    cast = value.astype(np.float32)
+  if not np.all(np.isfinite(cast)):
+    bad = cast[~np.isfinite(cast)].ravel()[0]
+    raise ValueError(
+      f"{name} in {path} is damaged: it holds {bad} in float32 (NaN or infinity, or a "
+      f"{value.dtype} value beyond float32's range); weights must be finite."
+    )
+  if name.endswith("running_var") and cast.size and cast.min() < 0:
+    raise ValueError(
+      f"{name} in {path} is damaged: a batch-norm variance must be >= 0; it holds {cast.min():g}."
+    )
+  return cast
+
+
 def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarray:
   """One entry in Flax layout (OIHW -> HWIO for convolutions), its shape checked."""
-  value = np.asarray(value, np.float32)
+  value = _check_values(name, value, path)
   if value.ndim == 4:
     value = np.transpose(value, (2, 3, 1, 0))
   if value.shape != tuple(target.shape):
@@ -182,10 +219,18 @@ def load_torchvision_resnet(
     New variables: every backbone variable from the file (float32), the hash head
     ("projection") as it was.
   Raises:
-    ValueError: naming the missing or unexpected keys, or an entry whose shape differs.
+    ValueError: naming the file when it is missing or unreadable, the missing or
+      unexpected keys, or an entry whose shape differs, that is not finite in float32
+      (NaN, infinity, or beyond float32's range), or a negative ``running_var``.
+    TypeError: ``path`` is not a file name, or ``variables`` not a dict of variables.
   """
   if arch not in ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
+  if not isinstance(variables, Mapping):
+    raise TypeError(
+      "variables must be the ResNet's variables, a dict {'params': ..., 'batch_stats': ...} "
+      f"(e.g. from backbone(...).init(key, x)); got {_checks.describe(variables)}."
+    )
   state = _read_state_dict(path)
   names = _torchvision_names(arch)
   _check_names(state, names, arch, path)
