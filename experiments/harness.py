@@ -354,8 +354,13 @@ class Workdir:
         f"workdir {str(self.path)!r} must be a directory (new or a run's); "
         f"{str(blocking)!r} is a file."
       )
-    self.path.mkdir(parents=True, exist_ok=True)
-    self._lock_fd = _lock(self.path / ".lock")
+    try:
+      self.path.mkdir(parents=True, exist_ok=True)
+      self._lock_fd = _lock(self.path / ".lock")
+    except OSError as error:
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} cannot be created or written: {error.strerror or error}."
+      ) from None
     self.progress_path = self.path / "progress.json"
     try:
       self._claim(config)
@@ -366,22 +371,58 @@ class Workdir:
         "delete it and run again to train those cells again (same seeds, same results; "
         "checkpoints of a cell in progress are kept).",
       )
+      self._check_progress()
     except BaseException:
       self.close()
       raise
     self._managers: dict[str, Any] = {}
     self._saves = 0
 
+  def _check_progress(self) -> None:
+    """Refuse a ``progress.json`` that is JSON but not what a run writes (an object of
+    ``cells`` and ``seconds``, each an object keyed by cell, a cell's result an object)."""
+    progress = self.progress
+    problem = None
+    if not isinstance(progress, dict):
+      problem = f"it holds a {type(progress).__name__}, not an object of cells and seconds"
+    else:
+      progress.setdefault("seconds", {})  # runs before wall times were kept have none
+      for key in ("cells", "seconds"):
+        if not isinstance(progress.get(key), dict):
+          got = "no such key" if key not in progress else type(progress[key]).__name__
+          problem = f"its {key!r} must be an object keyed by cell; got {got}"
+          break
+      else:
+        bad = next((c for c, r in progress["cells"].items() if not isinstance(r, dict)), None)
+        if bad is not None:
+          problem = f"the result of cell {bad!r} is not an object"
+    if problem is not None:
+      raise WorkdirError(
+        f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
+        "changed it. It holds the results of the finished cells: restore it from a copy, or "
+        "delete it and run again to train those cells again."
+      )
+
   def _claim(self, config) -> None:
     """Write ``config.json`` before any work; refuse a config other than the one whose
     work (finished cells, checkpoints, results) the workdir holds."""
     fingerprint = config_fingerprint(config)
     path = self.path / "config.json"
-    saved = read_json(
-      path,
-      remedy="If you are running the same config as the run that wrote it, delete it and "
-      "run again: it is written again and the run's work is kept.",
+    remedy = (
+      "If you are running the same config as the run that wrote it, delete it and "
+      "run again: it is written again and the run's work is kept."
     )
+    saved = read_json(path, remedy=remedy)
+    if saved is not None and not (
+      isinstance(saved, dict)
+      and isinstance(saved.get("fingerprint"), str)
+      and isinstance(saved.get("config"), dict)
+    ):
+      raise WorkdirError(
+        f"{path} is damaged (it must be an object with a 'fingerprint' string and a "
+        f"'config' object; got {json.dumps(saved)[:80]}); jhash writes it, so something "
+        f"else changed it. {remedy}"
+      )
     if saved is not None and saved["fingerprint"] != fingerprint and self._holds_work():
       diff = "; ".join(config_differences(saved["config"], config)[:8])
       raise WorkdirError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import pathlib
 import re
 import sys
 
@@ -41,9 +42,80 @@ def _config_keys(spec: str, path: tuple[str, ...]) -> list[str]:
   return sorted(node.keys()) if hasattr(node, "keys") else []
 
 
+def _config_spec(args: list[str]) -> str | None:
+  """The FILE[:ARG] of ``--config=SPEC`` or ``--config SPEC`` in ``args``, or None."""
+  spec = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+  if spec is None and "--config" in args[:-1]:
+    spec = args[args.index("--config") + 1]
+  return spec
+
+
+def _check_config_file(spec: str) -> None:
+  """Exit with one ``error:`` line when the config file ``spec`` (FILE[:ARG]) cannot be
+  loaded: it does not compile or fails on import, has no ``get_config``, or its
+  ``get_config(ARG)`` fails or returns something other than a ``ConfigDict``. (Run
+  before absl parses the flags, whose errors here are tracebacks or misleading.)"""
+  import ml_collections
+
+  file, _, arg = spec.partition(":")
+  if not file:
+    return
+  path = pathlib.Path(file)
+  if not path.is_file():
+    return  # absl's own message names a missing file or a folder
+  where = f"--config {spec}"
+  try:
+    loader = importlib.util.spec_from_file_location("_config_check", path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+  except SyntaxError as error:
+    sys.exit(f"error: {where}: {file} is not valid Python ({error.msg}, line {error.lineno}).")
+  except Exception as error:
+    sys.exit(f"error: {where}: importing {file} failed ({type(error).__name__}: {error}).")
+  get_config = getattr(module, "get_config", None)
+  if not callable(get_config):
+    sys.exit(f"error: {where}: {file} defines no function get_config(arg).")
+  try:
+    config = get_config(arg or None)
+  except Exception as error:
+    sys.exit(
+      f"error: {where}: get_config({arg or None!r}) of {file} failed "
+      f"({type(error).__name__}: {_last_line(error).rstrip('.')})."
+    )
+  if not isinstance(config, ml_collections.ConfigDict):
+    sys.exit(
+      f"error: {where}: get_config({arg or None!r}) of {file} must return an "
+      f"ml_collections.ConfigDict; got {type(config).__name__}."
+    )
+  _check_trainer(config, where)
+
+
+def _check_trainer(config, where: str):
+  """The trainer module that ``config.trainer`` names (exit with one ``error:`` line when
+  the key is missing, not a module name, or the module has no ``train_and_evaluate``)."""
+  name = config.get("trainer")
+  if name is None:
+    sys.exit(f"error: {where}: the config has no key 'trainer' (the module to run).")
+  if not isinstance(name, str) or not name.strip() or name.startswith("."):
+    sys.exit(f"error: {where}: config.trainer must name a module (a str); got {name!r}.")
+  try:
+    trainer = importlib.import_module(name)
+  except ModuleNotFoundError as error:
+    sys.exit(f"error: {where}: config.trainer {name!r}: no such module ({error}).")
+  if not callable(getattr(trainer, "train_and_evaluate", None)):
+    sys.exit(
+      f"error: {where}: config.trainer {name!r} has no function "
+      "train_and_evaluate(config, workdir)."
+    )
+  return trainer
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a config override of a key the config does not have
   refused by a message naming the key and the keys there are (not a traceback)."""
+  spec = _config_spec(argv[1:])
+  if spec is not None and "--help" not in argv and "--helpfull" not in argv:
+    _check_config_file(spec)
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:  # a flag's value (--config.seed=abc) or a missing flag
@@ -51,9 +123,6 @@ def _parse_flags(argv: list[str]) -> list[str]:
   except (AttributeError, KeyError) as error:
     args = argv[1:]
     overrides = [a for a in args if a.startswith("--config.")]
-    spec = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
-    if spec is None and "--config" in args[:-1]:
-      spec = args[args.index("--config") + 1]
     found = re.search(r"'([^'\\]+)", str(error))
     missing = found.group(1) if found else ""
     for override in overrides:
@@ -83,15 +152,21 @@ def main(argv) -> None:
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
     config = _CONFIG.value
-    name = config.trainer  # ml_collections reports a failed load on first use
+    config.get("trainer")  # ml_collections reports a failed load on first use
   except (OSError, ValueError) as error:  # a config file missing, or its get_config failing
     sys.exit(f"error: --config: {_last_line(error)}")
-  trainer = importlib.import_module(name)
+  trainer = _check_trainer(config, "--config")
+  workdir = _WORKDIR.value
+  if not workdir.strip():
+    sys.exit(
+      f"error: --workdir {workdir!r}: expected a directory path; got an empty one "
+      "(the run would write into the current directory)."
+    )
   from experiments import harness  # after flag parsing: --help stays fast
 
   try:
     harness.check_int_ranges(config)  # before the workdir: a seed or count JAX cannot hold
-    trainer.train_and_evaluate(config, _WORKDIR.value)
+    trainer.train_and_evaluate(config, workdir)
   except (harness.ConfigError, harness.WorkdirError) as e:
     sys.exit(f"error: {e}")
 

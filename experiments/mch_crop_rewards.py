@@ -16,6 +16,8 @@ Protocol: the canvases of ``experiments/configs/mch.py`` with ``num_train`` trai
 
 from __future__ import annotations
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +28,7 @@ import jhash
 from jhash import data as jdata
 from jhash import losses
 from jhash.methods import mch_parts
+from jhash.methods._crops import check_ratio
 
 _BASE = flags.DEFINE_string("base", "dch", "A pairwise base model: ksh, hashnet, dch, mmhh.")
 _BITS = flags.DEFINE_integer("bits", 32, "Code length.")
@@ -33,6 +36,68 @@ _TRAIN = flags.DEFINE_integer("num_train", 2000, "Training canvases.")
 _EPOCHS = flags.DEFINE_integer("epochs", 10, "Epochs of the base model.")
 _SIGMA = flags.DEFINE_float("sigma", 0.5, "Side ratio of the fixed crops.")
 _AUGMENT = flags.DEFINE_string("crop_augment", "", "low,high: train the base with crops.")
+
+
+#: The base models the script takes (pairwise, with a coder and a pair loss on codes).
+BASES = ("ksh", "hashnet", "dch", "mmhh")
+#: The protocol's sizes: canvases of 2 x 2 Fashion-MNIST cells (side 56), of which
+#: 1000 are queries; the training canvases come from the other 9000.
+NUM_ITEMS, NUM_QUERIES, SIDE = 10000, 1000, 56
+
+
+def check_arguments(argv) -> tuple:
+  """``(base, augment)``: the base model built from the flags and ``--crop_augment`` as
+  ``(low, high)`` or None; a ValueError naming the flag for a bad one (checked before
+  the data load and the training, which take minutes)."""
+  if len(argv) > 1:
+    raise ValueError(f"unexpected arguments: {' '.join(argv[1:])} (the script takes flags only)")
+  if _BASE.value not in BASES:
+    raise ValueError(
+      f"--base {_BASE.value!r}: expected one of {', '.join(BASES)} (a pairwise base model)"
+    )
+  for flag, value, low in (("--bits", _BITS.value, 1), ("--epochs", _EPOCHS.value, 0)):
+    if value < low:
+      raise ValueError(f"{flag} {value}: must be an int >= {low}")
+  most = NUM_ITEMS - NUM_QUERIES
+  if not 2 <= _TRAIN.value <= most:
+    raise ValueError(
+      f"--num_train {_TRAIN.value}: must be in [2, {most}] (the canvases that are not queries)"
+    )
+  try:
+    check_ratio(_SIGMA.value, "--sigma", SIDE)
+  except ValueError as error:
+    raise ValueError(f"{str(error).rstrip('.')} (the canvases are {SIDE} pixels a side).") from None
+  augment = None
+  if _AUGMENT.value:
+    parts = _AUGMENT.value.split(",")
+    try:
+      augment = tuple(float(v) for v in parts)
+    except ValueError:
+      augment = ()
+    if len(augment) != 2:
+      raise ValueError(
+        f"--crop_augment {_AUGMENT.value!r}: expected two numbers low,high (e.g. 0.3,1.0)"
+      )
+  options = {"crop_augment": augment} if augment else {}
+  try:
+    base = jhash.methods.REGISTRY[_BASE.value](
+      _BITS.value, batch_size=64, num_epochs=_EPOCHS.value, **options
+    )
+  except ValueError as error:
+    flag = next(
+      (
+        f
+        for name, f in (
+          ("crop_augment", "--crop_augment"),
+          ("num_bits", "--bits"),
+          ("num_epochs", "--epochs"),
+        )
+        if name in str(error)
+      ),
+      "--base",
+    )
+    raise ValueError(f"{flag}: {error}") from None
+  return base, augment
 
 
 def crop_codes(base, state, batch, sigma, chunk=500):
@@ -49,21 +114,21 @@ def crop_codes(base, state, batch, sigma, chunk=500):
 
 
 def main(argv) -> None:
-  del argv
-  augment = tuple(float(v) for v in _AUGMENT.value.split(",")) if _AUGMENT.value else None
+  from experiments import harness
+
+  try:
+    base, augment = check_arguments(argv)
+  except ValueError as error:
+    sys.exit(harness.script_error(error))
   train, query, database = jdata.load_protocol(
     "canvases",
     0,
-    num_items=10000,
-    num_queries=1000,
+    num_items=NUM_ITEMS,
+    num_queries=NUM_QUERIES,
     num_train=_TRAIN.value,
     grid=(2, 2),
     num_objects=(1, 3),
     images=True,
-  )
-  options = {"crop_augment": augment} if augment else {}
-  base = jhash.methods.REGISTRY[_BASE.value](
-    _BITS.value, batch_size=64, num_epochs=_EPOCHS.value, **options
   )
   state, _ = jhash.fit(base, jax.random.key(0), train, progress=False)
   labels = jnp.asarray(train["labels"])

@@ -10,13 +10,15 @@ their tables come from runs and cannot drift from the code:
     python -m experiments.report runs/quickstart --title "Quickstart" --out docs/results/quickstart.md
 
 Without ``--out`` the page is printed. A run directory without a finished
-``results.json`` is an error naming it.
+``results.json`` is an error naming it; so is an ``--out`` that is a folder or a run's
+own ``results.json``, ``config.json`` or ``progress.json`` (the page would replace it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import sys
 from typing import Any, Mapping
@@ -35,7 +37,43 @@ def load(run_dir) -> dict:
     raise ValueError(f"{path} is not readable JSON ({error}).") from None
   if not isinstance(results, dict) or not isinstance(results.get("table"), str):
     raise ValueError(f"{path} holds no results table (written by an older jhash?).")
+  for key, kind, what in _FIELDS:
+    value = results.get(key)
+    if value is not None and not isinstance(value, kind):
+      raise ValueError(
+        f"{path} is damaged: its {key!r} must be {what}; got {type(value).__name__} {value!r:.60}."
+      )
   return results
+
+
+#: The provenance fields of results.json that ``provenance`` reads: key, type, in words.
+_FIELDS = (
+  ("command", str, "a string"),
+  ("seeds", list, "a list of seeds"),
+  ("machine", dict, "an object (cpu, cores, accelerator)"),
+  ("wall_time_s", (int, float), "a number of seconds"),
+  ("versions", dict, "an object (package: version)"),
+)
+
+#: Files of a run directory that ``--out`` must not write over.
+RUN_FILES = ("results.json", "config.json", "progress.json")
+
+
+def check_out(out: str, run_dirs) -> None:
+  """Refuse an ``--out`` that is empty, a folder, or a run's own file (``RUN_FILES``, of
+  any run directory given or any run directory at all): the page would replace it."""
+  if not out.strip():
+    raise ValueError(f"--out {out!r}: expected a file path; got an empty one.")
+  path = pathlib.Path(out)
+  if path.is_dir() or not path.name or path.name in (".", "..") or out.endswith("/"):
+    raise ValueError(f"--out {out}: names a folder; expected a file path (e.g. page.md).")
+  target = path.resolve()
+  inputs = {(pathlib.Path(d) / name).resolve() for d in run_dirs for name in RUN_FILES}
+  if target in inputs or (target.name in RUN_FILES and (target.parent / "results.json").exists()):
+    raise ValueError(
+      f"--out {out}: is a run's {target.name}; writing the page there would overwrite it. "
+      "Choose another path (e.g. page.md)."
+    )
 
 
 def provenance(results: Mapping[str, Any]) -> str:
@@ -53,7 +91,8 @@ def provenance(results: Mapping[str, Any]) -> str:
   if machine.get("accelerator"):
     where += f", {machine.get('num_devices', 1)} x {machine['accelerator']}"
   wall = results.get("wall_time_s")
-  timing = f"{wall:.0f} s wall" if isinstance(wall, (int, float)) else "wall time unrecorded"
+  known = isinstance(wall, (int, float)) and math.isfinite(wall)
+  timing = f"{wall:.0f} s wall" if known else "wall time unrecorded"
   when = str(results.get("finished", ""))[:10]
   parts.append(f"{timing} on {where}{', ' + when if when else ''}.")
   versions = results.get("versions") or {}
@@ -122,13 +161,18 @@ def main(argv=None) -> int:
   parser.add_argument("--out", help="write the page here (atomically) instead of printing")
   args = parser.parse_args(argv)
   try:
+    if args.out is not None:
+      check_out(args.out, args.run_dirs)
     text = page(args.run_dirs, args.title)
+    if args.out is not None:
+      try:
+        files.atomic_write_bytes(pathlib.Path(args.out), text.encode())
+      except OSError as error:
+        raise ValueError(f"--out {args.out}: cannot write ({error.strerror or error}).") from None
   except ValueError as error:
-    print(f"error: {error}", file=sys.stderr)
+    print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
     return 2
-  if args.out:
-    files.atomic_write_bytes(pathlib.Path(args.out), text.encode())
-  else:
+  if args.out is None:
     print(text, end="")
   return 0
 

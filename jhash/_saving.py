@@ -80,6 +80,8 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
       f"path {path} exists and is not a state jhash.save wrote (it has no {INFO}); "
       "jhash.save replaces only its own folders: choose a new path."
     )
+  if not isinstance(overwrite, (bool, np.bool_)):
+    raise TypeError(f"overwrite must be True or False; got {overwrite!r}.")
   if path.exists() and not overwrite:
     raise FileExistsError(f"path {path} holds a saved state; pass overwrite=True to replace it.")
   _check_savable(state)
@@ -169,6 +171,7 @@ def _read_info(path: pathlib.Path) -> dict:
       f"the saved state {path} is damaged: {path / files.MANIFEST} (the list of its files, "
       "written last by jhash.save) is missing."
     )
+  _check_manifest(path / files.MANIFEST)
   damage = files.first_damage(path)
   if damage is not None:
     raise ValueError(f"the saved state {path} is damaged: {damage}.")
@@ -176,9 +179,57 @@ def _read_info(path: pathlib.Path) -> dict:
     info = json.loads(file.read_text())
   except (ValueError, UnicodeDecodeError) as error:
     raise ValueError(f"{file} cannot be read ({error}).") from None
+  if not isinstance(info, dict):
+    raise ValueError(f"{file} is damaged: it holds a {type(info).__name__}, not an object.")
   if info.get("format") != _FORMAT:
     raise ValueError(f"{file} is of format {info.get('format')!r}; this jhash reads {_FORMAT!r}.")
+  _check_info(file, info)
   return info
+
+
+def _check_manifest(file: pathlib.Path) -> None:
+  """Refuse a list of files (``files.MANIFEST``) that parses but is not the object
+  ``files.write_manifest`` writes: ``{"files": {name: [size, sha256], ...}}``."""
+  try:
+    manifest = json.loads(file.read_text())
+  except (ValueError, UnicodeDecodeError):
+    return  # files.first_damage names an unreadable list
+  entries = manifest.get("files") if isinstance(manifest, dict) else None
+  if not isinstance(entries, dict):
+    raise ValueError(
+      f"the saved state {file.parent} is damaged: {file} (the list of its files) must be "
+      f'an object {{"files": {{name: [size, sha256]}}}}; got {json.dumps(manifest)[:80]}.'
+    )
+  for name, entry in entries.items():
+    if not (
+      isinstance(entry, list)
+      and len(entry) == 2
+      and isinstance(entry[0], int)
+      and not isinstance(entry[0], bool)
+      and isinstance(entry[1], str)
+    ):
+      raise ValueError(
+        f"the saved state {file.parent} is damaged: {file} (the list of its files) gives "
+        f"{name!r} as {json.dumps(entry)[:60]}, not [size, sha256]."
+      )
+
+
+def _check_info(file: pathlib.Path, info: dict) -> None:
+  """Refuse a ``jhash_state.json`` of the right format whose fields are missing or of
+  the wrong types (a hand-edited file)."""
+  problems = []
+  if "method" not in info or not isinstance(info["method"], (str, type(None))):
+    problems.append("'method' must be a method name or null")
+  bits = info.get("num_bits", "absent")
+  if not (bits is None or (isinstance(bits, int) and not isinstance(bits, bool))):
+    problems.append("'num_bits' must be an int or null")
+  arrays = info.get("arrays")
+  if not isinstance(arrays, list) or not all(
+    isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) for a in arrays
+  ):
+    problems.append("'arrays' must be a list of [path, shape, dtype]")
+  if problems:
+    raise ValueError(f"{file} is damaged: {'; '.join(problems)}.")
 
 
 def restore(path, method: _api.HashingMethod, batch) -> Any:

@@ -38,6 +38,7 @@ import importlib.metadata
 import io
 import json
 import math
+import os
 import pathlib
 import sys
 from typing import NamedTuple
@@ -270,6 +271,52 @@ def _write(path: str, option: str, data: bytes) -> None:
     raise InputError(f"{option} {path}: cannot write ({e.strerror or e}).") from None
 
 
+def _png_path(path: str) -> str:
+  """Where ``--curves PATH`` puts its PNG: PATH with ``.png`` for ``.json``, else PATH.png."""
+  p = pathlib.Path(path)
+  return str(p.with_suffix(".png") if p.suffix == ".json" else p.with_name(p.name + ".png"))
+
+
+def _same_file(a: str, b: str) -> bool:
+  """Whether the paths ``a`` and ``b`` name one file (links and ``..`` resolved)."""
+  try:
+    return pathlib.Path(a).resolve() == pathlib.Path(b).resolve()
+  except (OSError, RuntimeError):
+    return False
+
+
+def check_outputs(args) -> None:
+  """Refuse an output path (``--json``, ``--curves`` and the PNG beside the curves) that
+  is empty, a folder, has no file name, or names one of the input files or the other
+  output: the command would fail after computing, or write over its own input."""
+  inputs = [
+    (option, getattr(args, option[2:].replace("-", "_")))
+    for option in ("--query-codes", "--db-codes", "--query-labels", "--db-labels")
+  ]
+  outputs = []
+  for option in ("--json", "--curves"):
+    path = getattr(args, option[2:])
+    if path is None:
+      continue
+    if not path.strip():
+      raise InputError(f"{option} {path!r}: expected a file path; got an empty one.")
+    p = pathlib.Path(path)
+    if p.is_dir() or not p.name or p.name in (".", "..") or path.endswith(("/", os.sep)):
+      raise InputError(f"{option} {path}: names a folder; expected a file path (e.g. out.json).")
+    outputs.append((option, path))
+    if option == "--curves":
+      outputs.append(("--curves (its PNG)", _png_path(path)))
+  for i, (option, path) in enumerate(outputs):
+    for other, input_path in inputs + outputs[:i]:
+      if _same_file(path, input_path):
+        raise InputError(
+          f"{option} {path}: is the file given to {other}; writing it would overwrite "
+          "an input. Choose another path."
+          if other.startswith(("--query", "--db"))
+          else f"{option} {path}: is also the path of {other}; choose another path."
+        )
+
+
 def curve_ks(n: int) -> list[int]:
   """The k of the precision@k curve: about 60 values from 1 to n, spaced evenly in log k."""
   return sorted({int(k) for k in np.round(np.geomspace(1, n, _CURVE_POINTS))})
@@ -315,8 +362,7 @@ def write_curves(path: str, data: tuple, ties: str) -> list[str]:
   png = _png(curve)
   if png is None:
     return [path]
-  p = pathlib.Path(path)
-  png_path = str(p.with_suffix(".png") if p.suffix == ".json" else p.with_name(p.name + ".png"))
+  png_path = _png_path(path)
   _write(png_path, "--curves", png)
   return [path, png_path]
 
@@ -393,6 +439,7 @@ def _versions() -> dict:
 
 def evaluate(args) -> tuple[dict, Convention]:
   """Read, check, compute and write what ``args`` asks for; return the report."""
+  check_outputs(args)
   loaded = load_inputs(args)
   data = tuple(x.array for x in loaded)
   n = len(data[1])
