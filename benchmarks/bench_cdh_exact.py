@@ -11,7 +11,6 @@ temporary memory of each, and appends a section to ``benchmarks/RESULTS.md``.
 
 from __future__ import annotations
 
-import pathlib
 import sys
 import time
 
@@ -21,8 +20,7 @@ import numpy as np
 
 from jhash.methods import cdh_parts
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import _report  # noqa: E402
+import _report
 
 K, INNER, CHUNK = 32, 16, 10_000
 

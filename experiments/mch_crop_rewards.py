@@ -28,7 +28,6 @@ import jhash
 from jhash import data as jdata
 from jhash import losses
 from jhash.methods import mch_parts
-from jhash.methods._crops import check_ratio
 
 _BASE = flags.DEFINE_string("base", "dch", "A pairwise base model: ksh, hashnet, dch, mmhh.")
 _BITS = flags.DEFINE_integer("bits", 32, "Code length.")
@@ -63,10 +62,11 @@ def check_arguments(argv) -> tuple:
     raise ValueError(
       f"--num_train {_TRAIN.value}: must be in [2, {most}] (the canvases that are not queries)"
     )
-  try:
-    check_ratio(_SIGMA.value, "--sigma", SIDE)
-  except ValueError as error:
-    raise ValueError(f"{str(error).rstrip('.')} (the canvases are {SIDE} pixels a side).") from None
+  if not 1.0 / SIDE <= _SIGMA.value <= 1.0:  # a crop of at least one pixel, at most the image
+    raise ValueError(
+      f"--sigma {_SIGMA.value}: must be in [{1.0 / SIDE:.4g}, 1] (the canvases are {SIDE} "
+      "pixels a side; a smaller ratio cuts crops of less than a pixel)"
+    )
   augment = None
   if _AUGMENT.value:
     parts = _AUGMENT.value.split(",")

@@ -480,6 +480,24 @@ def _nonfinite_flags(leaves):
   return jnp.stack([jnp.any(~jnp.isfinite(x)) for x in leaves])
 
 
+def check_encoding(method: "HashingMethod", state: State, batch: Batch) -> int:
+  """What ``jhash.encode`` checks of a concrete state and batch: the batch, the views'
+  dtypes and widths against the training record, the method's own ``check_encode``, and a
+  state free of NaN and inf. Returns the batch's item count."""
+  n = _checks.batch(batch)
+  check_trained(method, state, batch)
+  if method.check_encode is not None:
+    method.check_encode(state, batch)
+  bad = nonfinite_fields(state)
+  if bad:
+    raise ValueError(
+      f"state must hold no NaN or inf; {method.name}'s state has them in "
+      f"{', '.join(bad[:3])}, and would encode wrong codes. Its training diverged: retrain "
+      "(lower the learning rate, or check the inputs' scale)."
+    )
+  return n
+
+
 def nonfinite_fields(state: State) -> list[str]:
   """The paths of a concrete state's floating arrays that hold NaN or inf (one jitted reduction on
   the device and one fetch; [] under tracing, or when no array is floating)."""

@@ -36,18 +36,7 @@ def check(method, state, batch) -> int:
   batch's item count."""
   _fit.check_method(method)
   _fit.check_some_state(state)
-  n = _checks.batch(batch)
-  _api.check_trained(method, state, batch)
-  if method.check_encode is not None:
-    method.check_encode(state, batch)
-  bad = _api.nonfinite_fields(state)
-  if bad:
-    raise ValueError(
-      f"state must hold no NaN or inf; {method.name}'s state has them in "
-      f"{', '.join(bad[:3])}, and would encode wrong codes. Its training diverged: retrain "
-      "(lower the learning rate, or check the inputs' scale)."
-    )
-  return n
+  return _api.check_encoding(method, state, batch)
 
 
 def encode(

@@ -10,6 +10,7 @@ ENTRY_POINTS = [
   jhash.fit,
   jhash.encode,
   jhash.methods.pairwise,
+  jhash.methods.classifier,
   jhash.methods.lsh,
   jhash.methods.itq,
   jhash.methods.cdh,

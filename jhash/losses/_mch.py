@@ -15,8 +15,42 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jhash import _checks
+
+
+def _array(x, name: str):
+  """``x`` as is when it is an array (NumPy, JAX or traced); a list or scalar through
+  ``np.asarray`` (a ValueError naming ``name`` when NumPy cannot make an array of it)."""
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return x
+  try:
+    return np.asarray(x)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be an array; got {_checks.describe(x)}.") from None
+
+
+def _real(x, name: str, what: str) -> None:
+  """A real (integer or floating) array: not bool, string, complex or object."""
+  dtype = _checks.dtype_of(x)
+  if not (dtype.kind in "iuf" or _checks._is_ml_float(dtype)):
+    raise ValueError(f"{name} must be {what}; got {_checks.describe(x)}.")
+
+
+def _only(x, name: str, values: tuple, what: str) -> None:
+  """Where ``x`` is concrete, every entry is one of ``values`` (``what`` says so)."""
+  if not _checks.is_concrete(x):
+    return
+  a = np.asarray(x)
+  bad = np.ones(a.shape, bool)
+  for v in values:
+    bad &= a != v
+  if bad.any():
+    raise ValueError(
+      f"{name} must hold {what}; found {int(bad.sum())} other values "
+      f"({np.unique(a[bad])[:5].tolist()}...) in {_checks.describe(x)}."
+    )
 
 
 def codes_at_distance(num_bits: int) -> jax.Array:
@@ -105,10 +139,26 @@ def keep_rewards(
     others: float [m, K], the other items' codes ``o_j``.
     similarity: float [b, m] in {0, 1}.
     weights: float [b, m], pair weights (``balanced_pair_weights``).
-    table: float [2, K + 1], ``code_loss_table``.
+    table: float [2, K + 1], ``code_loss_table``, finite.
   Returns:
     float32 [b].
+  Raises:
+    ValueError: shapes that do not fit (nothing is broadcast), a non-real array, or
+      (concrete values only) codes other than -1 and +1, similarities other than 0 and 1
+      (a similarity of 2 would read past the table), or NaN / infinite weights or table.
+      Under jit only shapes and dtypes are checked.
   """
+  codes, crop_codes, others, similarity, weights, table = (
+    _array(a, name)
+    for name, a in (
+      ("codes", codes),
+      ("crop_codes", crop_codes),
+      ("others", others),
+      ("similarity", similarity),
+      ("weights", weights),
+      ("table", table),
+    )
+  )
   for name, a in (
     ("codes", codes),
     ("crop_codes", crop_codes),
@@ -118,12 +168,38 @@ def keep_rewards(
     ("table", table),
   ):
     _checks.rank(a, 2, name)
-  k = codes.shape[-1]
+  for name, a in (("codes", codes), ("crop_codes", crop_codes), ("others", others)):
+    _real(a, name, "codes of -1 and +1 (int8 or float)")
+    _only(a, name, (-1, 1), "codes as signs, only -1 and +1 (jhash.codes.sign gives signs)")
+  b, k = codes.shape
+  m = others.shape[0]
+  want = {"codes": (b, k), "crop_codes": (b, k), "others": (m, k)}
+  want.update(similarity=(b, m), weights=(b, m))
+  got = {
+    "codes": codes.shape,
+    "crop_codes": crop_codes.shape,
+    "others": others.shape,
+    "similarity": similarity.shape,
+    "weights": weights.shape,
+  }
+  if any(tuple(got[n]) != w for n, w in want.items()):
+    shown = ", ".join(f"{n} {list(s)}" for n, s in got.items())
+    raise ValueError(
+      "codes, crop_codes, others, similarity and weights do not fit together (codes [b, K], "
+      f"crop_codes [b, K], others [m, K], similarity [b, m], weights [b, m]); got {shown}."
+    )
+  if _checks.dtype_of(similarity) != np.bool_:
+    _real(similarity, "similarity", "float or bool [b, m] in {0, 1}")
+  _only(similarity, "similarity", (0, 1), "only 0 and 1 (dissimilar, similar pairs)")
+  _real(weights, "weights", "float [b, m] pair weights")
+  _checks.finite(weights, "weights")
   if tuple(table.shape) != (2, k + 1):
     raise ValueError(
       f"table must be the loss on codes [2, K + 1] = [2, {k + 1}] (code_loss_table); got "
       f"{_checks.describe(table)}."
     )
+  _real(table, "table", "float [2, K + 1], the loss on codes (code_loss_table)")
+  _checks.finite(table, "table")
   table = jnp.asarray(table, jnp.float32)  # a NumPy table indexed by traced distances
   d = hamming_of_signs(codes, others)
   d_kept = jnp.minimum(d, hamming_of_signs(crop_codes, others))

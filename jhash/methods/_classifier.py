@@ -81,7 +81,8 @@ def classifier(
   """A network trained to classify: the backbone a hashing method starts from.
 
   Args:
-    num_classes: C, the head's outputs; class ids in ``[0, C)``, or multi-hot [n, C].
+    num_classes: C, the head's outputs; class ids in ``[0, C)``, or multi-hot [n, C];
+      at most ``2**31 - 1`` (class ids are int32).
     backbone, view, optimizer, learning_rate, init_variables, trainable: the network's,
       as in ``jhash.methods.pairwise``.
     batch_size, encode_chunk, name: as in ``jhash.methods.pairwise``.
@@ -99,11 +100,18 @@ def classifier(
     >>> state, history = jhash.fit(pretrain, jax.random.key(0), batch, progress=False)
     >>> dch = jhash.methods.dch(16, init_variables=state, batch_size=32, num_epochs=1)
     >>> start = jhash.init(dch, jax.random.key(1), batch)
-    >>> bool((start.coder.train.params["dense"]["kernel"]
-    ...       == state.coder.train.params["dense"]["kernel"]).all())
+    >>> sorted(state.coder.train.params)  # the backbone's layer, then the head
+    ['hidden_0', 'projection']
+    >>> bool((start.coder.train.params["hidden_0"]["kernel"]
+    ...       == state.coder.train.params["hidden_0"]["kernel"]).all())
     True
   """
   num_classes = _checks.positive_int(num_classes, "num_classes")
+  if num_classes > np.iinfo(np.int32).max:
+    raise ValueError(
+      f"num_classes must fit in int32 (at most {np.iinfo(np.int32).max}: class ids are "
+      f"int32); got {num_classes}."
+    )
   batch_size = _checks.positive_int(batch_size, "batch_size")
   num_epochs = _checks.nonneg_int(num_epochs, "num_epochs")
   net = coder_lib.coder(
@@ -138,14 +146,7 @@ def classifier(
     if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(batch)):
       _checks.batch(batch)  # under jit: the batch's form, ranks and dtypes
     else:  # as jhash.encode: the batch, its views' dtypes and widths, a finite state
-      _checks.batch(batch)
-      _api.check_trained(method, state, batch)
-      check_encode(state, batch)
-      bad = _api.nonfinite_fields(state)
-      if bad:
-        raise ValueError(
-          f"state must hold no NaN or inf; {name}'s state has them in {', '.join(bad[:3])}."
-        )
+      _api.check_encoding(method, state, batch)
     return jnp.argmax(net.scores(state.coder, batch), axis=-1).astype(jnp.int32)
 
   def check_batch(batch):

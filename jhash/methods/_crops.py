@@ -22,12 +22,21 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jhash import _checks
+
 NUM_FIXED = 5  # four corners, then the centre
 
 
 def check_ratio(ratio, name: str, side: int | None = None) -> float:
   """``ratio`` as a float in (0, 1]; with ``side``, one whose crop of ``side`` pixels is
   at least one pixel."""
+  dtype = np.asarray(ratio).dtype if not hasattr(ratio, "dtype") else np.dtype(ratio.dtype)
+  if (
+    isinstance(ratio, (str, bytes, bool, np.bool_))
+    or np.ndim(ratio) != 0
+    or dtype.kind not in "iuf"
+  ):
+    raise ValueError(f"{name} must be a number in (0, 1]; got {_checks.describe(ratio)}.")
   try:
     value = float(ratio)
   except (TypeError, ValueError):
@@ -40,6 +49,31 @@ def check_ratio(ratio, name: str, side: int | None = None) -> float:
       f"{side}: it must be at least {1.0 / side:.4g}."
     )
   return value
+
+
+def check_range(ratio_range, name: str) -> tuple[float, float]:
+  """``ratio_range`` as ``(low, high)``, two ratios with ``0 < low <= high <= 1``."""
+  if not isinstance(ratio_range, (tuple, list)) or len(ratio_range) != 2:
+    raise ValueError(
+      f"{name} must be (low, high), two numbers in (0, 1]; got {_checks.describe(ratio_range)}."
+    )
+  low = check_ratio(ratio_range[0], f"{name}[0]")
+  high = check_ratio(ratio_range[1], f"{name}[1]")
+  if low > high:
+    raise ValueError(f"{name} must be (low, high) with low <= high; got {tuple(ratio_range)}.")
+  return low, high
+
+
+def _pair(value, name: str) -> tuple[int, int]:
+  """Two Python ints >= 1 (a static size)."""
+  if not isinstance(value, (tuple, list)) or len(value) != 2:
+    raise ValueError(
+      f"{name} must be two ints >= 1 (height, width); got {_checks.describe(value)}."
+    )
+  return (
+    _checks.positive_int(value[0], f"{name}[0]"),
+    _checks.positive_int(value[1], f"{name}[1]"),
+  )
 
 
 def check_image_ratio(x, ratio: float, what: str, name: str) -> None:
@@ -61,7 +95,12 @@ def fixed_boxes(height: int, width: int, sigma: float) -> np.ndarray:
 
   Returns:
     int32 [5, 4], rows ``(top, left, height, width)``.
+  Raises:
+    ValueError: ``height`` or ``width`` not an int >= 1, or ``sigma`` not in (0, 1].
   """
+  height = _checks.positive_int(height, "height")
+  width = _checks.positive_int(width, "width")
+  sigma = check_ratio(sigma, "sigma")
   h = max(1, int(round(sigma * height)))
   w = max(1, int(round(sigma * width)))
   tops = (0, 0, height - h, height - h, (height - h) // 2)
@@ -80,7 +119,29 @@ def fixed_crop(
 
   ``lax.dynamic_slice`` (``size`` static, the position traced) then ``jax.image.resize``
   (linear, antialiased); a crop already of ``out_shape`` is returned as cut.
+
+  Raises:
+    ValueError: ``image`` not [H, W, C], a ``size`` or ``out_shape`` not two ints >= 1, a
+      ``size`` larger than the image, or (concrete positions only) a box that does not lie
+      inside the image (``lax.dynamic_slice`` would move it silently).
   """
+  _checks.rank(image, 3, "image", "with shape [H, W, C]")
+  size = _pair(size, "size")
+  out_shape = _pair(out_shape, "out_shape")
+  height, width = image.shape[0], image.shape[1]
+  if size[0] > height or size[1] > width:
+    raise ValueError(
+      f"size must fit in the image: at most ({height}, {width}); got {size} for image "
+      f"{_checks.describe(image)}."
+    )
+  for name, value, limit in (("top", top, height - size[0]), ("left", left, width - size[1])):
+    if np.ndim(value) != 0 or _checks.dtype_of(value).kind not in "iu":
+      raise ValueError(f"{name} must be an integer scalar; got {_checks.describe(value)}.")
+    if _checks.is_concrete(value) and not 0 <= int(value) <= limit:
+      raise ValueError(
+        f"{name} must be in [0, {limit}] so that the box of size {size} lies inside the "
+        f"image {tuple(image.shape)}; got {int(value)}."
+      )
   channels = image.shape[-1]
   crop = lax.dynamic_slice(image, (top, left, 0), tuple(size) + (channels,))
   if tuple(size) == tuple(out_shape):
@@ -99,7 +160,9 @@ def five_crops(images: jax.Array, sigma: float) -> jax.Array:
   Returns:
     float32 [n, 5, H, W, C]: top-left, top-right, bottom-left, bottom-right, centre.
   """
+  _checks.rank(images, 4, "images", "with shape [n, H, W, C]")
   _, height, width, _ = images.shape
+  sigma = check_ratio(sigma, "sigma", min(height, width))
   boxes = jnp.asarray(fixed_boxes(height, width, sigma), jnp.float32)
   if sigma == 1.0:  # the crops are the image
     return jnp.repeat(images.astype(jnp.float32)[:, None], NUM_FIXED, axis=1)
@@ -113,7 +176,21 @@ def crop_resize(image: jax.Array, box: jax.Array, out_shape: tuple[int, int]) ->
 
   The box may be fractional; its size is traced, so one compiled call takes boxes of any
   size. Returns float32 [h, w, C].
+
+  Raises:
+    ValueError: ``image`` not [H, W, C], ``box`` not 4 entries, ``out_shape`` not two ints
+      >= 1, or (a concrete box only) a height or width <= 0 or not finite.
   """
+  _checks.rank(image, 3, "image", "with shape [H, W, C]")
+  if np.shape(box) != (4,):
+    raise ValueError(
+      f"box must be (top, left, height, width), shape [4]; got {_checks.describe(box)}."
+    )
+  out_shape = _pair(out_shape, "out_shape")
+  if _checks.is_concrete(box):
+    b = np.asarray(box, np.float64)
+    if not np.isfinite(b).all() or b[2] <= 0 or b[3] <= 0:
+      raise ValueError(f"box must be finite with height and width > 0; got {b.tolist()}.")
   top, left, height, width = box[0], box[1], box[2], box[3]
   h, w = out_shape
   scale = jnp.stack([h / height, w / width])
@@ -137,7 +214,15 @@ def random_boxes(
 
   Returns:
     float32 [num, 4], rows ``(top, left, height, width)`` in pixels.
+  Raises:
+    ValueError: ``num`` not an int >= 0, ``height`` or ``width`` not ints >= 1, or
+      ``ratio_range`` not ``(low, high)`` with ``0 < low <= high <= 1``.
   """
+  _checks.prng_key(key, "key")
+  num = _checks.nonneg_int(num, "num")
+  height = _checks.positive_int(height, "height")
+  width = _checks.positive_int(width, "width")
+  ratio_range = check_range(ratio_range, "ratio_range")
   k_ratio, k_top, k_left = jax.random.split(key, 3)
   low, high = ratio_range
   ratio = jax.random.uniform(k_ratio, (num,), minval=low, maxval=high)
@@ -159,6 +244,7 @@ def random_crops(
   Returns:
     (crops float32 [n, H, W, C], boxes float32 [n, 4]).
   """
+  _checks.rank(images, 4, "images", "with shape [n, H, W, C]")
   n, height, width, _ = images.shape
   boxes = random_boxes(key, n, height, width, ratio_range)
   crops = jax.vmap(lambda image, box: crop_resize(image, box, (height, width)))(images, boxes)

@@ -67,9 +67,11 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from jhash import _checks
 from jhash.methods._cdh import _active_set
 from jhash.methods._cdh import _shard
 from jhash.methods._cdh import _supervision as sv
@@ -100,6 +102,12 @@ class SweepCarry(NamedTuple):
   #   matrix-free mode: ``K p^{-k}`` recomputed from ``codes``)
   pending_new: jax.Array  # int8 [n], column last changed, its new value (0: none)
   pending_old: jax.Array  # int8 [n], ... and its old value
+
+
+def check_merit(merit, name: str = "merit") -> None:
+  """``merit``: one of ``MERITS`` (a ValueError naming ``name``; a typo is not the other)."""
+  if not isinstance(merit, str) or merit not in MERITS:
+    raise ValueError(f"{name} must be one of {MERITS}; got {merit!r}.")
 
 
 def gram_dtype(num_bits: int):
@@ -182,6 +190,7 @@ def for_row_blocks(num_items: int, block_rows: int, fn: Callable, carry):
   ``new`` (bool ``[size]``) marks the rows no earlier block covered. One loop
   body, so one copy of the block's code.
   """
+  block_rows = _checks.positive_int(block_rows, "block_rows")
   size = min(block_rows, num_items)
 
   def body(r, c):
@@ -563,13 +572,27 @@ def sweep(
       ``O(n^2 K)`` instead of ``O(n^2)``). The codes equal the Gram's, bit for bit.
   Returns:
     (codes int8 [n, K], ``BitStats`` with fields stacked to ``[K]``).
+  Raises:
+    ValueError: shapes that do not fit (``z`` [n, K], ``sup`` of n items, ``uniforms``
+      [K, m]), an unknown ``merit``, ``block_rows`` or ``chunk`` not ints >= 1, or (concrete
+      values only) codes other than -1 and +1 or ``gamma`` < 0.
   """
-  if merit not in MERITS:
-    raise ValueError(f"merit must be one of {MERITS}; got {merit!r}.")
-  num_bits = codes.shape[1]
-  if uniforms.shape[0] != num_bits:
+  check_merit(merit)
+  _checks.signed_codes(codes, "codes")
+  n, num_bits = codes.shape
+  if tuple(np.shape(z)) != (n, num_bits):
     raise ValueError(
-      f"uniforms must have one row per bit ({num_bits}); got shape {uniforms.shape}."
+      f"z must be [n, K] = [{n}, {num_bits}] like codes (generative_terms); got "
+      f"{_checks.describe(z)}."
+    )
+  sv.check_supervision(sup, n)
+  _checks.scalar(gamma, "gamma", low=0)
+  block_rows = _checks.positive_int(block_rows, "block_rows")
+  chunk = _checks.positive_int(chunk, "chunk")
+  if np.ndim(uniforms) != 2 or uniforms.shape[0] != num_bits:
+    raise ValueError(
+      f"uniforms must be [K, max_inner] with one row per bit ({num_bits}); got "
+      f"{_checks.describe(uniforms)}."
     )
   run = functools.partial(
     _sweep, merit=merit, block_rows=block_rows, chunk=chunk, matrix_free=matrix_free

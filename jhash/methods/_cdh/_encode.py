@@ -30,8 +30,46 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jhash import _checks
 from jhash import codes as codes_lib
+
+
+def _check_models(weights, views, name: str = "views") -> None:
+  """One weight ``[K, d_v + 1]`` per view ``[n, d_v]`` (None: an unobserved view), all of one
+  ``K`` and ``n`` (a ValueError naming the argument; ``zip`` would drop a view)."""
+  if not isinstance(weights, (tuple, list)) or not isinstance(views, (tuple, list)):
+    raise ValueError(
+      f"weights and {name} must be sequences, one entry per view; got "
+      f"{_checks.describe(weights)} and {_checks.describe(views)}."
+    )
+  if len(weights) != len(views) or not weights:
+    raise ValueError(
+      f"{name} must hold one entry per trained view ({len(weights)} weights); got {len(views)}."
+    )
+  num_bits, n = None, None
+  for v, (w, x) in enumerate(zip(weights, views)):
+    _checks.rank(w, 2, f"weights[{v}]", "with shape [K, d + 1]")
+    if num_bits is not None and np.shape(w)[0] != num_bits:
+      raise ValueError(
+        f"weights[{v}] must have K = {num_bits} rows, as weights[0]; got {_checks.describe(w)}."
+      )
+    num_bits = np.shape(w)[0]
+    if x is None:
+      continue
+    _checks.rank(x, 2, f"{name}[{v}]", "(features [n, d])")
+    d = np.shape(w)[1] - 1
+    if np.shape(x)[1] != d:
+      raise ValueError(
+        f"{name}[{v}] must have {d} features, the width its model was trained on "
+        f"(weights[{v}] {list(np.shape(w))}); got {_checks.describe(x)}."
+      )
+    if n is not None and np.shape(x)[0] != n:
+      raise ValueError(
+        f"{name} must all have the same number of rows; {name}[{v}] has {np.shape(x)[0]}, not {n}."
+      )
+    n = np.shape(x)[0]
 
 
 def with_bias(x: jax.Array) -> jax.Array:
@@ -46,12 +84,28 @@ def view_scores(weight: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def generative_terms(weights: Sequence[jax.Array], views: Sequence[jax.Array]) -> jax.Array:
-  """``Z_ik = sum_v (sigmoid(w_kv^T [x_i^v, 1]) - 1/2)``: float32 [n, K]."""
+  """``Z_ik = sum_v (sigmoid(w_kv^T [x_i^v, 1]) - 1/2)``: float32 [n, K].
+
+  Raises:
+    ValueError: not one view ``[n, d_v]`` per weight ``[K, d_v + 1]`` (every view observed).
+  """
+  _check_models(weights, views)
+  if any(x is None for x in views):
+    raise ValueError("views must all be observed for generative_terms; some are None.")
   return sum(jax.nn.sigmoid(view_scores(w, x)) - 0.5 for w, x in zip(weights, views))
 
 
 def log_prior_odds(codes: jax.Array, eps: float) -> jax.Array:
-  """``log(P_k(+1) / P_k(-1))`` with ``P_k(+1)`` clipped to ``[eps, 1 - eps]``: float32 [K]."""
+  """``log(P_k(+1) / P_k(-1))`` with ``P_k(+1)`` clipped to ``[eps, 1 - eps]``: float32 [K].
+
+  Raises:
+    ValueError: ``codes`` not [n, K] (signs, checked where concrete), or ``eps`` not a real
+      scalar in (0, 0.5) (checked where concrete: ``eps >= 0.5`` would invert the clip).
+  """
+  _checks.signed_codes(codes, "codes")
+  _checks.scalar(eps, "eps")
+  if _checks.is_concrete(eps) and not 0.0 < float(eps) < 0.5:
+    raise ValueError(f"eps must be in (0, 0.5); got {float(eps)!r}.")
   plus = jnp.clip(jnp.mean(codes > 0, axis=0, dtype=jnp.float32), eps, 1.0 - eps)
   return jnp.log(plus) - jnp.log1p(-plus)
 
@@ -67,7 +121,16 @@ def encode(
     views: per view features [n, d_v] or None; at least one observed.
   Returns:
     int8 [n, K] in {-1, +1}.
+  Raises:
+    ValueError: not one view per weight, a view of another width than its model's,
+      ``prior_odds`` not [K].
   """
+  _check_models(weights, views)
+  num_bits = np.shape(weights[0])[0]
+  if tuple(np.shape(prior_odds)) != (num_bits,):
+    raise ValueError(
+      f"prior_odds must be [K] = [{num_bits}] (log_prior_odds); got {_checks.describe(prior_odds)}."
+    )
   observed = [(w, x) for w, x in zip(weights, views) if x is not None]
   if not observed:
     raise ValueError(

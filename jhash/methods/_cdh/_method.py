@@ -121,6 +121,7 @@ def _checked(settings: _Settings) -> _Settings:
   chunk_seed = _checks.nonneg_int(settings.chunk_seed, "chunk_seed")
   if settings.mesh is not None:
     _bstep.row_shard(settings.mesh)  # a 1-D mesh, or a clear error now
+  _checks.scalar(settings.prior_eps, "prior_eps")
   if not 0 < settings.prior_eps < 0.5:
     raise ValueError(f"prior_eps must be in (0, 0.5); got {settings.prior_eps!r}.")
   return settings._replace(num_bits=num_bits, chunk_seed=chunk_seed, **counts)
@@ -373,7 +374,8 @@ def cdh(
     supervision: ``"labels"``: ``Y`` from ``batch["labels"]`` (same class, or at
       least one shared label: +1; else -1); ``"pairs"``: ``batch["Y"]``, a dense
       ``[n, n]`` matrix in {-1, 0, 1} or a ``(rows, cols, values)`` list of
-      pairs, every pair not listed being unknown (0).
+      pairs, every pair not listed being unknown (0). A bool ``Y`` is refused (its
+      False would be 0, unknown, not -1): pass ``np.where(Y, 1, -1)``.
     w_objective: ``"probability"`` (the paper's ``sum_i phi``) or
       ``"log_likelihood"`` (``sum_i log phi - w_l2 ||w||^2``).
     max_inner: cap on inner updates (gradient, active set, Algorithm 2, flip)

@@ -38,6 +38,21 @@ class Supervision(NamedTuple):
   dense: jax.Array | None = None  # int8 [n, n], symmetric, entries in {-1, 0, 1}
 
 
+def check_supervision(sup: Any, num_items: int, name: str = "sup") -> None:
+  """``sup`` is a ``Supervision`` of ``num_items`` items (a ValueError naming ``name``)."""
+  if not isinstance(sup, Supervision) or sum(f is not None for f in sup) != 1:
+    raise ValueError(
+      f"{name} must be a Supervision holding one array (cdh_parts.supervision_from_labels, "
+      f"_from_matrix or _from_pairs); got {_checks.describe(sup)}."
+    )
+  n = next(int(np.shape(f)[0]) for f in sup if f is not None)
+  if n != num_items:
+    raise ValueError(
+      f"{name} must be the supervision of the same {num_items} items as the codes; it holds "
+      f"{n} items."
+    )
+
+
 def num_items(sup: Supervision) -> int:
   for field in sup:
     if field is not None:
@@ -59,6 +74,15 @@ def from_labels(labels: Any) -> Supervision:
   return Supervision(multi_hot=jnp.asarray(labels, jnp.float32))
 
 
+# A bool Y is refused: read as numbers, every False would be 0, "unknown", and the
+# dissimilar pairs would be dropped without a word.
+_BOOL = (
+  "{name} must hold -1 (dissimilar), 0 (unknown) and +1 (similar), not bool: a False "
+  "would read as 0, unknown, and drop the pair; for a bool similarity pass "
+  "np.where(Y, 1, -1) (every pair known); got {got}."
+)
+
+
 def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
   """``y`` is square ``[n, n]``; when concrete, symmetric with entries in {-1, 0, 1}."""
   shape = tuple(np.shape(y))
@@ -68,10 +92,12 @@ def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
       f"{name} must be a square supervision matrix [{want}, {want}] with entries "
       f"in {{-1, 0, 1}}; got {_checks.describe(y)}."
     )
+  if _checks.dtype_of(y) == np.bool_:
+    raise ValueError(_BOOL.format(name=name, got=_checks.describe(y)))
   if not _checks.is_concrete(y):
     return
   a = np.asarray(y)
-  if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+  if not np.issubdtype(a.dtype, np.number):
     raise ValueError(f"{name} must hold numbers in {{-1, 0, 1}}; got {_checks.describe(y)}.")
   bad = ~np.isin(a, (-1, 0, 1))
   if bad.any():
@@ -92,7 +118,10 @@ def check_matrix(y: Any, num_items: int | None = None, name: str = "Y") -> None:
 
 
 def from_matrix(y: Any, num_items: int | None = None) -> Supervision:
-  """Supervision from a dense ``[n, n]`` matrix in {-1, 0, 1} (checked, stored as int8)."""
+  """Supervision from a dense ``[n, n]`` matrix in {-1, 0, 1} (checked, stored as int8).
+
+  A bool matrix is refused (a False would read as 0, unknown, not -1, dissimilar): pass
+  ``np.where(Y, 1, -1)``."""
   check_matrix(y, num_items)
   return Supervision(dense=jnp.asarray(y).astype(jnp.int8))
 
@@ -101,7 +130,8 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
   """Supervision from a sparse list of pairs; every pair not listed is unknown (0).
 
   Pair ``(rows[t], cols[t])`` gets ``values[t]`` in {-1, +1} (0 is allowed and
-  means unknown), and so does ``(cols[t], rows[t])``. Listing a pair twice, in
+  means unknown; bool values are refused, as a False would read as 0), and so does
+  ``(cols[t], rows[t])``. Listing a pair twice, in
   either order, with different values is an asymmetric ``Y`` and raises
   (checked when the arrays are concrete).
 
@@ -113,6 +143,15 @@ def from_pairs(rows: Any, cols: Any, values: Any, num_items: int) -> Supervision
     ``Supervision`` holding the dense int8 ``[n, n]`` matrix.
   """
   n = _checks.positive_int(num_items, "num_items")
+  if n > np.iinfo(np.int32).max:
+    raise ValueError(f"num_items must fit in int32 (at most {np.iinfo(np.int32).max}); got {n}.")
+  _checks.fits_in_memory(
+    {"the dense int8 Y": n * n},
+    f"supervision_from_pairs of num_items={n}",
+    "CDH's explicit Y is dense [n, n]; use fewer items, or labels (supervision='labels')",
+  )
+  if _checks.dtype_of(values) == np.bool_:
+    raise ValueError(_BOOL.format(name="values", got=_checks.describe(values)))
   shapes = [np.shape(rows), np.shape(cols), np.shape(values)]
   if any(len(s) != 1 for s in shapes) or len({s[0] for s in shapes}) != 1:
     raise ValueError(

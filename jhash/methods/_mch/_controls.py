@@ -37,6 +37,17 @@ def _shape(x) -> tuple[int, ...]:
   return tuple(int(d) for d in np.shape(x))
 
 
+def _array(x, name: str):
+  """``x`` as is when it is an array (NumPy, JAX or traced); a list through ``np.asarray``
+  (a ValueError naming ``name`` when NumPy cannot make an array of it)."""
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return x
+  try:
+    return np.asarray(x)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be an array; got {_checks.describe(x)}.") from None
+
+
 def _real(x, name: str, what: str) -> None:
   """A real (integer or floating) array: not bool, not complex or object."""
   dtype = _checks.dtype_of(x)
@@ -89,6 +100,7 @@ def kept_codes(whole: jax.Array, extra: jax.Array, keep: jax.Array) -> tuple[jax
       codes other than -1 and +1, which the cast to int8 would change (0.3 to 0). Under
       jit the caller must pass signs.
   """
+  whole, extra, keep = _array(whole, "whole"), _array(extra, "extra"), _array(keep, "keep")
   _signs(whole, "whole", 2, "[n, K]")
   _signs(extra, "extra", 3, "[n, m, K]")
   _bool(keep, "keep", 2, "[n, m]", " (keep probabilities? pass keep > xi)")
@@ -107,7 +119,7 @@ def kept_codes(whole: jax.Array, extra: jax.Array, keep: jax.Array) -> tuple[jax
 def keep_all(keep_probability: jax.Array) -> jax.Array:
   """bool [n, m]: every extra code kept (``keep_probability`` [n, m] gives the shape)."""
   _checks.rank(keep_probability, 2, "keep_probability", "with shape [n, m]")
-  return jnp.ones(keep_probability.shape, bool)
+  return jnp.ones(_shape(keep_probability), bool)
 
 
 def keep_at_random(key: jax.Array, shape: tuple[int, int], rate: float | jax.Array) -> jax.Array:
@@ -115,7 +127,7 @@ def keep_at_random(key: jax.Array, shape: tuple[int, int], rate: float | jax.Arr
 
   Args:
     key: one PRNG key.
-    shape: (n, m), ints >= 0.
+    shape: (n, m), ints >= 0; a mask past the machine's memory is refused (ValueError).
     rate: a real scalar in [0, 1] (``matching_rate``); checked where concrete (under jit
       the caller must keep it in [0, 1]: above 1 keeps everything, below 0 or NaN nothing).
   """
@@ -126,6 +138,12 @@ def keep_at_random(key: jax.Array, shape: tuple[int, int], rate: float | jax.Arr
     or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape)
   ):
     raise ValueError(f"shape must be (n, m), two ints >= 0; got {_checks.describe(shape)}.")
+  n, m = (int(d) for d in shape)
+  _checks.fits_in_memory(
+    {"the uniform draws (float32)": 4 * n * m, "the mask (bool)": n * m},
+    f"keep_at_random of shape ({n}, {m})",
+    "draw the mask in chunks of rows",
+  )
   dtype = _checks.dtype_of(rate)
   real = dtype.kind in "iuf" or _checks._is_ml_float(dtype)
   if real and np.ndim(rate) == 0 and _checks.is_concrete(rate):
@@ -187,8 +205,15 @@ def oracle_keep(
     (``balanced_pair_weights``).
   Raises:
     ValueError: shapes that do not fit, or (concrete values only) codes other than -1
-      and +1 or similarities other than 0 and 1. Under jit the caller must pass them so.
+      and +1, similarities other than 0 and 1, or a NaN / infinite table. Under jit the
+      caller must pass them so.
   """
+  whole, crops, others, similarity = (
+    _array(whole, "whole"),
+    _array(crops, "crops"),
+    _array(others, "others"),
+    _array(similarity, "similarity"),
+  )
   _signs(whole, "whole", 2, "[n, K]")
   _signs(crops, "crops", 3, "[n, m, K]")
   _signs(others, "others", 2, "[p, K]")
@@ -211,6 +236,14 @@ def oracle_keep(
         f"{int(bad.sum())} other values ({np.unique(a[bad])[:5].tolist()}...) in "
         f"{_checks.describe(similarity)}."
       )
+  table = _array(table, "table")
+  if _shape(table) != (2, k + 1):
+    raise ValueError(
+      f"table must be the loss on codes [2, K + 1] = [2, {k + 1}] (extras.code_loss); got "
+      f"{_checks.describe(table)}."
+    )
+  _real(table, "table", "float [2, K + 1], the loss on codes (extras.code_loss)")
+  _checks.finite(table, "table")
   weights = losses.balanced_pair_weights(similarity)
   whole, others = whole.astype(jnp.float32), others.astype(jnp.float32)
 

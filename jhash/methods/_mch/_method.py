@@ -71,6 +71,37 @@ class MCHExtras(NamedTuple):
   crop_states: Callable[[MCHState, dict], jax.Array] | None = None
 
 
+def _check_state(state: Any, name: str) -> None:
+  """An MCH state (not the base's ``state.base``, not None), or a TypeError."""
+  if not isinstance(state, MCHState):
+    hint = " (the base's state, state.base? pass the whole MCHState)" if state is not None else ""
+    raise TypeError(
+      f"state must be {name}'s trained MCHState (from jhash.fit or jhash.init); got "
+      f"{type(state).__name__}{hint}."
+    )
+
+
+def _checked_extra(method, fn, state, batch):
+  """``fn(state, batch)`` for the extras ``keep_probabilities``, ``crop_codes`` and
+  ``crop_states``, with the state and batch checked as ``jhash.encode_multi`` checks them
+  (the state's kind and finiteness, the batch's views and their training dtypes: concrete
+  values only, not under jit); an empty batch gives empty results."""
+  _check_state(state, method.name)
+  leaves = jax.tree.leaves((state, batch))
+  if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    _checks.batch(batch)
+    return fn(state, batch)
+  n = _api.check_encoding(method, state, batch)
+  if n == 0:
+    one = jax.tree.map(
+      lambda v: jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype),
+      dict(batch),
+    )
+    shapes = jax.eval_shape(fn, state, one)
+    return jax.tree.map(lambda s: jnp.zeros((0,) + s.shape[1:], s.dtype), shapes)
+  return fn(state, batch)
+
+
 def _check_base(base: Any) -> _api.HashingMethod:
   if not isinstance(base, _api.HashingMethod) or not isinstance(
     base.extras, _pairwise.NetworkExtras
@@ -283,6 +314,7 @@ def mch(
     return n
 
   def check_encode(state, batch):
+    _check_state(state, name)
     if base.check_encode is not None:
       base.check_encode(state.base, batch)
 
@@ -307,7 +339,15 @@ def mch(
   phases = tuple(_lift(p) for p in base.phases) + (
     _api.Phase("agent", agent_step, agent_batch_size, num_epochs=agent_epochs),
   )
-  return _api.HashingMethod(
+  this = None  # the method, set below: the extras check state and batch as encode_multi
+
+  def at_door(fn):
+    def checked(state, batch):
+      return _checked_extra(this, fn, state, batch)
+
+    return checked
+
+  this = _api.HashingMethod(
     init,
     encode,
     base.num_bits,
@@ -315,9 +355,14 @@ def mch(
     phases,
     check_batch,
     extras=MCHExtras(
-      lambda s, b: keep_probabilities(s, b)[0], crops_of, base, crop_codes, crop_states
+      at_door(lambda s, b: keep_probabilities(s, b)[0]),
+      crops_of,
+      base,
+      at_door(crop_codes),
+      at_door(crop_states),
     ),
     encode_multi=encode_multi,
     bind=bind if base.bind is not None else None,
     check_encode=check_encode,
   )
+  return this
