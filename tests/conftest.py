@@ -88,6 +88,8 @@ LONGEST_FIRST = (
   "test_mch_experiment.py",
   "test_methods.py",
   "test_cdh_scale.py",
+  "test_cdh_exact.py",
+  "test_bad_input_round5_scripts.py",
   "test_guides.py",
   "test_hbmp.py",
   "test_docstrings.py",

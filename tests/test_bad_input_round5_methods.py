@@ -3,7 +3,6 @@
 classifier. Each case crashed the process, gave a silently wrong value or a raw Python /
 jax error; each is now a clear error naming the argument, or works as documented."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -118,7 +117,7 @@ def test_mch_refuses_a_string_sigma():
 def fitted():
   rng = np.random.default_rng(0)
   labels = rng.integers(0, 2, 32).astype(np.int32)
-  images = rng.uniform(size=(32, 16, 16)).astype(np.float32)
+  images = rng.uniform(size=(32, 28, 28)).astype(np.float32)  # 28 x 28: the small CNN
   batch = {"views": (images,), "labels": labels}
   base = jhash.methods.dch(8, batch_size=16, num_epochs=1)
   method = jhash.methods.mch(base, sigma=0.5, agent_epochs=1, agent_batch_size=16)
