@@ -367,3 +367,22 @@ def labelled_rows(labels: Any, name: str = "labels") -> None:
       f"{empty.size} multi-hot rows are all False (items {first}...). Drop "
       "those items, or give them a label of their own."
     )
+
+
+def as_array(x: Any, name: str):
+  """``x`` as is when it is an array (NumPy, JAX or traced); a list or scalar through
+  ``np.asarray`` (a ValueError naming ``name`` when NumPy cannot make an array of it)."""
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return x
+  try:
+    return np.asarray(x)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be an array; got {describe(x)}.") from None
+
+
+def real_array(x: Any, name: str, what: str) -> None:
+  """A real (integer or floating) array: not bool, string, complex or object (a ValueError
+  saying ``name`` must be ``what``)."""
+  dtype = dtype_of(x)
+  if not (dtype.kind in "iuf" or _is_ml_float(dtype)):
+    raise ValueError(f"{name} must be {what}; got {describe(x)}.")

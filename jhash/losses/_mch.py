@@ -20,24 +20,6 @@ import numpy as np
 from jhash import _checks
 
 
-def _array(x, name: str):
-  """``x`` as is when it is an array (NumPy, JAX or traced); a list or scalar through
-  ``np.asarray`` (a ValueError naming ``name`` when NumPy cannot make an array of it)."""
-  if hasattr(x, "shape") and hasattr(x, "dtype"):
-    return x
-  try:
-    return np.asarray(x)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be an array; got {_checks.describe(x)}.") from None
-
-
-def _real(x, name: str, what: str) -> None:
-  """A real (integer or floating) array: not bool, string, complex or object."""
-  dtype = _checks.dtype_of(x)
-  if not (dtype.kind in "iuf" or _checks._is_ml_float(dtype)):
-    raise ValueError(f"{name} must be {what}; got {_checks.describe(x)}.")
-
-
 def _only(x, name: str, values: tuple, what: str) -> None:
   """Where ``x`` is concrete, every entry is one of ``values`` (``what`` says so)."""
   if not _checks.is_concrete(x):
@@ -148,28 +130,14 @@ def keep_rewards(
       (a similarity of 2 would read past the table), or NaN / infinite weights or table.
       Under jit only shapes and dtypes are checked.
   """
-  codes, crop_codes, others, similarity, weights, table = (
-    _array(a, name)
-    for name, a in (
-      ("codes", codes),
-      ("crop_codes", crop_codes),
-      ("others", others),
-      ("similarity", similarity),
-      ("weights", weights),
-      ("table", table),
-    )
-  )
-  for name, a in (
-    ("codes", codes),
-    ("crop_codes", crop_codes),
-    ("others", others),
-    ("similarity", similarity),
-    ("weights", weights),
-    ("table", table),
-  ):
+  names = ("codes", "crop_codes", "others", "similarity", "weights", "table")
+  given = (codes, crop_codes, others, similarity, weights, table)
+  arrays = [_checks.as_array(a, name) for name, a in zip(names, given)]
+  for name, a in zip(names, arrays):
     _checks.rank(a, 2, name)
+  codes, crop_codes, others, similarity, weights, table = arrays
   for name, a in (("codes", codes), ("crop_codes", crop_codes), ("others", others)):
-    _real(a, name, "codes of -1 and +1 (int8 or float)")
+    _checks.real_array(a, name, "codes of -1 and +1 (int8 or float)")
     _only(a, name, (-1, 1), "codes as signs, only -1 and +1 (jhash.codes.sign gives signs)")
   b, k = codes.shape
   m = others.shape[0]
@@ -189,16 +157,16 @@ def keep_rewards(
       f"crop_codes [b, K], others [m, K], similarity [b, m], weights [b, m]); got {shown}."
     )
   if _checks.dtype_of(similarity) != np.bool_:
-    _real(similarity, "similarity", "float or bool [b, m] in {0, 1}")
+    _checks.real_array(similarity, "similarity", "float or bool [b, m] in {0, 1}")
   _only(similarity, "similarity", (0, 1), "only 0 and 1 (dissimilar, similar pairs)")
-  _real(weights, "weights", "float [b, m] pair weights")
+  _checks.real_array(weights, "weights", "float [b, m] pair weights")
   _checks.finite(weights, "weights")
   if tuple(table.shape) != (2, k + 1):
     raise ValueError(
       f"table must be the loss on codes [2, K + 1] = [2, {k + 1}] (code_loss_table); got "
       f"{_checks.describe(table)}."
     )
-  _real(table, "table", "float [2, K + 1], the loss on codes (code_loss_table)")
+  _checks.real_array(table, "table", "float [2, K + 1], the loss on codes (code_loss_table)")
   _checks.finite(table, "table")
   table = jnp.asarray(table, jnp.float32)  # a NumPy table indexed by traced distances
   d = hamming_of_signs(codes, others)

@@ -37,29 +37,11 @@ def _shape(x) -> tuple[int, ...]:
   return tuple(int(d) for d in np.shape(x))
 
 
-def _array(x, name: str):
-  """``x`` as is when it is an array (NumPy, JAX or traced); a list through ``np.asarray``
-  (a ValueError naming ``name`` when NumPy cannot make an array of it)."""
-  if hasattr(x, "shape") and hasattr(x, "dtype"):
-    return x
-  try:
-    return np.asarray(x)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be an array; got {_checks.describe(x)}.") from None
-
-
-def _real(x, name: str, what: str) -> None:
-  """A real (integer or floating) array: not bool, not complex or object."""
-  dtype = _checks.dtype_of(x)
-  if not (dtype.kind in "iuf" or _checks._is_ml_float(dtype)):
-    raise ValueError(f"{name} must be {what}; got {_checks.describe(x)}.")
-
-
 def _signs(x, name: str, rank: int, what: str) -> None:
   """``x``: a real array of rank ``rank`` (``what``: its shape, for the message) holding
   only -1 and +1 (checked where concrete)."""
   _checks.rank(x, rank, name, f"with shape {what}")
-  _real(x, name, f"codes {what} of -1 and +1 (int8 or float)")
+  _checks.real_array(x, name, f"codes {what} of -1 and +1 (int8 or float)")
   if not _checks.is_concrete(x):
     return
   a = np.asarray(x)
@@ -100,7 +82,11 @@ def kept_codes(whole: jax.Array, extra: jax.Array, keep: jax.Array) -> tuple[jax
       codes other than -1 and +1, which the cast to int8 would change (0.3 to 0). Under
       jit the caller must pass signs.
   """
-  whole, extra, keep = _array(whole, "whole"), _array(extra, "extra"), _array(keep, "keep")
+  whole, extra, keep = (
+    _checks.as_array(whole, "whole"),
+    _checks.as_array(extra, "extra"),
+    _checks.as_array(keep, "keep"),
+  )
   _signs(whole, "whole", 2, "[n, K]")
   _signs(extra, "extra", 3, "[n, m, K]")
   _bool(keep, "keep", 2, "[n, m]", " (keep probabilities? pass keep > xi)")
@@ -209,10 +195,10 @@ def oracle_keep(
       caller must pass them so.
   """
   whole, crops, others, similarity = (
-    _array(whole, "whole"),
-    _array(crops, "crops"),
-    _array(others, "others"),
-    _array(similarity, "similarity"),
+    _checks.as_array(whole, "whole"),
+    _checks.as_array(crops, "crops"),
+    _checks.as_array(others, "others"),
+    _checks.as_array(similarity, "similarity"),
   )
   _signs(whole, "whole", 2, "[n, K]")
   _signs(crops, "crops", 3, "[n, m, K]")
@@ -226,7 +212,7 @@ def oracle_keep(
       "whole [n, K], crops [n, m, K], others [p, K], similarity [n, p]",
     )
   if _checks.dtype_of(similarity) != np.bool_:
-    _real(similarity, "similarity", "float [n, p] in {0, 1}")
+    _checks.real_array(similarity, "similarity", "float [n, p] in {0, 1}")
   if _checks.is_concrete(similarity):
     a = np.asarray(similarity)
     bad = (a != 0) & (a != 1)
@@ -236,13 +222,13 @@ def oracle_keep(
         f"{int(bad.sum())} other values ({np.unique(a[bad])[:5].tolist()}...) in "
         f"{_checks.describe(similarity)}."
       )
-  table = _array(table, "table")
+  table = _checks.as_array(table, "table")
   if _shape(table) != (2, k + 1):
     raise ValueError(
       f"table must be the loss on codes [2, K + 1] = [2, {k + 1}] (extras.code_loss); got "
       f"{_checks.describe(table)}."
     )
-  _real(table, "table", "float [2, K + 1], the loss on codes (extras.code_loss)")
+  _checks.real_array(table, "table", "float [2, K + 1], the loss on codes (extras.code_loss)")
   _checks.finite(table, "table")
   weights = losses.balanced_pair_weights(similarity)
   whole, others = whole.astype(jnp.float32), others.astype(jnp.float32)
