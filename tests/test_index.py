@@ -713,3 +713,87 @@ def test_substring_plan_weighs_the_code_that_will_run():
   assert plan(3, False) is None
   assert plan(4, True) is None and plan(4, False) is None
   assert _substrings._plan(32, 3, 1_000_000, 2, False, True) is None  # never when told
+
+
+# The prepared searcher ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["native", "array code"])
+def test_searcher_equals_brute_force_and_bucket_search(rng, path, monkeypatch):
+  if path == "array code":
+    from jhash import native  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(native, "enabled", lambda: False)
+  num_bits, num_items = 64, 150
+  codes, mask = crop_codes_database(rng, num_items, 3, num_bits)
+  for i in range(11, 15):  # a few items within radius 1 of item 10
+    codes[i, 0] = codes[10, 0]
+    codes[i, 0, rng.integers(num_bits)] *= -1
+  queries = np.concatenate([codes[[10]][:, 0], near_codes(rng, codes, mask, 11)])
+  ids = np.arange(num_items)
+  fields = index_lib.SearchResults._fields
+  for num_substrings, max_radius, num_wanted, slots in (
+    (0, 0, None, 4),
+    (3, 2, 2, 3),
+    (0, 2, None, 8),
+  ):
+    index = index_lib.build_index(
+      codes, num_bits=num_bits, mask=mask, num_substrings=num_substrings
+    )
+    prepared = index_lib.searcher(
+      index, max_radius=max_radius, max_results=slots, num_wanted=num_wanted, outputs=fields
+    )
+    wanted = num_items + 1 if num_wanted is None else num_wanted
+    got = index_lib.SearchResults(*prepared.search(pack(queries)))
+    expected = expected_results(codes, mask, ids, queries, wanted, max_radius, slots)
+    assert_matches(got, expected, slots)
+    direct = index_lib.bucket_search(
+      index, pack(queries), num_wanted=wanted, max_radius=max_radius, max_results=slots
+    )
+    for x, y in zip(got, direct):
+      np.testing.assert_array_equal(x, y)
+    # Fewer outputs, in the order asked; inside jit; another query count.
+    few = index_lib.searcher(index, max_radius=max_radius, max_results=slots, num_wanted=num_wanted)
+    assert few.outputs == ("item_ids", "num_found")
+    ids_out, found = jax.jit(few.search)(pack(queries))
+    np.testing.assert_array_equal(ids_out, got.item_ids)
+    np.testing.assert_array_equal(found, got.num_found)
+    (radius,) = index_lib.searcher(
+      index,
+      max_radius=max_radius,
+      max_results=slots,
+      num_wanted=num_wanted,
+      outputs=["radius_reached"],
+    ).search(pack(queries[:5]))
+    np.testing.assert_array_equal(radius, got.radius_reached[:5])
+
+
+def test_searcher_bad_input_names_the_argument():
+  codes = np.ones((4, 12), np.int8)
+  index = index_lib.build_index(codes, num_bits=12)
+  made = dict(max_radius=1, max_results=4)
+  cases = [
+    (lambda: index_lib.searcher(codes, **made), r"index must be a BucketIndex"),
+    (lambda: index_lib.searcher(index, max_radius=13, max_results=4), r"max_radius must be <= "),
+    (lambda: index_lib.searcher(index, max_radius=1, max_results=0), r"max_results"),
+    (lambda: index_lib.searcher(index, **made, num_wanted=0), r"num_wanted must be >= 1"),
+    (lambda: index_lib.searcher(index, **made, outputs=("ids",)), r"outputs must name .*'ids'"),
+    (lambda: index_lib.searcher(index, **made, outputs="item_ids"), r"outputs must be a sequence"),
+    (lambda: index_lib.searcher(index, **made, outputs=()), r"outputs must name one or more"),
+    (
+      lambda: index_lib.searcher(index, **made, outputs=("radii", "radii")),
+      r"outputs must name .* each once",
+    ),
+    (lambda: index_lib.searcher(index, **made).search(pack(codes)[:, [0, 0]]), r"1 words per code"),
+    (
+      lambda: index_lib.searcher(index, **made).search(pack(codes).astype(np.int32)),
+      r"query_packed must be packed codes of dtype uint32",
+    ),
+    (
+      lambda: index_lib.searcher(index, **made).search(pack(codes) | np.uint32(1 << 20)),
+      r"query_packed sets bits past num_bits=12",
+    ),
+  ]
+  for call, message in cases:
+    with pytest.raises(ValueError, match=message):
+      call()

@@ -12,6 +12,10 @@ change its speed, never its results. The defaults of the first two are per backe
 (default ``None``: decide by cost per call) chooses between probing every flip mask of
 radii 1..r and looking the query's substrings up in the index's substring tables.
 
+``searcher`` prepares a search once per index (checks, plan, one compiled program
+returning only the fields asked for): the form for many small calls, where per-call
+costs decide the rate.
+
 FAISS export (``to_faiss_flat``, ``to_faiss_hash``, ``faiss_range_search``) imports
 FAISS only when called.
 """
@@ -33,6 +37,9 @@ from jhash.index._search import bucket_search
 from jhash.index._search import default_probes_per_block
 from jhash.index._search import default_searchsorted_method
 from jhash.index._search import radius_search
+from jhash.index._searcher import DEFAULT_OUTPUTS
+from jhash.index._searcher import Searcher
+from jhash.index._searcher import searcher
 
 __all__ = [
   "BucketIndex",
@@ -45,6 +52,9 @@ __all__ = [
   "lookup",
   "bucket_search",
   "radius_search",
+  "searcher",
+  "Searcher",
+  "DEFAULT_OUTPUTS",
   "flip_masks",
   "default_probes_per_block",
   "default_searchsorted_method",

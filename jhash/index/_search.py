@@ -492,6 +492,40 @@ def bucket_search(
   """
   max_radius, max_results = _check_search_args(index, query_packed, max_radius, max_results)
   num_wanted = _check_num_wanted(num_wanted)
+  setup = _setup(
+    index, max_radius, max_results, probes_per_block, searchsorted_method, use_substrings
+  )
+  index, plan, probes, num_q = setup.index, setup.plan, setup.probes, query_packed.shape[0]
+  # NumPy queries go to jit as they are: its dispatch copies them faster than jnp.asarray.
+  search = functools.partial(
+    _bucket_search,
+    index,
+    query_packed,
+    setup.chunks,
+    num_wanted,
+    flip_block_size=max(1, min(num_q, probes // setup.per_query)),
+    **setup.static,
+  )
+  if plan is None:
+    return search(block_size=1, plan=None, fall_back=False)[0]
+  traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))
+  return _search_by_substrings(search, plan, probes, num_q, traced)
+
+
+class Setup(NamedTuple):
+  """What ``_setup`` fixes for a search of one index with one set of options."""
+
+  index: _build.BucketIndex  # without substring tables when the plan does not use them
+  chunks: Any  # the device flip-mask chunks of radii 1..max_radius; None at radius 0
+  plan: Any  # a _substrings.SubstringPlan, or None (flip masks)
+  per_query: int  # probes one query takes per step
+  probes: int  # probes per block of queries
+  static: dict  # _bucket_search's static arguments but block sizes, plan and fall_back
+
+
+def _setup(index, max_radius, max_results, probes_per_block, searchsorted_method, use_substrings):
+  """What a search of ``index`` fixes before its queries come (``Setup``; the radius and
+  slots checked by the caller, the tuning knobs here)."""
   probes, method = _check_tuning(probes_per_block, searchsorted_method)
   use_native = native.enabled()
   # The plan's costs are the kernel's where it will run (programs compiled for the CPU).
@@ -511,26 +545,15 @@ def bucket_search(
     chunk = min(_CHUNK, max(math.comb(k, r) for r in range(1, max_radius + 1)))
     chunks = _device_chunks(k, max_radius, chunk)
     per_query = max(chunk, window * index.max_codes_per_item if multi else window)
-  num_q = query_packed.shape[0]
-  # NumPy queries go to jit as they are: its dispatch copies them faster than jnp.asarray.
-  search = functools.partial(
-    _bucket_search,
-    index,
-    query_packed,
-    chunks,
-    num_wanted,
+  static = dict(
     max_radius=max_radius,
     max_results=max_results,
-    flip_block_size=max(1, min(num_q, probes // per_query)),
     window=window,
     method=method,
     steps=_probe.static_steps(index),
     use_native=use_native,
   )
-  if plan is None:
-    return search(block_size=1, plan=None, fall_back=False)[0]
-  traced = any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys, num_wanted))
-  return _search_by_substrings(search, plan, probes, num_q, traced)
+  return Setup(index, chunks, plan, per_query, probes, static)
 
 
 def _search_by_substrings(search, plan, probes, num_q, traced):
