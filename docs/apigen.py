@@ -40,6 +40,7 @@ ORDER = (
   "jhash.data",
   "jhash.native",
   "jhash.files",
+  "jhash.distributed",
 )
 
 

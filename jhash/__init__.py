@@ -17,6 +17,7 @@ from jhash import search
 from jhash import training
 from jhash import files
 from jhash import data
+from jhash import distributed
 from jhash._api import HashingMethod
 from jhash._api import Phase
 from jhash._api import Trained
@@ -53,6 +54,7 @@ __all__ = [
   "data",
   "native",
   "files",
+  "distributed",
   "HashingMethod",
   "Phase",
   "Trained",

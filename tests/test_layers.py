@@ -33,7 +33,7 @@ LAYERS = (  # top first
   ("jhash.metrics",),
   ("jhash.search", "jhash.index"),
   ("jhash.data",),
-  ("jhash.codes",),
+  ("jhash.codes", "jhash.distributed"),
   ("jhash._checks", "jhash._order", "jhash.native", "jhash.files"),
 )
 

@@ -32,6 +32,7 @@ from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jhash import _checks
 from jhash.search import _distance
 from jhash.search import _blockmin
 from jhash.search import _topk
@@ -58,12 +59,13 @@ def sharded_hamming_topk_unchecked(
   query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
   db_block: int = _blockmin.DEFAULT_DB_BLOCK,
   method: str = "auto",
+  num_rows: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_hamming_topk`` without input checks (for use inside jit; sizes static)."""
   _topk.check_static(query_packed, db_packed, k)
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
-  n = db_packed.shape[0]
+  n = db_packed.shape[0] if num_rows is None else num_rows
   rows = -(-n // shards)
   local_k = min(k, rows)
   db = _blockmin.pad_rows(db_packed, rows * shards)
@@ -100,7 +102,7 @@ def sharded_hamming_topk_unchecked(
 
 _sharded_jit = jax.jit(
   sharded_hamming_topk_unchecked,
-  static_argnames=("k", "mesh", "num_bits", "query_chunk", "db_block", "method"),
+  static_argnames=("k", "mesh", "num_bits", "query_chunk", "db_block", "method", "num_rows"),
 )
 
 
@@ -114,6 +116,7 @@ def sharded_hamming_topk(
   query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
   db_block: int = _blockmin.DEFAULT_DB_BLOCK,
   method: str = "auto",
+  num_rows: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """``hamming_topk`` with the database sharded along a 1-D device mesh.
 
@@ -127,11 +130,22 @@ def sharded_hamming_topk(
     mesh: a 1-D ``jax.sharding.Mesh``; defaults to all devices (``default_mesh``).
     num_bits, query_chunk, db_block, method: as in ``hamming_topk`` (the block
       size applies within each shard).
+    num_rows: the database's items are its first ``num_rows`` rows; the rest (the
+      padding of ``jhash.distributed.global_rows``) are never returned. Default: all.
   Returns:
-    distances int32 [q, k] and global indices int32 [q, k].
+    distances int32 [q, k] and global indices int32 [q, k], replicated on every device
+    (over several processes: ``jhash.distributed.gather`` reads them).
   """
   num_bits = _distance.check_pair(query_packed, db_packed, num_bits)
-  k = _topk.check_topk_args(k, db_packed.shape[0], query_chunk, db_block)
+  if num_rows is not None:
+    num_rows = _checks.positive_int(num_rows, "num_rows")
+    if num_rows > db_packed.shape[0]:
+      raise ValueError(
+        f"num_rows must be <= the database's {db_packed.shape[0]} rows; got {num_rows}."
+      )
+  k = _topk.check_topk_args(
+    k, db_packed.shape[0] if num_rows is None else num_rows, query_chunk, db_block
+  )
   method = _topk.check_method(method)
   if mesh is None:
     mesh = default_mesh()
@@ -146,4 +160,5 @@ def sharded_hamming_topk(
     query_chunk=int(query_chunk),
     db_block=int(db_block),
     method=method,
+    num_rows=num_rows,
   )

@@ -1,0 +1,189 @@
+"""Several processes, one program: ``jax.distributed`` set up for jhash, and rows per process.
+
+A run over several processes (on one host or many) starts the same script in each, with
+the coordinator's address, the process count and each process's id; ``initialize``
+joins them (``jax.distributed.initialize``; on the CPU with the Gloo collectives JAX
+ships). ``jax.devices()`` then lists every process's devices, and a ``Mesh`` over them
+(``process_mesh``) spans the run. jhash's sharded functions take such a mesh as they take
+one process's (``jhash.search.sharded_hamming_topk``, CDH's ``mesh=``).
+
+Data per process: a database or training set split over a 1-D mesh is read by each
+process for its own rows only, ``row_range(num_rows, mesh)``, and assembled into one
+global array by ``global_rows`` (``jax.make_array_from_process_local_data``), padded at
+its end to a multiple of the device count (``num_rows`` tells the sharded search which
+rows are items). ``gather`` brings a global result to every process as NumPy.
+
+Failure: every process sends heartbeats to the coordinator; when one dies, the others
+stop with an error within about ``heartbeat_timeout_s`` instead of waiting forever.
+
+Launch (one command per process; the environment variables stand in for the arguments)::
+
+  JHASH_COORDINATOR_ADDRESS=10.0.0.1:8476 JHASH_NUM_PROCESSES=2 JHASH_PROCESS_ID=0 python run.py
+  JHASH_COORDINATOR_ADDRESS=10.0.0.1:8476 JHASH_NUM_PROCESSES=2 JHASH_PROCESS_ID=1 python run.py
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jhash import _checks
+
+__all__ = ["ENV_VARS", "initialize", "process_mesh", "row_range", "global_rows", "gather"]
+
+#: The environment variables ``initialize`` reads for arguments left None.
+ENV_VARS = ("JHASH_COORDINATOR_ADDRESS", "JHASH_NUM_PROCESSES", "JHASH_PROCESS_ID")
+
+
+def _from_env(value: Any, var: str, name: str, integer: bool) -> Any:
+  if value is None:
+    value = os.environ.get(var)
+    if value is None:
+      raise ValueError(f"{name}: give it, or set the environment variable {var}.")
+    where = f"the environment variable {var}"
+  else:
+    where = name
+  if not integer:
+    if not isinstance(value, str) or ":" not in value:
+      raise ValueError(f"{where} must be 'host:port' of process 0; got {value!r}.")
+    return value
+  try:
+    return int(value) if isinstance(value, str) else _checks.nonneg_int(value, name)
+  except ValueError:
+    raise ValueError(f"{where} must be an integer >= 0; got {value!r}.") from None
+
+
+def initialize(
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
+  *,
+  initialization_timeout_s: int = 300,
+  heartbeat_timeout_s: int = 100,
+) -> None:
+  """Join a run of ``num_processes`` processes; call once, before any other JAX call.
+
+  Args:
+    coordinator_address: ``"host:port"`` where process 0 listens; default the
+      environment variable ``JHASH_COORDINATOR_ADDRESS``.
+    num_processes: processes in the run (>= 1); default ``JHASH_NUM_PROCESSES``.
+    process_id: this process's id, 0 to ``num_processes - 1``; default
+      ``JHASH_PROCESS_ID``.
+    initialization_timeout_s: how long to wait for every process to join.
+    heartbeat_timeout_s: how long a silent process is waited for before the others stop
+      with an error.
+  Raises:
+    ValueError: an argument missing (and its variable unset) or out of range.
+    RuntimeError: ``jax.distributed`` already initialised.
+  """
+  address = _from_env(coordinator_address, ENV_VARS[0], "coordinator_address", False)
+  count = _from_env(num_processes, ENV_VARS[1], "num_processes", True)
+  rank = _from_env(process_id, ENV_VARS[2], "process_id", True)
+  if count < 1 or not 0 <= rank < count:
+    raise ValueError(
+      f"process_id must lie in [0, num_processes - 1] and num_processes be >= 1; got "
+      f"process_id={rank}, num_processes={count}."
+    )
+  for name, value in (
+    ("initialization_timeout_s", initialization_timeout_s),
+    ("heartbeat_timeout_s", heartbeat_timeout_s),
+  ):
+    _checks.positive_int(value, name)
+  if jax.distributed.is_initialized():
+    raise RuntimeError("jax.distributed is already initialised in this process.")
+  # The CPU client's collectives across processes (a no-op setting on GPUs and TPUs).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  jax.distributed.initialize(
+    address,
+    num_processes=count,
+    process_id=rank,
+    initialization_timeout=int(initialization_timeout_s),
+    heartbeat_timeout_seconds=int(heartbeat_timeout_s),
+  )
+
+
+def process_mesh(axis_name: str = "rows") -> Mesh:
+  """A 1-D mesh over every process's devices, process 0's first, so each process's
+  devices hold one contiguous run of rows."""
+  devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+  return Mesh(np.asarray(devices), (axis_name,))
+
+
+def _one_axis(mesh: Any) -> str:
+  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh (process_mesh()); got {mesh!r}.")
+  return mesh.axis_names[0]
+
+
+def _padded(num_rows: int, mesh: Mesh) -> int:
+  shards = mesh.devices.size
+  return -(-num_rows // shards) * shards
+
+
+def row_range(num_rows: int, mesh: Mesh) -> tuple[int, int]:
+  """The rows ``[start, stop)`` of a ``num_rows``-row array this process loads.
+
+  The array is split over the mesh's axis in equal shards of ``ceil(num_rows / D)``
+  rows (D devices); the last shards hold fewer real rows, or none.
+
+  Raises:
+    ValueError: ``mesh`` not 1-D, or this process's devices not side by side in it
+      (``process_mesh`` orders them so).
+  """
+  num_rows = _checks.positive_int(num_rows, "num_rows")
+  axis = _one_axis(mesh)
+  total = _padded(num_rows, mesh)
+  held = NamedSharding(mesh, P(axis)).addressable_devices_indices_map((total,)).values()
+  slices = sorted((s[0].start or 0, total if s[0].stop is None else s[0].stop) for s in held)
+  for (_, stop), (start, _) in zip(slices, slices[1:]):
+    if start != stop:
+      raise ValueError(
+        "mesh must hold this process's devices side by side (e.g. process_mesh()); its "
+        f"shards here start at rows {[s for s, _ in slices]}."
+      )
+  return min(slices[0][0], num_rows), min(slices[-1][1], num_rows)
+
+
+def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
+  """One global array of ``num_rows`` rows from each process's ``row_range`` rows.
+
+  Args:
+    local: this process's rows [stop - start, ...] (``row_range(num_rows, mesh)``).
+    num_rows: the rows of the whole array.
+    mesh: a 1-D mesh over every process's devices.
+  Returns:
+    A ``jax.Array`` [ceil(num_rows / D) * D, ...] split over the mesh's axis; the rows
+    past ``num_rows`` are zeros (pass ``num_rows`` to the function that reads it).
+  """
+  start, stop = row_range(num_rows, mesh)
+  local = np.asarray(local)
+  if local.ndim < 1 or local.shape[0] != stop - start:
+    raise ValueError(
+      f"local must hold this process's rows {start} to {stop - 1} ({stop - start} rows, "
+      f"row_range(num_rows, mesh)); got {_checks.describe(local)}."
+    )
+  axis = _one_axis(mesh)
+  total = _padded(num_rows, mesh)
+  share = total // mesh.devices.size * len(mesh.local_devices)
+  padded = np.zeros((share,) + local.shape[1:], local.dtype)
+  padded[: local.shape[0]] = local
+  return jax.make_array_from_process_local_data(
+    NamedSharding(mesh, P(axis)), padded, (total,) + local.shape[1:]
+  )
+
+
+def gather(x: Any) -> np.ndarray:
+  """A global array's whole value, as NumPy, on every process (a collective: every
+  process must call it)."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    if x.is_fully_replicated:
+      return np.asarray(x.addressable_data(0))
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+  return np.asarray(x)

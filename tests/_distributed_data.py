@@ -1,0 +1,29 @@
+"""The data of the two-process tests, made the same way by the workers and the test."""
+
+import numpy as np
+
+import jhash
+import jhash.data
+
+
+def search_data():
+  """Queries and a database of 1,001 codes (shards of 251 rows over 4 devices, the last
+  with 248 real ones); the 40 nearest codes of query 0 lie in the last shard, and k
+  reaches past a shard's rows."""
+  rng = np.random.default_rng(0)
+  num_bits, n = 40, 1001
+  signs = np.where(rng.random((n, num_bits)) < 0.5, 1, -1).astype(np.int8)
+  signs[-40:] = signs[0]  # query 0's nearest are in the last shard
+  signs[-40:, :3] *= -1
+  db = np.asarray(jhash.codes.pack_bits(signs))
+  queries = np.concatenate([db[:3], db[-2:]])
+  return queries, db, num_bits, 300
+
+
+def cdh_data():
+  """301 mfeat items, two views, and CDH's options (one sweep)."""
+  rng = np.random.default_rng(0)
+  ds = jhash.data.load_mfeat(["fou", "kar"])
+  idx = np.sort(rng.choice(ds.labels.size, 301, replace=False))
+  batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
+  return batch, dict(w_iters=20, max_inner=8)

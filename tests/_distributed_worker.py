@@ -1,0 +1,74 @@
+"""One process of a two-process run (tests/test_distributed.py starts two of these).
+
+``python tests/_distributed_worker.py CASE OUT_DIR [--then-die]``, with the process's place in the run
+in ``JHASH_COORDINATOR_ADDRESS``, ``JHASH_NUM_PROCESSES`` and ``JHASH_PROCESS_ID``; each
+process has 2 host devices. Writes ``OUT_DIR/CASE-<process id>.npz``.
+"""
+
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jhash  # noqa: E402
+from jhash import distributed  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _distributed_data
+
+HEARTBEAT_S = 5
+
+
+def search_case():
+  """The database split over the processes, each loading its rows only."""
+  from _distributed_data import search_data  # pylint: disable=import-outside-toplevel
+
+  queries, db, num_bits, k = search_data()
+  mesh = distributed.process_mesh("db")
+  start, stop = distributed.row_range(db.shape[0], mesh)
+  table = distributed.global_rows(db[start:stop], db.shape[0], mesh)
+  d, idx = jhash.search.sharded_hamming_topk(
+    queries, table, k, mesh=mesh, num_bits=num_bits, num_rows=db.shape[0]
+  )
+  return dict(d=distributed.gather(d), idx=distributed.gather(idx), rows=np.array([start, stop]))
+
+
+def cdh_case():
+  """CDH's exact B-step with its rows over both processes' devices."""
+  from _distributed_data import cdh_data  # pylint: disable=import-outside-toplevel
+
+  batch, options = cdh_data()
+  method = jhash.methods.cdh(16, chunk_size=None, mesh=distributed.process_mesh(), **options)
+  state, _ = jhash.fit(method, jax.random.key(0), batch, num_steps=1, progress=False)
+  return dict(codes=distributed.gather(state.codes))
+
+
+def die():
+  """Process 1 dies; process 0 then waits on it in a collective, which must end in an
+  error within about the heartbeat timeout, not hang."""
+  if jax.process_index() == 1:
+    os._exit(3)
+  mesh = distributed.process_mesh()
+  table = distributed.global_rows(np.ones((2, 1), np.uint32), 4, mesh)
+  distributed.gather(table + 1)
+  print("process 0 passed a collective without process 1", flush=True)
+
+
+def main():
+  case, out_dir = sys.argv[1], sys.argv[2]
+  distributed.initialize(heartbeat_timeout_s=HEARTBEAT_S, initialization_timeout_s=120)
+  assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()
+  out = {"search": search_case, "cdh": cdh_case}[case]()
+  path = os.path.join(out_dir, f"{case}-{jax.process_index()}.npz")
+  np.savez(path + ".tmp.npz", **out)
+  os.replace(path + ".tmp.npz", path)
+  if "--then-die" in sys.argv:
+    die()
+
+
+if __name__ == "__main__":
+  main()

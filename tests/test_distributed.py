@@ -1,0 +1,136 @@
+"""Two processes on the loopback address: jhash.distributed and the sharded paths over them.
+
+Each test starts two copies of ``_distributed_worker.py`` (2 host devices each, 4 in the
+run) and compares what each process gathered with the one-process result, bit for bit
+(the same arithmetic: integer distances, CDH's integer Gram and float32 sums in the same
+order).
+"""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import jhash
+from jhash import distributed
+
+from _distributed_data import cdh_data
+from _distributed_data import search_data
+
+WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
+TIMEOUT_S = 240
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def launch(case, out_dir, *extra):
+  """Both processes of one run; returns their (return code, output, seconds) after both end."""
+  port = free_port()
+  procs = []
+  for rank in range(2):
+    env = dict(
+      os.environ,
+      JAX_PLATFORMS="cpu",
+      JHASH_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+      JHASH_NUM_PROCESSES="2",
+      JHASH_PROCESS_ID=str(rank),
+    )
+    procs.append(
+      subprocess.Popen(
+        [sys.executable, "-u", str(WORKER), case, str(out_dir), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
+    )
+  start, results = time.monotonic(), []
+  try:
+    for proc in procs:
+      out, _ = proc.communicate(timeout=max(1, TIMEOUT_S - (time.monotonic() - start)))
+      results.append((proc.returncode, out, time.monotonic() - start))
+  finally:
+    for proc in procs:
+      proc.kill()
+  return results
+
+
+def test_search_over_two_processes_equals_one_and_a_dead_process_stops_the_other(tmp_path):
+  (rc0, out0, _), (rc1, out1, _) = launch("search", tmp_path, "--then-die")
+  assert os.path.exists(tmp_path / "search-0.npz"), out0[-3000:]
+  assert os.path.exists(tmp_path / "search-1.npz"), out1[-3000:]
+  queries, db, num_bits, k = search_data()
+  d, idx = (np.asarray(x) for x in jhash.search.hamming_topk(queries, db, k, num_bits=num_bits))
+  assert idx[0, 0] == 0 and (idx[0, 1:41] >= db.shape[0] - 40).all()  # then the last shard
+  rows = []
+  for rank in range(2):
+    got = np.load(tmp_path / f"search-{rank}.npz")
+    np.testing.assert_array_equal(got["d"], d)
+    np.testing.assert_array_equal(got["idx"], idx)
+    rows.append(tuple(got["rows"]))
+  assert rows == [(0, 502), (502, 1001)]  # each loaded its own rows: 2 shards of 251
+  # Process 1 then died; process 0, inside a collective, stopped with an error naming it.
+  assert rc1 == 3
+  assert rc0 != 0 and "passed a collective" not in out0
+  assert "stopped sending heartbeats" in out0 or "another task died" in out0, out0[-3000:]
+
+
+@pytest.mark.slow  # ~30 s; test_cdh_exact's 8-device test covers the same shard_map code
+def test_cdh_exact_b_step_over_two_processes_equals_one(tmp_path):
+  results = launch("cdh", tmp_path)
+  for rank, (rc, out, _) in enumerate(results):
+    assert rc == 0, out[-3000:]
+  batch, options = cdh_data()
+  one, _ = jhash.fit(
+    jhash.methods.cdh(16, chunk_size=301, **options),
+    jax.random.key(0),
+    batch,
+    num_steps=1,
+    progress=False,
+  )
+  for rank in range(2):
+    np.testing.assert_array_equal(np.load(tmp_path / f"cdh-{rank}.npz")["codes"], one.codes)
+
+
+def test_initialize_refuses_bad_arguments(monkeypatch):
+  for var in distributed.ENV_VARS:
+    monkeypatch.delenv(var, raising=False)
+  cases = [
+    (dict(), r"coordinator_address: give it, or set .*JHASH_COORDINATOR_ADDRESS"),
+    (dict(coordinator_address="localhost"), r"coordinator_address must be 'host:port'"),
+    (dict(coordinator_address="h:1"), r"num_processes: give it, or set .*JHASH_NUM_PROCESSES"),
+    (dict(coordinator_address="h:1", num_processes=2, process_id=2), r"process_id must lie in"),
+    (dict(coordinator_address="h:1", num_processes=0, process_id=0), r"num_processes be >= 1"),
+  ]
+  for kwargs, message in cases:
+    with pytest.raises(ValueError, match=message):
+      distributed.initialize(**kwargs)
+  monkeypatch.setenv("JHASH_COORDINATOR_ADDRESS", "h:1")
+  monkeypatch.setenv("JHASH_NUM_PROCESSES", "two")
+  with pytest.raises(ValueError, match=r"JHASH_NUM_PROCESSES must be an integer >= 0; got 'two'"):
+    distributed.initialize()
+
+
+def test_rows_per_process_on_one_process():
+  mesh = distributed.process_mesh()
+  n = 7
+  assert distributed.row_range(n, mesh) == (0, n)  # one process holds every row
+  table = distributed.global_rows(np.arange(n * 2).reshape(n, 2), n, mesh)
+  shards = mesh.devices.size
+  assert table.shape == (-(-n // shards) * shards, 2)
+  np.testing.assert_array_equal(distributed.gather(table)[:n], np.arange(n * 2).reshape(n, 2))
+  assert not distributed.gather(table)[n:].any()  # padding rows are zeros
+  with pytest.raises(ValueError, match=r"local must hold this process's rows 0 to 6 \(7 rows"):
+    distributed.global_rows(np.zeros((6, 2)), n, mesh)
+  with pytest.raises(ValueError, match=r"mesh must be a 1-D"):
+    distributed.row_range(n, "mesh")
