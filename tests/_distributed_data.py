@@ -27,3 +27,12 @@ def cdh_data():
   idx = np.sort(rng.choice(ds.labels.size, 301, replace=False))
   batch = {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
   return batch, dict(w_iters=20, max_inner=8)
+
+
+def fit_data():
+  """A small labelled set and a deep method with BatchNorm (moments over devices)."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(128, 20)).astype(np.float32)
+  batch = {"views": (x,), "labels": rng.integers(0, 4, 128).astype(np.int32)}
+  net = jhash.models.backbone((20,), 8, batch_norm=True)
+  return batch, jhash.methods.pairwise(8, backbone=net, batch_size=32, num_epochs=2)

@@ -47,6 +47,20 @@ def cdh_case():
   return dict(codes=distributed.gather(state.codes))
 
 
+def fit_case():
+  """The deep train step data-parallel over both processes' devices (every process holds
+  the whole set; each minibatch is split over the 4 devices)."""
+  from jax.sharding import Mesh  # pylint: disable=import-outside-toplevel
+
+  from _distributed_data import fit_data  # pylint: disable=import-outside-toplevel
+
+  batch, method = fit_data()
+  mesh = Mesh(distributed.process_mesh().devices, ("data",))
+  state, history = jhash.fit(method, jax.random.key(0), batch, progress=False, mesh=mesh)
+  leaves = {f"leaf{i}": distributed.gather(x) for i, x in enumerate(jax.tree.leaves(state))}
+  return dict(loss=np.asarray(history["loss"]), **leaves)
+
+
 def die():
   """Process 1 dies; process 0 then waits on it in a collective, which must end in an
   error within about the heartbeat timeout, not hang."""
@@ -62,7 +76,7 @@ def main():
   case, out_dir = sys.argv[1], sys.argv[2]
   distributed.initialize(heartbeat_timeout_s=HEARTBEAT_S, initialization_timeout_s=120)
   assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()
-  out = {"search": search_case, "cdh": cdh_case}[case]()
+  out = {"search": search_case, "cdh": cdh_case, "fit": fit_case}[case]()
   path = os.path.join(out_dir, f"{case}-{jax.process_index()}.npz")
   np.savez(path + ".tmp.npz", **out)
   os.replace(path + ".tmp.npz", path)

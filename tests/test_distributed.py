@@ -21,6 +21,7 @@ import jhash
 from jhash import distributed
 
 from _distributed_data import cdh_data
+from _distributed_data import fit_data
 from _distributed_data import search_data
 
 WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
@@ -100,6 +101,22 @@ def test_cdh_exact_b_step_over_two_processes_equals_one(tmp_path):
   )
   for rank in range(2):
     np.testing.assert_array_equal(np.load(tmp_path / f"cdh-{rank}.npz")["codes"], one.codes)
+
+
+@pytest.mark.slow  # ~15 s; test_training's 8-device test covers the same train step
+def test_train_step_data_parallel_over_two_processes_equals_one(tmp_path):
+  results = launch("fit", tmp_path)
+  for rc, out, _ in results:
+    assert rc == 0, out[-3000:]
+  batch, method = fit_data()
+  one, history = jhash.fit(method, jax.random.key(0), batch, progress=False)
+  leaves = jax.tree.leaves(one)
+  for rank in range(2):
+    got = np.load(tmp_path / f"fit-{rank}.npz")
+    # Float sums over 4 devices in another order: equal up to rounding.
+    np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
+    for i, leaf in enumerate(leaves):
+      np.testing.assert_allclose(got[f"leaf{i}"], np.asarray(leaf), rtol=1e-4, atol=1e-5)
 
 
 def test_initialize_refuses_bad_arguments(monkeypatch):
