@@ -20,6 +20,14 @@ def search_data():
   return queries, db, num_bits, 300
 
 
+def map_data():
+  """Query and database codes in {-1, +1} with multi-hot labels: 20 queries, 1,001 items."""
+  rng = np.random.default_rng(1)
+  q = np.where(rng.random((20, 16)) < 0.5, 1, -1).astype(np.int8)
+  db = np.where(rng.random((1001, 16)) < 0.5, 1, -1).astype(np.int8)
+  return q, db, rng.random((20, 5)) < 0.3, rng.random((1001, 5)) < 0.3
+
+
 def cdh_data():
   """301 mfeat items, two views, and CDH's options (one sweep)."""
   rng = np.random.default_rng(0)

@@ -34,7 +34,26 @@ def search_case():
   d, idx = jhash.search.sharded_hamming_topk(
     queries, table, k, mesh=mesh, num_bits=num_bits, num_rows=db.shape[0]
   )
-  return dict(d=distributed.gather(d), idx=distributed.gather(idx), rows=np.array([start, stop]))
+  # Tie-aware mAP@100 with the database codes and labels split the same way.
+  from _distributed_data import map_data  # pylint: disable=import-outside-toplevel
+
+  q, codes, q_labels, labels = map_data()
+  start, stop = distributed.row_range(codes.shape[0], mesh)
+  mean_ap = jhash.metrics.sharded_mean_average_precision(
+    q,
+    distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
+    q_labels,
+    distributed.global_rows(labels[start:stop], codes.shape[0], mesh),
+    mesh=mesh,
+    num_rows=codes.shape[0],
+    top_k=100,
+  )
+  return dict(
+    d=distributed.gather(d),
+    idx=distributed.gather(idx),
+    rows=np.array([start, stop]),
+    mean_ap=np.float64(mean_ap),
+  )
 
 
 def cdh_case():

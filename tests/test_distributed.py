@@ -22,6 +22,7 @@ from jhash import distributed
 
 from _distributed_data import cdh_data
 from _distributed_data import fit_data
+from _distributed_data import map_data
 from _distributed_data import search_data
 
 WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
@@ -80,6 +81,10 @@ def test_search_over_two_processes_equals_one_and_a_dead_process_stops_the_other
     np.testing.assert_array_equal(got["idx"], idx)
     rows.append(tuple(got["rows"]))
   assert rows == [(0, 502), (502, 1001)]  # each loaded its own rows: 2 shards of 251
+  q, codes, q_labels, labels = map_data()
+  one = jhash.metrics.mean_average_precision(q, codes, q_labels, labels, top_k=100)
+  for rank in range(2):
+    assert float(np.load(tmp_path / f"search-{rank}.npz")["mean_ap"]) == one
   # Process 1 then died; process 0, inside a collective, stopped with an error naming it.
   assert rc1 == 3
   assert rc0 != 0 and "passed a collective" not in out0
@@ -151,3 +156,52 @@ def test_rows_per_process_on_one_process():
     distributed.global_rows(np.zeros((6, 2)), n, mesh)
   with pytest.raises(ValueError, match=r"mesh must be a 1-D"):
     distributed.row_range(n, "mesh")
+
+
+@pytest.mark.parametrize("multi_hot", [False, True])
+def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
+  mesh = distributed.process_mesh("db")
+  q = np.where(rng.random((30, 12)) < 0.5, 1, -1).astype(np.int8)
+  db = np.where(rng.random((97, 12)) < 0.5, 1, -1).astype(np.int8)
+  db[:20] = q[0]  # a big tie group at distance 0 for query 0
+  if multi_hot:
+    q_labels, labels = rng.random((30, 4)) < 0.3, rng.random((97, 4)) < 0.3
+    q_labels[1] = False  # a query with no relevant item
+  else:
+    q_labels, labels = rng.integers(0, 5, 30), rng.integers(0, 5, 97)
+  padded = np.concatenate([db, np.ones((3, 12), np.int8)])  # rows past num_rows: padding
+  padded_labels = np.concatenate([labels, labels[:3]])
+  for options in (
+    {},
+    {"top_k": 10},
+    {"top_k": 10, "normalizer": "min"},
+    {"no_relevant": "skip"},
+  ):
+    want = jhash.metrics.mean_average_precision(q, db, q_labels, labels, **options)
+    got = jhash.metrics.sharded_mean_average_precision(
+      q, db, q_labels, labels, mesh=mesh, query_chunk=7, **options
+    )
+    assert got == want, options
+    got = jhash.metrics.sharded_mean_average_precision(
+      q, padded, q_labels, padded_labels, mesh=mesh, num_rows=97, **options
+    )
+    assert got == want, options
+
+
+def test_sharded_map_bad_input_names_the_argument(rng):
+  mesh = distributed.process_mesh("db")
+  q = np.where(rng.random((4, 8)) < 0.5, 1, -1).astype(np.int8)
+  labels = np.arange(4)
+  smap = jhash.metrics.sharded_mean_average_precision
+  cases = [
+    (lambda: smap(q, q, labels, labels, mesh="m"), r"mesh must be a 1-D"),
+    (lambda: smap(q, q[:, :6], labels, labels, mesh=mesh), r"db_codes must be an array \[n, 8\]"),
+    (lambda: smap(q, q * 2, labels, labels, mesh=mesh), r"db_codes"),
+    (lambda: smap(q, q, labels, labels, mesh=mesh, num_rows=5), r"num_rows must be <= "),
+    (lambda: smap(q, q, labels, labels[:3], mesh=mesh), r"db_labels"),
+    (lambda: smap(q, q, labels, labels, mesh=mesh, top_k=5), r"top_k"),
+    (lambda: smap(q, q, labels, labels, mesh=mesh, normalizer="retrieved"), r"normalizer"),
+  ]
+  for call, message in cases:
+    with pytest.raises(ValueError, match=message):
+      call()

@@ -1,0 +1,167 @@
+"""Tie-aware mAP with the database split over the devices (and processes) of a 1-D mesh.
+
+Tie-aware AP needs, per query, only how many items and how many relevant items lie at
+each Hamming distance 0..K (``_groups.TieGroups``). Those counts add over any split of
+the database, so each device counts its own rows, one ``psum`` of integers
+[q, K + 1, 2] joins them, and the closed form of ``_ap._tie_aware_sum`` runs on the
+totals: the same integers, and so the same AP, as one device. Nothing of size [q, n]
+leaves a device; rows past ``num_rows`` (the padding of ``jhash.distributed.global_rows``)
+count in no group.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jhash import _checks
+from jhash.metrics import _ap
+from jhash.metrics import _groups
+from jhash.metrics import _inputs
+from jhash.metrics import _relevance
+
+
+def _local_groups(queries, query_labels, db, db_labels, *, axis, rows, num_rows, kind, chunk):
+  """One device's tie groups: int32 [q, K + 1] sizes and relevant counts, psum-ed."""
+  num_bits = queries.shape[1]
+  first = lax.axis_index(axis) * rows
+  valid = first + jnp.arange(db.shape[0]) < num_rows
+
+  def one_query(args):  # lax.map runs it over query_chunk queries at a time (vmap)
+    q, labels = args
+    dots = lax.dot_general(db, q, (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32)
+    d = jnp.where(valid, (num_bits - dots) // 2, num_bits + 1)  # exact: int8 sums in int32
+    rel = _relevance.relevance_matrix(labels[None], db_labels, kind)
+    return jax.tree.map(lambda x: x[0], _groups.groups_by_count(d[None], rel, num_bits))
+
+  groups = lax.map(one_query, (queries, query_labels), batch_size=chunk)
+  return jax.tree.map(lambda x: lax.psum(x, axis), groups)
+
+
+@functools.partial(
+  jax.jit, static_argnames=("mesh", "num_rows", "kind", "chunk", "top_k", "normalizer")
+)
+def _sharded_ap(
+  queries, query_labels, db, db_labels, *, mesh, num_rows, kind, chunk, top_k, normalizer
+):
+  axis = mesh.axis_names[0]
+  rows = db.shape[0] // mesh.shape[axis]
+  label_spec = P(axis) if db_labels.ndim == 1 else P(axis, None)
+  groups = jax.shard_map(
+    functools.partial(
+      _local_groups, axis=axis, rows=rows, num_rows=num_rows, kind=kind, chunk=chunk
+    ),
+    mesh=mesh,
+    in_specs=(P(), P(), P(axis, None), label_spec),
+    out_specs=P(),
+    check_vma=False,
+  )(queries, query_labels, db, db_labels)
+  k = num_rows if top_k is None else top_k
+  numer = _ap._tie_aware_sum(groups, None if k == num_rows else k)
+  total = jnp.sum(groups.hits, axis=-1)
+  return _ap._normalized(numer, None, total, k, normalizer)
+
+
+def _check_mesh(mesh: Any, db_codes: Any) -> Mesh:
+  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh; got {mesh!r}.")
+  shards = mesh.devices.size
+  if np.shape(db_codes)[0] % shards:
+    raise ValueError(
+      f"db_codes must have a multiple of the mesh's {shards} devices in rows (pad them, as "
+      f"jhash.distributed.global_rows does, and give num_rows); got {np.shape(db_codes)[0]}."
+    )
+  return mesh
+
+
+def _check_codes(codes: Any, name: str, num_bits: int | None) -> None:
+  if (
+    not hasattr(codes, "dtype")
+    or np.ndim(codes) != 2
+    or (num_bits is not None and np.shape(codes)[1] != num_bits)
+  ):
+    bits = "K" if num_bits is None else str(num_bits)
+    raise ValueError(
+      f"{name} must be an array [n, {bits}] of codes in {{-1, +1}}; got {_checks.describe(codes)}."
+    )
+  if not isinstance(codes, jax.Array) or codes.is_fully_addressable:
+    _checks.signed_codes(codes, name)  # values read only where this process holds them all
+
+
+def _local(x: jax.Array) -> jax.Array:
+  """A replicated result as this process's copy (every process holds one)."""
+  return x if x.is_fully_addressable else x.addressable_data(0)
+
+
+def sharded_mean_average_precision(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  *,
+  mesh: Mesh,
+  num_rows: int | None = None,
+  top_k: int | None = None,
+  relevance: str = "auto",
+  normalizer: str = "relevant",
+  no_relevant: str = "zero",
+  query_chunk: int = 256,
+) -> float:
+  """Tie-aware mAP with the database's rows split over a 1-D mesh (devices or processes).
+
+  Equal to ``mean_average_precision(..., ties="aware")`` on the whole database: each
+  device counts the items and relevant items at each distance in its rows, and the counts
+  are summed over the mesh (module docstring).
+
+  Args:
+    query_codes: [q, K] in {-1, +1} (every process passes the same).
+    db_codes: [N, K] in {-1, +1}, N a multiple of the mesh's devices, split over them by
+      rows: a global array (``jhash.distributed.global_rows``) or one process's array.
+    query_labels, db_labels: class ids int [q] / [N], or multi-hot bool [q, C] / [N, C];
+      ``db_labels`` split as ``db_codes``.
+    mesh: a 1-D ``jax.sharding.Mesh``.
+    num_rows: the database's items are its first ``num_rows`` rows (the rest padding);
+      default all N.
+    top_k, relevance, normalizer, no_relevant: as in ``mean_average_precision``
+      (``normalizer`` "relevant" or "min": "retrieved" needs an order of ties).
+    query_chunk: queries per step on each device (memory ``query_chunk x N / devices``).
+  Returns:
+    mAP as a Python float (read on every process).
+  """
+  mesh = _check_mesh(mesh, db_codes)
+  _check_codes(query_codes, "query_codes", None)
+  _check_codes(db_codes, "db_codes", np.shape(query_codes)[1])
+  n = np.shape(db_codes)[0]
+  num_rows = n if num_rows is None else _checks.positive_int(num_rows, "num_rows")
+  if num_rows > n:
+    raise ValueError(f"num_rows must be <= db_codes' {n} rows; got {num_rows}.")
+  _relevance.check_labels(query_labels, db_labels, np.shape(query_codes)[0], n)
+  kind = _relevance.resolve(relevance, query_labels)
+  if normalizer not in ("relevant", "min"):
+    raise ValueError(
+      f"normalizer must be 'relevant' or 'min' here (tie-aware); got {normalizer!r}."
+    )
+  _inputs.check_cutoff(top_k, "top_k", num_rows, allow_none=True)
+  _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
+  ap, defined = _sharded_ap(
+    jnp.asarray(query_codes, jnp.int8),
+    jnp.asarray(query_labels),
+    jnp.asarray(db_codes, jnp.int8) if db_codes.dtype != np.int8 else db_codes,
+    db_labels if isinstance(db_labels, jax.Array) else jnp.asarray(db_labels),
+    mesh=mesh,
+    num_rows=num_rows,
+    kind=kind,
+    chunk=_checks.positive_int(query_chunk, "query_chunk"),
+    top_k=top_k,
+    normalizer=normalizer,
+  )
+  return _inputs.host_mean(
+    _local(ap), _local(defined), no_relevant, "sharded_mean_average_precision"
+  )
