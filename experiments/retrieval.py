@@ -32,7 +32,9 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   ``map_at`` (an int K, or ``"protocol"`` for each data set's preset K,
   ``jhash.data.protocol_map_at``, the whole database where it has none: ``map_at_k``,
   tie-aware mAP over each query's first K, with ``map_k`` the K used, clipped to the
-  database) and ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
+  database) and ``topn`` (a tuple of N: at ``plots.pr_curve_bits``, the P@N and R@N
+  curves, ``topn`` in the results and ``topn.png``; N clipped to the database) and
+  ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
   ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``) and ``diagnose`` (True,
   with ``controls``: ``mch_controls.agent_diagnosis``, whether the agent's keep
   probabilities and a supervised probe from its states find the oracle's crops).
@@ -87,7 +89,7 @@ KEYS = (
 #: that methods' ``init_variables`` name through a FieldReference, checked before training.
 OPTIONAL_KEYS = ("pretrained",)
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
-EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose", "map_at")
+EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose", "map_at", "topn")
 PLOT_KEYS = ("pr_curve_bits", "curves")
 PLOT_OPTIONAL = ("f1_bucket_bits",)
 # The multi-code numbers a sweep reports for each value of a swept encoding parameter.
@@ -269,6 +271,13 @@ def _check_evaluation(config) -> None:
           ) from None
   if ev.ndcg_at is not None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
+  if ev.get("topn") is not None:
+    topn = ev.topn
+    if not isinstance(topn, (tuple, list)) or not topn:
+      raise harness.ConfigError(
+        f"config.evaluation.topn: must be a tuple of ints N >= 1 (P@N and R@N); got {topn!r}."
+      )
+    _check_ints(list(topn), "config.evaluation.topn", minimum=1)
   for flag in ("controls", "diagnose"):
     if not isinstance(ev.get(flag, False), bool):
       raise harness.ConfigError(
@@ -423,6 +432,13 @@ def hamming_metrics(
       out[f"recall_radius_{r}"] = float(pr["recall"][r])
     if curve:
       out["pr_radius"] = {k: np.asarray(v).tolist() for k, v in pr.items()}
+  if curve and evaluation.get("topn"):
+    ns = tuple(min(int(n), len(db_labels)) for n in evaluation.topn)
+    out["topn"] = {
+      "n": list(ns),
+      "precision": np.asarray(jhash.metrics.precision_at_k(*args, ns, **kw)).tolist(),
+      "recall": np.asarray(jhash.metrics.recall_at_k(*args, ns, **kw)).tolist(),
+    }
   if curve and evaluation.get("f1_buckets"):
     f1 = jhash.metrics.f1_bucket_curve(*args, **kw)
     out["f1_buckets"] = {k: np.asarray(v).tolist() for k, v in f1.items()}
@@ -643,6 +659,8 @@ def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
     pr_plot(config, metrics, workdir / "pr_radius.png")
   if config.plots.get("f1_bucket_bits") is not None:
     f1_plot(config, metrics, workdir / "f1_buckets.png")
+  if config.plots.pr_curve_bits is not None and config.evaluation.get("topn"):
+    topn_plot(config, metrics, workdir / "topn.png")
   for name, spec in config.plots.curves.items():
     curve_plot(config, metrics, spec, workdir / f"{name}.png")
 
@@ -659,6 +677,22 @@ def pr_plot(config, metrics: dict, path) -> None:
       series.append({"label": m, "x": mean("recall"), "y": mean("precision")})
     panels.append({"title": d, "xlabel": "recall", "ylabel": "precision", "series": series})
   plots.panels(panels, path, title=f"Precision-recall within Hamming radius r = 0..{bits}")
+
+
+def topn_plot(config, metrics: dict, path) -> None:
+  """P@N and R@N against N (the first N items of the Hamming ranking, tie-aware), mean over
+  seeds, at ``plots.pr_curve_bits``: two panels per data set."""
+  bits = config.plots.pr_curve_bits
+  panels = []
+  for d in config.datasets:
+    for key, name in (("precision", "P@N"), ("recall", "R@N")):
+      series = []
+      for m in config.methods:
+        curves = [r["topn"] for r in metrics[cell_name(d, m, bits)]["per_seed"].values()]
+        y = np.mean([c[key] for c in curves], axis=0).tolist()
+        series.append({"label": m, "x": curves[0]["n"], "y": y})
+      panels.append({"title": f"{d}: {name}", "xlabel": "N", "ylabel": name, "series": series})
+  plots.panels(panels, path, title=f"Precision and recall of the first N items, {bits} bits")
 
 
 def f1_plot(config, metrics: dict, path) -> None:

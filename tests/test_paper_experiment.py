@@ -35,6 +35,14 @@ def test_the_papers_quick_config_learns_on_a_copy_of_cifar10(tmp_path):
   assert itq["map"] > 0.3, itq["map"]
   for cell in (itq, lsh):  # CIFAR-10's K is the whole database: mAP@K is the mAP
     assert cell["map_k"] == 120 - 20 - 50 and cell["map_at_k"] == pytest.approx(cell["map"])
+  # P@N and R@N at 16 bits (the first seed's curve): N as asked, P@5 the table's P@5,
+  # recall not falling with N, ITQ's first items mostly of the query's class.
+  topn = itq["per_seed"]["0"]["topn"]
+  assert topn["n"] == [1, 5, 10, 20]
+  assert topn["precision"][1] == pytest.approx(itq["precision_at_5"])
+  assert np.all(np.diff(topn["recall"]) >= 0) and topn["recall"][0] < topn["recall"][-1]
+  assert topn["precision"][0] > 0.3
+  assert (tmp_path / "run" / "topn.png").stat().st_size > 0
 
 
 def test_the_papers_configs_need_a_root_and_name_it(tmp_path):

@@ -18,7 +18,10 @@ Protocol: each set's split, relevance and K of mAP@K as ``jhash.data.PAPER_PRESE
           does unseeded; the list sets as the lists say). Reported: ``map_at_k`` (mAP over
           each query's first K, tie-aware; K = 5,000 on NUS-WIDE and MS-COCO, 1,000 on
           ImageNet-100, the whole database on CIFAR-10, MIRFlickr and VOC), the tie-aware mAP
-          over the whole database, P@1000 and precision/recall within Hamming radius 2.
+          over the whole database, P@1000 and precision/recall within Hamming radius 2;
+          at 32 bits the curves as DeepHash-pytorch draws them: precision-recall within
+          Hamming radius 0..K (``pr_radius.png``) and P@N, R@N for N = 100 to 5,000
+          (``topn.png``).
           Networks: chosen by the input (``jhash.models.backbone``): ResNet-18 with the CIFAR
           stem on 32 x 32, with the ImageNet stem on the list sets' images, decoded in memory
           at ``image_size`` (default 224; a set that does not fit in memory is refused with
@@ -81,6 +84,7 @@ def get_config(arg=None):
     "radius": 2,
     "ndcg_at": config_dict.placeholder(int),
     "weighted": False,
+    "topn": (100, 200, 500, 1000, 2000, 5000),
   }
   config.tables = ("map_at_k", "map", "precision_at_1000", "precision_radius_2")
   config.plots = {"pr_curve_bits": 32, "curves": {"training": {"metric": "loss", "methods": DEEP}}}
@@ -92,6 +96,7 @@ def get_config(arg=None):
     config.datasets.cifar10.records_per_file = config_dict.placeholder(int)
     config.methods = _methods(("itq", "lsh"), 1, 1, 1, 10)
     config.evaluation.precision_at = (5,)
+    config.evaluation.topn = (1, 5, 10, 20)
     config.tables = ("map_at_k", "map", "precision_at_5", "precision_radius_2")
     config.plots = {"pr_curve_bits": 16, "curves": {}}
   for label in config.methods:  # one override moves every network's start
