@@ -7,7 +7,7 @@ hash functions, MCH's base) owns one ``Coder``, a NamedTuple of pure functions o
 * ``init(key, batch) -> CoderState``: the input statistics of the training views, the
   network's variables (fresh, or the ``init_variables`` given: a Flax variables tree, a
   jhash state, torchvision weights) and the optimiser's state;
-* ``step(state, x, loss_fn, context) -> (state, loss, aux, outputs)``: one optax step of
+* ``step(state, x, loss_fn, context, key=None) -> (state, loss, aux, outputs)``: one optax step of
   ``loss_fn(outputs, context)`` on the network's raw inputs ``x`` (``jhash.training``);
 * ``outputs(state, x)``: evaluation-mode ``HashOutputs`` (logits and features) of the
   network's raw inputs ``x`` (``read(batch)``); ``apply(state, params, x)`` the same with
@@ -84,9 +84,8 @@ class Coder(NamedTuple):
   """Pure functions of one hashing network (module docstring)."""
 
   init: Callable[[jax.Array, dict], CoderState]
-  step: Callable[
-    [CoderState, jax.Array, LossFn, Any], tuple[CoderState, jax.Array, dict, models.HashOutputs]
-  ]
+  # step(state, x, loss_fn, context, key=None): ``key`` draws dropout's masks (AlexNet, VGG).
+  step: Callable[..., tuple[CoderState, jax.Array, dict, models.HashOutputs]]
   outputs: Callable[[CoderState, jax.Array], models.HashOutputs]
   # apply(state, params, x): ``outputs`` with the parameters ``params`` in place of the
   # state's, to differentiate a loss with respect to them.
@@ -216,8 +215,9 @@ def coder(
       variables tree ``{"params": ..., ("batch_stats": ...)}``, which may leave out the
       hash head; a jhash state of a network method (its variables and input statistics);
       a ``.npz`` file written by ``save_weights`` (the same; the suffix in any case,
-      ``.NPZ`` too); a torchvision ResNet state dict file (``.safetensors``, or ``.pth``
-      with torch; see ``jhash.models.load_torchvision_resnet``); or a function
+      ``.NPZ`` too); a torchvision ResNet-18/50, AlexNet or VGG-16 state dict file
+      (``.safetensors``, or ``.pth`` with torch; see ``jhash.models.load_torchvision``)
+      for a network of that layout (``backbone(..., arch=...)``); or a function
       ``variables -> variables`` applied to the fresh ones. Shapes are checked against
       the network: a difference names the first layer that differs. A hash head of
       another width (a classifier's) is left out: the network starts with a fresh one.
@@ -292,10 +292,10 @@ def coder(
       mean, scale = _given_statistics(stats, mean)
     return CoderState(training.from_variables(variables, optimizer), mean, scale)
 
-  def step(state, x, loss_fn, context):
+  def step(state, x, loss_fn, context, key=None):
     train_step = training.make_step(model_for(x), optimizer, loss_fn, train=train_mode)
     new, value, aux, out = train_step(
-      state.train, training.standardize(x, state.mean, state.scale), context
+      state.train, training.standardize(x, state.mean, state.scale), context, key
     )
     return state._replace(train=new), value, aux, out
 
@@ -408,19 +408,27 @@ def _network_variables(state, name: str) -> tuple[dict, tuple | None]:
 
 
 def _torchvision_arch(model: models.Model) -> str:
-  module = model.module
-  for arch, make in models.RESNET_ARCHS.items():
-    probe = make(1)
-    if isinstance(module, models.ResNet) and (probe.stage_sizes, probe.block_cls) == (
-      module.stage_sizes,
-      module.block_cls,
-    ):
+  """The torchvision architecture whose state dict names this network's layers."""
+  archs = {**models.RESNET_ARCHS, **models.CLASSIC_ARCHS}
+  for arch, make in archs.items():
+    if _same_layout(model.module, make(1)):
       return arch
   raise ValueError(
-    f"init_variables: a torchvision weights file fits a ResNet "
-    f"({', '.join(models.RESNET_ARCHS)}); this network is "
-    f"{type(module).__name__}."
+    f"init_variables: a torchvision weights file fits a ResNet, AlexNet or VGG-16 "
+    f"({', '.join(archs)}); this network is {type(model.module).__name__}."
   )
+
+
+def _same_layout(module, probe) -> bool:
+  """Whether ``module`` has ``probe``'s layers (widths aside: the shapes are checked later)."""
+  if not isinstance(module, type(probe)):
+    return False
+  if isinstance(probe, models.ResNet):
+    return (module.stage_sizes, module.block_cls) == (probe.stage_sizes, probe.block_cls)
+  if isinstance(probe, models.VGG):
+    pools = [[layer == "M" for layer in net.layers] for net in (module, probe)]
+    return pools[0] == pools[1]
+  return True  # AlexNet: one layout
 
 
 #: The array names of the input statistics in a weights file (``save_weights``).
@@ -613,7 +621,7 @@ def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any 
       raise ValueError(
         "init_variables must name a weights file (.npz, .safetensors, .pth or .pt); got ''."
       )
-    given = models.load_torchvision_resnet(given, fresh, _torchvision_arch(model))
+    given = models.load_torchvision(given, fresh, _torchvision_arch(model))
   elif isinstance(given, tuple) and hasattr(given, "_fields"):
     integer = _integer_inputs(given)
     given, stats = _network_variables(given, "init_variables")

@@ -127,25 +127,27 @@ def make_step(
     train: run the network in training mode (BatchNorm on the minibatch's statistics,
       which it updates); False keeps the running statistics (a frozen backbone).
   Returns:
-    ``step(state, x, context) -> (state, loss, aux, outputs)``: pure, un-jitted (the
-    caller's jitted update contains it).
+    ``step(state, x, context, key=None) -> (state, loss, aux, outputs)``: pure,
+    un-jitted (the caller's jitted update contains it); ``key``, when given, goes to
+    ``model.apply`` (dropout's masks in AlexNet and VGG).
   """
   _check_model(model)
   _check_optimizer(optimizer)
   _checks.function(loss_fn, "loss_fn", "(outputs, context) -> (loss, aux)")
 
-  def objective(params, batch_stats, x, context):
+  def objective(params, batch_stats, x, context, key):
+    extra = {} if key is None else {"key": key}  # a Model of the user's may take none
     outputs, new_vars = model.apply(
-      variables(TrainState(params, batch_stats, None, None)), x, train=train
+      variables(TrainState(params, batch_stats, None, None)), x, train=train, **extra
     )
     loss, aux = loss_fn(outputs, context)
     return loss, (aux, outputs, new_vars.get("batch_stats", {}))
 
   grad_fn = jax.value_and_grad(objective, has_aux=True)
 
-  def step(state: TrainState, x: jax.Array, context: Any):
+  def step(state: TrainState, x: jax.Array, context: Any, key: jax.Array | None = None):
     (loss, (aux, outputs, batch_stats)), grads = grad_fn(
-      state.params, state.batch_stats, x, context
+      state.params, state.batch_stats, x, context, key
     )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

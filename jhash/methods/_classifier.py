@@ -134,8 +134,7 @@ def classifier(
     return loss, {"accuracy": accuracy}
 
   def update(state, batch, key):
-    del key
-    coder, value, aux, _ = net.step(state.coder, net.read(batch), loss_fn, batch["labels"])
+    coder, value, aux, _ = net.step(state.coder, net.read(batch), loss_fn, batch["labels"], key=key)
     return state._replace(coder=coder), {"loss": value, "accuracy": aux["accuracy"]}
 
   def predict(state, batch):

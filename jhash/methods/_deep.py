@@ -358,11 +358,14 @@ def adsh(
     return value, {}
 
   def network_step(state, batch, key):
-    del key
     index, labels = batch["index"], batch["labels"]
     s_tilde = adsh_targets(losses.label_similarity(labels, state.memory.labels))
     coder, value, _, outputs = net.step(
-      state.coder, net.read(batch), loss_fn, (s_tilde, state.codes, state.codes[index])
+      state.coder,
+      net.read(batch),
+      loss_fn,
+      (s_tilde, state.codes, state.codes[index]),
+      key=key,
     )
     memory = _memory.write_memory(state.memory, index, jnp.tanh(outputs.logits), labels)
     return state._replace(coder=coder, memory=memory), {"loss": value}

@@ -243,6 +243,7 @@ def pairwise(
       augment(net.read(batch), key),
       loss_fn,
       (similarity, weights, bank, state.coder.train.step),
+      key=jax.random.fold_in(key, 1),  # dropout's masks; the key itself augments
     )
     if bank is not None:
       bank = _memory.write_memory(bank, index, aux["u"], labels)

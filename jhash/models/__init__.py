@@ -7,10 +7,14 @@ float32 [n, num_bits] (the codes are their sign) and the penultimate features [n
 * ``_small``: ``MLP`` on feature vectors, ``SmallCNN`` on 28 x 28 / 56 x 56 images;
 * ``_resnet``: ``ResNet`` (``resnet18``, ``resnet50``; "cifar" or "imagenet" stem), laid
   out as torchvision's;
+* ``_classic``: ``AlexNet`` (``alexnet``) and ``VGG`` (``vgg16``), laid out as
+  torchvision's, and ``adaptive_avg_pool`` as torch's;
 * ``_model``: ``Model(init, apply, input_shape, module)``, ``model(module)`` and
-  ``backbone(input_shape, num_bits)``, which picks the network from one item's shape;
+  ``backbone(input_shape, num_bits)``, which picks the network from one item's shape
+  (or its ``arch``);
 * ``_policy``: ``PolicyMLP``, MCH's crop agent (five dense layers, two action logits);
-* ``_torchvision``: ``load_torchvision_resnet``, torchvision's ImageNet weights.
+* ``_torchvision``: ``load_torchvision`` (``load_torchvision_resnet``), torchvision's
+  ImageNet weights for ResNet-18/50, AlexNet and VGG-16.
 """
 
 from jhash.models._model import Model
@@ -28,8 +32,16 @@ from jhash.models._resnet import resnet50
 from jhash.models._small import MLP
 from jhash.models._small import SmallCNN
 from jhash.models._small import strided_patches
+from jhash.models._classic import AlexNet
+from jhash.models._classic import VGG
+from jhash.models._classic import VGG16_LAYERS
+from jhash.models._classic import adaptive_avg_pool
+from jhash.models._classic import alexnet
+from jhash.models._classic import vgg16
+from jhash.models._torchvision import load_torchvision
 from jhash.models._torchvision import load_torchvision_resnet
 from jhash.models._resnet import ARCHS as RESNET_ARCHS
+from jhash.models._classic import ARCHS as CLASSIC_ARCHS
 
 __all__ = [
   "Model",
@@ -46,6 +58,14 @@ __all__ = [
   "resnet18",
   "resnet50",
   "RESNET_ARCHS",
+  "AlexNet",
+  "VGG",
+  "alexnet",
+  "vgg16",
+  "VGG16_LAYERS",
+  "CLASSIC_ARCHS",
+  "adaptive_avg_pool",
+  "load_torchvision",
   "load_torchvision_resnet",
   "PolicyMLP",
   "NUM_ACTIONS",

@@ -4,7 +4,10 @@ As in the Flax ImageNet example, the variables are a pytree the caller carries: 
 with "params" and, for networks with BatchNorm, "batch_stats". ``apply(variables, x,
 train=True)`` returns the variables with the new batch statistics (``mutable=
 ["batch_stats"]``); ``train=False`` returns them unchanged. ``train`` sets the graph, so
-jit ``apply`` with ``static_argnames="train"``.
+jit ``apply`` with ``static_argnames="train"``. Networks with dropout (AlexNet, VGG) drop
+units only when ``train=True``, from ``apply``'s ``key`` (jhash's network methods pass
+their step's key through ``coder.step``); without one, from a key folded from the
+minibatch's bits: other masks for other minibatches, the same for the same one.
 
 Inputs are checked at the door against the item shape the model was built for
 (``Model.input_shape``; shapes are static, so the check also runs under jit, once per
@@ -20,6 +23,9 @@ one item                               network
 (28, 28) or (56, 56), C = 1 or 3       ``SmallCNN``
 other images H, W >= 8, up to 64 px    ResNet-18, CIFAR stem (3 x 3, no pooling)
 other images, a side over 64 px        ResNet-18, ImageNet stem (7 x 7 and pooling)
+images, ``arch="resnet50"`` etc.       that ResNet (stem as above)
+images, ``arch="alexnet"``             ``AlexNet`` (H, W >= 63)
+images, ``arch="vgg16"``               ``VGG`` (VGG-16; H, W >= 32)
 =====================================  ===========================================
 """
 
@@ -33,6 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jhash import _checks
+from jhash.models import _classic
+from jhash.models._classic import AlexNet
+from jhash.models._classic import VGG
 from jhash.models._layers import HashOutputs
 from jhash.models._resnet import ARCHS
 from jhash.models._resnet import ResNet
@@ -53,15 +62,18 @@ _OPTIONS = {
   "MLP": ("hidden", "batch_norm"),
   "SmallCNN": ("channels", "dense", "batch_norm", "im2col"),
   "ResNet": ("arch", "stem"),
+  "AlexNet": ("arch", "dropout"),
+  "VGG": ("arch", "dropout"),
 }
 
 
 class Model(NamedTuple):
   """A network as pure functions of its variables.
 
-  ``init(key, x) -> variables``; ``apply(variables, x, train=False) -> (HashOutputs,
-  variables)``, where ``x`` is a batch ``[n, *input_shape]`` (images may omit a single
-  channel) and the outputs are float32 logits [n, num_bits] and features [n, F].
+  ``init(key, x) -> variables``; ``apply(variables, x, train=False, key=None) ->
+  (HashOutputs, variables)``, where ``x`` is a batch ``[n, *input_shape]`` (images may
+  omit a single channel), ``key`` draws dropout's masks in training (module docstring)
+  and the outputs are float32 logits [n, num_bits] and features [n, F].
   """
 
   init: Callable[[jax.Array, Any], dict]
@@ -74,7 +86,7 @@ def _item_rank(module: nn.Module) -> int | None:
   """The rank of one item a known module takes (1: features, 3: images), else None."""
   if isinstance(module, (MLP, PolicyMLP)):
     return 1
-  if isinstance(module, (SmallCNN, ResNet)):
+  if isinstance(module, (SmallCNN, ResNet, AlexNet, VGG)):
     return 3
   return None
 
@@ -149,11 +161,24 @@ def _prepare(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any) -> 
   return x
 
 
+def _dropout_rngs(module: nn.Module, x: jax.Array, key: Any) -> dict:
+  """The ``"dropout"`` stream of a training pass: ``key``; else, for AlexNet and VGG, a
+  key folded from ``x``'s bits (jhash's train step has no key to give)."""
+  if key is not None:
+    if not isinstance(key, jax.core.Tracer):
+      _checks.prng_key(key)
+    return {"dropout": key}
+  if not (isinstance(module, (AlexNet, VGG)) and module.dropout > 0):
+    return {}
+  bits = jnp.sum(jax.lax.bitcast_convert_type(x, jnp.uint32), dtype=jnp.uint32)
+  return {"dropout": jax.random.fold_in(jax.random.key(0), bits)}
+
+
 def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
   """Wrap a Flax module ``__call__(x, *, train) -> HashOutputs`` as pure functions.
 
   Args:
-    module: e.g. ``MLP``, ``SmallCNN``, ``ResNet``.
+    module: e.g. ``MLP``, ``SmallCNN``, ``ResNet``, ``AlexNet``, ``VGG``.
     input_shape: one item's shape without the batch axis, checked on every call; for the
       image networks (H, W) means (H, W, 1). None: only the rank is checked.
   Returns:
@@ -179,11 +204,12 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
       _checks.prng_key(key)
     return dict(module.init(key, _prepare(module, shape, x), train=False))
 
-  def apply(variables, x, train=False):
+  def apply(variables, x, train=False, key=None):
     x = _prepare(module, shape, x)
     if not train:
       return module.apply(variables, x, train=False), variables
-    outputs, updates = module.apply(variables, x, train=True, mutable=["batch_stats"])
+    rngs = _dropout_rngs(module, x, key)
+    outputs, updates = module.apply(variables, x, train=True, mutable=["batch_stats"], rngs=rngs)
     return outputs, {**variables, **updates}
 
   return Model(init, apply, shape, module)
@@ -227,21 +253,52 @@ def _resnet(
   num_bits: int, shape: tuple[int, ...], arch: str = "resnet18", stem: str | None = None
 ) -> ResNet:
   if arch not in ARCHS:
-    raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
+    raise ValueError(
+      f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r} (or, for the "
+      f"classic networks, {' or '.join(map(repr, _classic.ARCHS))})."
+    )
   if stem is None:
     stem = "cifar" if max(shape[:2]) <= CIFAR_MAX_SIDE else "imagenet"
   return ARCHS[arch](num_bits, stem)
 
 
+def _classic_net(
+  num_bits: int, shape: tuple[int, ...], arch: str, dropout: float = 0.5
+) -> AlexNet | VGG:
+  module = _classic.ARCHS[arch](num_bits, dropout)
+  side = _classic.min_side(module)
+  if min(shape[:2]) < side:
+    raise ValueError(
+      f"input_shape: {arch} takes images of at least {side} x {side} (smaller ones leave a "
+      f"max pool no full window); got {shape}."
+    )
+  return module
+
+
+def _image_network(num_bits: int, shape: tuple[int, ...], kwargs: dict) -> nn.Module:
+  """``arch`` names the network when given; else SmallCNN or ResNet-18 by the size."""
+  arch = kwargs.get("arch")
+  if isinstance(arch, str) and arch in _classic.ARCHS:
+    kind = type(_classic.ARCHS[arch](1)).__name__
+    return _classic_net(num_bits, shape, **_options(kind, shape, kwargs))
+  if shape[:2] in SMALL_IMAGES and arch is None:
+    return SmallCNN(num_bits, **_options("SmallCNN", shape, kwargs))
+  return _resnet(num_bits, shape, **_options("ResNet", shape, kwargs))
+
+
 def backbone(input_shape: Sequence[int], num_bits: int, **kwargs) -> Model:
-  """The network for items of ``input_shape``: MLP, SmallCNN or ResNet-18 (module docstring).
+  """The network for items of ``input_shape``: MLP, SmallCNN, ResNet, AlexNet or VGG-16
+  (module docstring).
 
   Args:
     input_shape: one item's shape without the batch axis: (d,), (H, W) or (H, W, C).
     num_bits: K, the number of logits.
     **kwargs: options of the chosen network: ``hidden``, ``batch_norm`` (MLP);
       ``channels``, ``dense``, ``batch_norm``, ``im2col`` (SmallCNN); ``arch``
-      ("resnet18" or "resnet50") and ``stem`` ("cifar" or "imagenet") (ResNet).
+      ("resnet18" or "resnet50") and ``stem`` ("cifar" or "imagenet") (ResNet);
+      ``arch`` ("alexnet" or "vgg16") and ``dropout`` (the rate in training, 0.5 by
+      default as torchvision's) (AlexNet, VGG). ``arch`` picks the network for images
+      of any size it takes.
   Returns:
     A Model whose ``input_shape`` is the item shape, images as (H, W, C).
   """
@@ -249,8 +306,6 @@ def backbone(input_shape: Sequence[int], num_bits: int, **kwargs) -> Model:
   num_bits = _checks.positive_int(num_bits, "num_bits")
   if len(shape) == 1:
     module = MLP(num_bits, **_options("MLP", shape, kwargs))
-  elif shape[:2] in SMALL_IMAGES:
-    module = SmallCNN(num_bits, **_options("SmallCNN", shape, kwargs))
   else:
-    module = _resnet(num_bits, shape, **_options("ResNet", shape, kwargs))
+    module = _image_network(num_bits, shape, kwargs)
   return model(module, shape)

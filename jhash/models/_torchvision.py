@@ -1,7 +1,8 @@
-"""torchvision's ResNet weights (ImageNet pretrained) into the Flax ``ResNet``'s variables.
+"""torchvision's weights (ImageNet pretrained) into the Flax ``ResNet``, ``AlexNet``, ``VGG``.
 
 A torchvision state dict names its entries by module path and stores convolutions as
-OIHW; the Flax ResNet (``_resnet``) names its layers after torchvision's and stores HWIO:
+OIHW and linear layers as [out, in]; the Flax networks (``_resnet``, ``_classic``) name
+their layers after torchvision's and store HWIO and [in, out]:
 
 ==================================  ===========================================
 torchvision                         Flax variables
@@ -12,14 +13,19 @@ bn1.running_mean, bn1.running_var   batch_stats/bn1/mean, batch_stats/bn1/var
 layer2.0.conv1.weight               params/layer2_0/conv1/kernel
 layer2.0.downsample.0.weight        params/layer2_0/downsample_conv/kernel
 layer2.0.downsample.1.*             params|batch_stats/layer2_0/downsample_bn/*
-fc.weight, fc.bias                  ignored (the hash head stays as initialised)
+features.3.weight [O, I, kh, kw]    params/features_3/kernel [kh, kw, I, O]
+features.3.bias                     params/features_3/bias
+classifier.1.weight [out, in]       params/classifier_1/kernel [in, out] (AlexNet's
+                                    fc6; VGG's fc6 and fc7 are classifier.0, .3)
+fc.*, classifier.6.*                ignored: ResNet's fc, AlexNet's and VGG's fc8
+                                    (the hash head stays as initialised)
 *.num_batches_tracked               ignored
 ==================================  ===========================================
 
 ``.safetensors`` files are read with the ``safetensors`` package (NumPy, no torch);
 ``.pth`` / ``.pt`` files need torch. To convert once where torch is installed:
 ``safetensors.torch.save_file(torchvision.models.resnet50(weights="DEFAULT").state_dict(),
-"resnet50.safetensors")``.
+"resnet50.safetensors")`` (``alexnet``, ``vgg16`` alike).
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ import numpy as np
 from flax import traverse_util
 
 from jhash import _checks
-from jhash.models._resnet import ARCHS
+from jhash.models import _classic
+from jhash.models._resnet import ARCHS as RESNET_ARCHS
 
+#: name -> constructor of every architecture whose torchvision weights load.
+ARCHS = {**RESNET_ARCHS, **_classic.ARCHS}
 _BN_LEAVES = {
   "weight": ("params", "scale"),
   "bias": ("params", "bias"),
@@ -51,7 +60,10 @@ def _bn_names(prefix: str) -> list[str]:
 
 
 def _torchvision_names(arch: str) -> list[str]:
-  """The backbone entries of torchvision's ``arch`` state dict (no fc, no counters)."""
+  """The backbone entries of torchvision's ``arch`` state dict (no fc / fc8, no counters)."""
+  if arch in _classic.ARCHS:
+    layers = _classic.torchvision_layers(ARCHS[arch](1))
+    return [f"{layer}.{leaf}" for layer in layers for leaf in ("weight", "bias")]
   net = ARCHS[arch](1)
   convs = 2 if net.block_cls.expansion == 1 else 3
   names = ["conv1.weight", *_bn_names("bn1")]
@@ -68,6 +80,8 @@ def _torchvision_names(arch: str) -> list[str]:
 def _flax_key(name: str) -> tuple[str, ...]:
   """A torchvision entry's place in the Flax variables: (collection, *layers, leaf)."""
   *layers, leaf = name.split(".")
+  if layers[0] in ("features", "classifier"):  # AlexNet's, VGG's
+    return ("params", "_".join(layers), "kernel" if leaf == "weight" else "bias")
   if layers[0].startswith("layer"):
     block, layer = f"{layers[0]}_{layers[1]}", layers[2]
     if layer == "downsample":
@@ -79,8 +93,18 @@ def _flax_key(name: str) -> tuple[str, ...]:
   return (collection, *layers, flax_leaf)
 
 
-def _ignored(name: str) -> bool:
-  return name.startswith("fc.") or name.endswith("num_batches_tracked")
+def _ignored(name: str, arch: str) -> bool:
+  """An entry the loader skips: the classifier's last layer, BatchNorm's step counters."""
+  head = "fc." if arch in RESNET_ARCHS else "classifier.6."
+  return name.startswith(head) or name.endswith("num_batches_tracked")
+
+
+def _arch_of(state: dict) -> str | None:
+  """The architecture whose entries ``state`` holds, if one of ``ARCHS``."""
+  for arch in ARCHS:
+    if {k for k in state if not _ignored(k, arch)} == set(_torchvision_names(arch)):
+      return arch
+  return None
 
 
 def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
@@ -146,11 +170,13 @@ def _listed(names: Any) -> str:
 
 def _check_names(state: dict, names: list[str], arch: str, path: Any) -> None:
   missing = set(names) - set(state)
-  extra = {k for k in state if not _ignored(k)} - set(names)
+  extra = {k for k in state if not _ignored(k, arch)} - set(names)
   if missing or extra:
+    other = _arch_of(state)
+    hint = f" It holds torchvision's {other} (build that network to load it)." if other else ""
     raise ValueError(
       f"{path} is not a torchvision {arch} state dict: "
-      f"missing keys [{_listed(missing)}]; unexpected keys [{_listed(extra)}]."
+      f"missing keys [{_listed(missing)}]; unexpected keys [{_listed(extra)}].{hint}"
     )
 
 
@@ -172,7 +198,7 @@ def _check_values(name: str, value: Any, path: Any) -> np.ndarray:
   if value.dtype.kind not in "biuf":
     raise ValueError(f"{name} in {path} must hold real numbers; got {_checks.describe(value)}.")
   with np.errstate(over="ignore", invalid="ignore"):
-    cast = value.astype(np.float32)
+    cast = value.astype(np.float32, copy=False)  # VGG's fc6 alone is 411 MB
   if not np.all(np.isfinite(cast)):
     bad = cast[~np.isfinite(cast)].ravel()[0]
     raise ValueError(
@@ -187,49 +213,65 @@ def _check_values(name: str, value: Any, path: Any) -> np.ndarray:
 
 
 def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarray:
-  """One entry in Flax layout (OIHW -> HWIO for convolutions), its shape checked."""
+  """One entry in Flax layout (OIHW -> HWIO, Linear's [out, in] -> [in, out]), its shape
+  checked."""
   value = _check_values(name, value, path)
   if value.ndim == 4:
     value = np.transpose(value, (2, 3, 1, 0))
+  elif value.ndim == 2:
+    value = value.T
   if value.shape != tuple(target.shape):
-    hint = (
-      " (ImageNet weights have a 7 x 7 conv1: build the ResNet with stem='imagenet')"
-      if name == "conv1.weight"
-      else ""
-    )
     raise ValueError(
       f"{name} in {path} has shape {value.shape} in Flax layout; the model's "
-      f"variable has shape {tuple(target.shape)}{hint}."
+      f"variable has shape {tuple(target.shape)}{_shape_hint(name, value, target)}."
     )
   return jnp.asarray(value)
 
 
-def load_torchvision_resnet(
-  path: str | pathlib.Path, variables: dict, arch: str = "resnet18"
-) -> dict:
-  """Fill a Flax ResNet's backbone with torchvision weights; keep its hash head.
+def _shape_hint(name: str, value: np.ndarray, target: Any) -> str:
+  """Why a first layer's shape may differ: the ResNet's stem, or the images' channels."""
+  if name not in ("conv1.weight", "features.0.weight"):
+    return ""
+  if value.shape[2] != target.shape[2]:
+    return (
+      f" (the file's convolution reads {value.shape[2]}-channel images, the network's "
+      f"{target.shape[2]})"
+    )
+  if name == "conv1.weight":
+    return " (ImageNet weights have a 7 x 7 conv1: build the ResNet with stem='imagenet')"
+  return ""
+
+
+def load_torchvision(path: str | pathlib.Path, variables: dict, arch: str) -> dict:
+  """Fill a Flax network's backbone with torchvision weights; keep its hash head.
 
   Args:
-    path: a torchvision ``resnet18`` / ``resnet50`` state dict, ``.safetensors`` or
-      ``.pth`` / ``.pt`` (the latter needs torch); the suffix in any case.
-    variables: the ResNet's variables, {"params": ..., "batch_stats": ...}, e.g. from
-      ``backbone((224, 224, 3), num_bits, arch=arch).init(key, x)``.
-    arch: "resnet18" or "resnet50".
+    path: a torchvision ``arch`` state dict (``torchvision.models.<arch>().state_dict()``),
+      ``.safetensors`` or ``.pth`` / ``.pt`` (the latter needs torch); the suffix in any
+      case. The classifier's last layer (ResNet's ``fc``, AlexNet's and VGG's
+      ``classifier.6``) is not read.
+    variables: the network's variables, {"params": ..., ("batch_stats": ...)}, e.g. from
+      ``backbone((224, 224, 3), num_bits, arch=arch).init(key, x)``, or its
+      ``jax.eval_shape`` (the values are not read; VGG-16 has 134 M).
+    arch: "resnet18", "resnet50", "alexnet" or "vgg16" (``ARCHS``).
   Returns:
     New variables: every backbone variable from the file (float32), the hash head
     ("projection") as it was.
   Raises:
     ValueError: naming the file when it is missing or unreadable, the missing or
-      unexpected keys, or an entry whose shape differs, that is not finite in float32
-      (NaN, infinity, or beyond float32's range), or a negative ``running_var``.
+      unexpected keys (and the architecture the file is of, if another of ``ARCHS``), or
+      an entry whose shape differs, that is not finite in float32 (NaN, infinity, or
+      beyond float32's range), or a negative ``running_var``.
     TypeError: ``path`` is not a file name, or ``variables`` not a dict of variables.
   """
   if arch not in ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
   if not isinstance(variables, Mapping):
+    network = type(ARCHS[arch](1)).__name__
     raise TypeError(
-      "variables must be the ResNet's variables, a dict {'params': ..., 'batch_stats': ...} "
-      f"(e.g. from backbone(...).init(key, x)); got {_checks.describe(variables)}."
+      f"variables must be the {network}'s variables, a dict {{'params': ..., "
+      f"('batch_stats': ...)}} (e.g. from backbone(...).init(key, x)); got "
+      f"{_checks.describe(variables)}."
     )
   state = _read_state_dict(path)
   names = _torchvision_names(arch)
@@ -241,3 +283,25 @@ def load_torchvision_resnet(
   for key, name in wanted.items():
     new[key] = _to_flax(name, state[name], flat[key], path)
   return traverse_util.unflatten_dict(new)
+
+
+def load_torchvision_resnet(
+  path: str | pathlib.Path, variables: dict, arch: str = "resnet18"
+) -> dict:
+  """``load_torchvision`` for a ResNet: fill its backbone, keep its hash head.
+
+  Args:
+    path: a torchvision ``resnet18`` / ``resnet50`` state dict, ``.safetensors`` or
+      ``.pth`` / ``.pt`` (the latter needs torch); the suffix in any case.
+    variables: the ResNet's variables, {"params": ..., "batch_stats": ...}, e.g. from
+      ``backbone((224, 224, 3), num_bits, arch=arch).init(key, x)``.
+    arch: "resnet18" or "resnet50".
+  Returns:
+    New variables: every backbone variable from the file (float32), the hash head
+    ("projection") as it was.
+  Raises:
+    ValueError, TypeError: as ``load_torchvision``.
+  """
+  if arch not in RESNET_ARCHS:
+    raise ValueError(f"arch must be one of {', '.join(map(repr, RESNET_ARCHS))}; got {arch!r}.")
+  return load_torchvision(path, variables, arch)
