@@ -687,9 +687,9 @@ def test_torchvision_weights_give_torchvision_features(arch, tmp_path, rng, key)
 
 
 def test_resnet_conv_of_kernels_larger_than_the_image_equals_xlas(rng):
-  """ResNet's convolution takes the patches' product where the kernel is larger than the
+  """The networks' convolution takes the patches' product where the kernel is larger than the
   image (XLA's CPU convolution was ~100x slower there): the same values and gradients."""
-  from jhash.models._resnet import _conv_general  # pylint: disable=import-outside-toplevel
+  from jhash.models._layers import conv_general  # pylint: disable=import-outside-toplevel
 
   w = jnp.asarray(rng.normal(size=(3, 3, 6, 5)).astype(np.float32))
   dims = ("NHWC", "HWIO", "NHWC")
@@ -698,7 +698,7 @@ def test_resnet_conv_of_kernels_larger_than_the_image_equals_xlas(rng):
       rng.normal(size=(4, side, side + 1 if side < 5 else side, 6)).astype(np.float32)
     )
     pad = ((1, 1), (1, 1))
-    ours = lambda x, w: _conv_general(x, w, (stride, stride), pad, dimension_numbers=dims)
+    ours = lambda x, w: conv_general(x, w, (stride, stride), pad, dimension_numbers=dims)
     xla = lambda x, w: jax.lax.conv_general_dilated(
       x, w, (stride, stride), pad, dimension_numbers=dims
     )

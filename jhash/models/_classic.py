@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jhash import _checks
+from jhash.models import _layers as layers
 from jhash.models._layers import HashOutputs
 from jhash.models._layers import hash_head
 
@@ -171,7 +172,14 @@ def _features(module: nn.Module, x: jax.Array) -> jax.Array:
     kernel, bias = _conv_init(module, k * k * x.shape[-1])
     pads = ((p, p), (p, p))
     conv = nn.Conv(
-      width, (k, k), (s, s), pads, kernel_init=kernel, bias_init=bias, name=f"features_{index}"
+      width,
+      (k, k),
+      (s, s),
+      pads,
+      kernel_init=kernel,
+      bias_init=bias,
+      conv_general_dilated=layers.conv_general,
+      name=f"features_{index}",
     )
     x = nn.relu(conv(x))
   return x
@@ -237,12 +245,12 @@ class VGG(nn.Module):
 
 def alexnet(num_bits: int, dropout: float = 0.5) -> AlexNet:
   """AlexNet (five convolutions, fc6, fc7): 4,096 features, then ``num_bits`` logits."""
-  return AlexNet(_checks.positive_int(num_bits, "num_bits"), dropout=_check_rate(dropout))
+  return AlexNet(_checks.code_length(num_bits, "num_bits"), dropout=_check_rate(dropout))
 
 
 def vgg16(num_bits: int, dropout: float = 0.5) -> VGG:
   """VGG-16 (13 convolutions, fc6, fc7): 4,096 features, then ``num_bits`` logits."""
-  return VGG(_checks.positive_int(num_bits, "num_bits"), dropout=_check_rate(dropout))
+  return VGG(_checks.code_length(num_bits, "num_bits"), dropout=_check_rate(dropout))
 
 
 #: name -> constructor, for ``backbone(..., arch=...)`` and the torchvision loader.

@@ -37,32 +37,6 @@ STEMS = ("cifar", "imagenet")
 _conv_init = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
 
 
-def _conv_general(lhs, rhs, window_strides, padding, *, feature_group_count=1, **options):
-  """``lax.conv_general_dilated`` for NHWC images and HWIO kernels; where the kernel is
-  larger than the image, the image's patches times the kernel instead.
-
-  XLA's CPU convolution ran about 100x slower there (3 x 3 kernels over 2 x 2 x 512
-  images, ResNet's last stage on 64 x 64 inputs: 0.6 GFLOP/s against 45-140 elsewhere);
-  the patches' product computes the same sums in another order (float rounding).
-  """
-  kh, kw = rhs.shape[:2]
-  dilated = any(d != 1 for key in ("lhs_dilation", "rhs_dilation") for d in options.get(key) or ())
-  if (lhs.shape[1] >= kh and lhs.shape[2] >= kw) or feature_group_count != 1 or dilated:
-    return jax.lax.conv_general_dilated(
-      lhs, rhs, window_strides, padding, feature_group_count=feature_group_count, **options
-    )
-  patches = jax.lax.conv_general_dilated_patches(
-    lhs,
-    (kh, kw),
-    window_strides,
-    padding,
-    dimension_numbers=("NHWC", "HWIO", "NHWC"),
-    precision=jax.lax.Precision.HIGHEST,  # the patches are copies of the pixels
-  )  # [n, h, w, C kh kw], channel-major
-  kernel = jnp.transpose(rhs, (2, 0, 1, 3)).reshape(-1, rhs.shape[-1])
-  return jnp.dot(patches, kernel, precision=options.get("precision"))
-
-
 def _conv(x: jax.Array, features: int, size: int, stride: int, name: str) -> jax.Array:
   """A bias-free ``size x size`` convolution padded by ``size // 2`` on every side."""
   pad = size // 2
@@ -73,7 +47,7 @@ def _conv(x: jax.Array, features: int, size: int, stride: int, name: str) -> jax
     padding=((pad, pad), (pad, pad)),
     use_bias=False,
     kernel_init=_conv_init,
-    conv_general_dilated=_conv_general,
+    conv_general_dilated=layers.conv_general,
     name=name,
   )(x)
 
