@@ -78,7 +78,16 @@ def _read_mat(path: pathlib.Path, option: str, key: str | None, key_option: str)
       )
     return contents[key] if contents is not None else _layouts._read_hdf5(path, [key])[key]
   except (ValueError, OSError) as e:  # DataFormatError is a ValueError
-    raise InputError(f"{option} {path}: could not be read as a MAT-file ({e}).") from None
+    raise InputError(f"{option} {path}: {_mat_error(e, path)}.") from None
+
+
+def _mat_error(e: Exception, path: pathlib.Path) -> str:
+  """The reader's message without the path it starts with (the ``InputError`` names the
+  file once), or "could not be read as a MAT-file (...)" around one that does not."""
+  text = str(e).rstrip(".")
+  if text.startswith(str(path)):
+    return text[len(str(path)) :].lstrip(":").strip()
+  return f"could not be read as a MAT-file ({text})"
 
 
 def key_option(option: str) -> str:
@@ -88,8 +97,11 @@ def key_option(option: str) -> str:
 
 
 def read_array(path: str, option: str, key: str | None = None) -> np.ndarray:
-  """The array in ``path`` (``.npy``, or a ``.mat`` variable): any error an ``InputError``."""
-  p = pathlib.Path(path)
+  """The array in ``path`` (``.npy``, or a ``.mat`` variable): any error an ``InputError``
+  (a ``path`` that is not a str or ``os.PathLike``: a ``TypeError``)."""
+  from jhash.data import _arguments
+
+  p = _arguments.path_argument(path, "path", f"a .npy or .mat file ({option})")
   if not p.exists():
     raise InputError(f"{option} {path}: no such file.")
   if not p.is_file():
@@ -181,8 +193,14 @@ def _class_ids(a: np.ndarray, option: str, path: str) -> np.ndarray:
   return a.astype(np.int32)
 
 
-def load_labels(path: str, option: str, num_rows: int, key: str | None = None) -> Loaded:
-  """Labels for ``num_rows`` codes: class ids int32 [n] or multi-hot bool [n, C]."""
+def load_labels(
+  path: str, option: str, num_rows: int, key: str | None = None, *, codes: Loaded | None = None
+) -> Loaded:
+  """Labels for ``num_rows`` codes: class ids int32 [n] or multi-hot bool [n, C].
+
+  ``codes``: the codes the labels go with (``load_codes``), when known: a row count that
+  matches their other axis then asks whether the codes were saved transposed, [K, n].
+  """
   a = read_array(path, option, key)
   _check_numeric(a, option, path, "labels")
   described = f"{a.dtype} {list(a.shape)}"
@@ -204,7 +222,8 @@ def load_labels(path: str, option: str, num_rows: int, key: str | None = None) -
     )
   if a.shape[0] != num_rows:
     raise InputError(
-      f"{option} {path}: {a.shape[0]} label rows for {num_rows} codes; expected one row per code."
+      f"{option} {path}: {a.shape[0]} label rows for {num_rows} codes; expected one row per "
+      f"code{_transposed_hint(codes, a.shape[0])}."
     )
   if a.ndim == 1:
     return Loaded(_class_ids(a, option, path), path, f"{described}: class ids")
@@ -215,6 +234,18 @@ def load_labels(path: str, option: str, num_rows: int, key: str | None = None) -
       f"{np.unique(bad)[:5].tolist()} (class ids go in a 1-D array [n])."
     )
   return Loaded(a.astype(bool), path, f"{described}: multi-hot, {a.shape[1]} labels")
+
+
+def _transposed_hint(codes: Loaded | None, rows: int) -> str:
+  """A hint, "(are the codes transposed? ...)", when the codes' other axis has ``rows``
+  entries; "" otherwise."""
+  if codes is None or codes.array.shape[1] != rows:
+    return ""
+  n, k = codes.array.shape
+  return (
+    f" (are the codes transposed? {codes.path} holds [{n}, {k}], read as {n} codes of {k} "
+    f"bits; save them as [n, K], one row per item: MATLAB's B' for a [K, n] B)"
+  )
 
 
 def check_corpus(qc: Loaded, dc: Loaded, ql: Loaded, dl: Loaded) -> None:

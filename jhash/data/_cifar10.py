@@ -14,6 +14,7 @@ import pathlib
 import numpy as np
 
 from jhash import _checks
+from jhash.data import _arguments
 from jhash.data import _errors
 from jhash.data._splits import split_per_class
 
@@ -33,7 +34,7 @@ CIFAR10_SPLITS = {"cifar10": (100, 500), "cifar10-1": (100, 500), "cifar10-2": (
 
 def _batches_folder(root: str | os.PathLike) -> pathlib.Path:
   """``root`` itself or its ``cifar-10-batches-bin`` child, whichever holds the files."""
-  root = pathlib.Path(root)
+  root = _arguments.path_argument(root, "root", f"the folder {CIFAR10_FOLDER} (or its parent)")
   if not root.is_dir():
     raise FileNotFoundError(
       f"CIFAR-10 root {str(root)!r} is not a folder; expected {CIFAR10_LAYOUT}."
@@ -97,6 +98,29 @@ def read_cifar10_binary(
   return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
+def _split_sizes(labels: np.ndarray, name: str, query_per_class, train_per_class):
+  """``(q, t)`` per class, defaults from ``CIFAR10_SPLITS``, refused (naming the options
+  and the sizes) when a split would be empty: no query, no training image, or a class
+  left without database images (``cifar10``'s database is the rest)."""
+  q, t = CIFAR10_SPLITS[name]
+  q = _checks.positive_int(q if query_per_class is None else query_per_class, "query_per_class")
+  t = _checks.positive_int(t if train_per_class is None else train_per_class, "train_per_class")
+  counts = np.unique(labels, return_counts=True)[1]
+  smallest = int(counts.min()) if counts.size else 0
+  if name == "cifar10" and q + t >= smallest:
+    raise ValueError(
+      f"cifar10: query_per_class + train_per_class = {q + t} must be below {smallest}, the "
+      "images of the smallest class, so that every class keeps database images (cifar10's "
+      f"database is the rest); got query_per_class={q} and train_per_class={t}."
+    )
+  if q + t > smallest:
+    raise ValueError(
+      f"{name}: query_per_class + train_per_class = {q + t} exceeds {smallest}, the images "
+      f"of the smallest class; got query_per_class={q} and train_per_class={t}."
+    )
+  return q, t
+
+
 def cifar10_split(
   labels: np.ndarray,
   name: str,
@@ -117,17 +141,21 @@ def cifar10_split(
     labels: int class ids [n] of the pooled images (``read_cifar10_binary``).
     name: "cifar10", "cifar10-1" or "cifar10-2".
     seed: the split's seed.
-    query_per_class, train_per_class: per class; None: the split's (``CIFAR10_SPLITS``).
+    query_per_class, train_per_class: per class, each >= 1; None: the split's
+      (``CIFAR10_SPLITS``). Their sum may not exceed the smallest class (``cifar10``: it
+      must leave that class a database image): no split is ever empty.
   Returns:
     ``{"query", "train", "database"}``: sorted int64 indices; queries are in neither of
-    the others.
+    the others. Class ids must be >= 0 (as the metrics'), else a ``ValueError``.
   """
   if name not in CIFAR10_SPLITS:
     raise ValueError(f"name must be one of {', '.join(CIFAR10_SPLITS)}; got {name!r}.")
-  q, t = CIFAR10_SPLITS[name]
-  q = q if query_per_class is None else query_per_class
-  t = t if train_per_class is None else train_per_class
-  split = split_per_class(labels, q, t, seed=seed)  # it checks q, t and the class sizes
+  labels = np.asarray(labels)
+  if _checks.label_array(labels, "labels") != "class_ids":
+    raise ValueError(f"labels must be integer class ids [n]; got {_checks.describe(labels)}.")
+  _arguments.nonneg_class_ids(labels, "labels")
+  q, t = _split_sizes(labels, name, query_per_class, train_per_class)
+  split = split_per_class(labels, q, t, seed=seed)
   rest = np.setdiff1d(split["database"], split["train"], assume_unique=True)
   database = {"cifar10": rest, "cifar10-1": split["database"], "cifar10-2": split["train"]}
   return {"query": split["query"], "train": split["train"], "database": database[name]}

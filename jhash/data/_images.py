@@ -10,6 +10,7 @@ import zlib
 
 import numpy as np
 
+from jhash.data import _arguments
 from jhash.data import _errors
 from jhash.data._dataset import Dataset
 from jhash.data._dataset import make_dataset
@@ -40,9 +41,11 @@ def read_idx_images(path: str | os.PathLike) -> np.ndarray:
   Header: magic 2051, count, rows, columns, each a big-endian uint32.
 
   Returns:
-    uint8 [count, rows, columns].
+    uint8 [count, rows, columns]. A ``path`` that is not a file raises
+    ``FileNotFoundError`` (``IsADirectoryError`` for a folder) saying an IDX file was
+    expected.
   """
-  path = pathlib.Path(path)
+  path = _arguments.existing_file(path, "path", "an IDX image file (magic 2051)")
   raw = _read_maybe_gzip(path)
   if len(raw) < 16:
     raise _errors.DataFormatError(f"{path} is too short ({len(raw)} bytes) for an IDX header.")
@@ -63,9 +66,9 @@ def read_idx_labels(path: str | os.PathLike) -> np.ndarray:
   """An IDX label file (gzip or not): 8-byte header (magic 2049, count), then labels.
 
   Returns:
-    uint8 [count].
+    uint8 [count]; a ``path`` that is not a file is refused as ``read_idx_images``'.
   """
-  path = pathlib.Path(path)
+  path = _arguments.existing_file(path, "path", "an IDX label file (magic 2049)")
   raw = _read_maybe_gzip(path)
   if len(raw) < 8:
     raise _errors.DataFormatError(f"{path} is too short ({len(raw)} bytes) for an IDX header.")
@@ -119,12 +122,14 @@ def load_fashion_mnist(split: str = "train", root: str | os.PathLike | None = No
       work); ``None`` for the Debian package's directory.
   Returns:
     ``Dataset`` with one view ``"image"``, uint8 ``[n, 28, 28]``, and labels
-    int32 ``[n]`` in 0..9. A file whose magic number, counts or length is wrong
-    raises ``DataFormatError``.
+    int32 ``[n]`` in 0..9. A file whose magic number, counts or length is wrong,
+    or a label over 9, raises ``DataFormatError``.
   """
   if split not in _FASHION_FILES:
     raise ValueError(f"split must be 'train' or 'test'; got {split!r}.")
-  folder = FASHION_MNIST_DIR if root is None else pathlib.Path(root)
+  if root is not None:
+    root = _arguments.path_argument(root, "root", "a folder holding Fashion-MNIST's IDX files")
+  folder = FASHION_MNIST_DIR if root is None else root
   image_stem, label_stem = _FASHION_FILES[split]
   image_path = _find_idx(folder, image_stem, root is not None)
   label_path = _find_idx(folder, label_stem, root is not None)
@@ -135,7 +140,18 @@ def load_fashion_mnist(split: str = "train", root: str | os.PathLike | None = No
       f"{image_path} holds {images.shape[0]} images but {label_path} holds "
       f"{labels.shape[0]} labels."
     )
+  _check_classes(labels, label_path)
   return make_dataset((images,), labels.astype(np.int32), ("image",), name=f"fashion-mnist/{split}")
+
+
+def _check_classes(labels: np.ndarray, path: pathlib.Path) -> None:
+  """Fashion-MNIST's labels are 0..9: a larger byte names a wrong or damaged file."""
+  bad = np.flatnonzero(labels > 9)
+  if bad.size:
+    raise _errors.DataFormatError(
+      f"{path}: entry {bad[0]} has label {labels[bad[0]]}; Fashion-MNIST's labels are 0..9 "
+      f"({bad.size} of {labels.size} are out of range)."
+    )
 
 
 def load_mnist_5k() -> Dataset:

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jhash import _checks
+from jhash.data import _arguments
 from jhash.data import _errors
 from jhash.data._dataset import Dataset
 from jhash.data._dataset import make_dataset
@@ -27,6 +29,7 @@ from jhash.data._dataset import make_dataset
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _MAT_SPLITS = {"tr": "train", "te": "test", "db": "database"}
 _SHOWN_MISSING = 5  # missing image files named in the error
+_IMAGE_LIST = "an image list file (one image a line: its path, then its 0/1 labels)"
 
 
 def mat_file_format(path: str | os.PathLike) -> str:
@@ -35,6 +38,7 @@ def mat_file_format(path: str | os.PathLike) -> str:
   A v7.3 MAT-file is an HDF5 file with a 512-byte user block: it begins with the
   text ``MATLAB 7.3 MAT-file`` and has the HDF5 signature at byte 512.
   """
+  path = _arguments.existing_file(path, "path", "a .mat file")
   with open(path, "rb") as f:
     head = f.read(520)
   if head[:8] == HDF5_SIGNATURE or head[512:520] == HDF5_SIGNATURE:
@@ -181,9 +185,7 @@ def load_cross_modal_mat(
     ``{"train": Dataset, "test": Dataset}`` plus ``"database"`` when the file
     has it; each with views ``("image", "text")`` float32 and the labels above.
   """
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"no such .mat file: {path}")
+  path = _arguments.existing_file(path, "path", "a .mat file")
   if class_index_base not in (None, 0, 1):
     raise ValueError(f"class_index_base must be None, 0 or 1; got {class_index_base!r}.")
   keys = [f"{p}_{s}" for s in _MAT_SPLITS for p in "ITL"]
@@ -254,16 +256,20 @@ def load_image_list(
       as written.
     encoding: the list's text encoding (``"latin-1"`` for lists written by
       older tools); a leading UTF-8 byte-order mark is dropped.
-    check_files: check that every named image file exists (one error for all
-      that are missing). ``jhash.data.read_images`` and ``image_stream`` check
-      anyway before reading any image.
+    check_files: True to check that every named image file exists (one error
+      for all that are missing); False not to. ``jhash.data.read_images`` and
+      ``image_stream`` check anyway before reading any image.
   Returns:
     ``ImageList(paths, labels)``: ``paths`` list of str, ``labels`` bool
     ``[n, C]``. A malformed line, or a byte the encoding cannot decode, raises
-    ``DataFormatError`` naming the file and the line number; missing images
-    (with ``check_files``) raise ``FileNotFoundError``.
+    ``DataFormatError`` naming the file and the line number; a ``path`` that is
+    not a file, or missing images (with ``check_files``), ``FileNotFoundError``
+    (``IsADirectoryError`` for a folder).
   """
-  path = pathlib.Path(path)
+  path = _arguments.existing_file(path, "path", _IMAGE_LIST)
+  if root is not None:  # checked, joined as given
+    _arguments.path_argument(root, "root", "a folder the listed paths are relative to")
+  check_files = _checks.flag(check_files, "check_files")
   paths, rows = [], []
   for number, line in enumerate(_read_text_lines(path, encoding), start=1):
     tokens = line.split()

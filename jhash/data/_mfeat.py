@@ -84,7 +84,7 @@ def load_mfeat(views: str | Sequence[str] | None = None, standardize: bool = Tru
   Args:
     views: names of the views to return, in the order given (a single name is
       allowed); ``None`` for all six in the order above.
-    standardize: scale each view's columns to zero mean and unit population
+    standardize: True to scale each view's columns to zero mean and unit population
       std (a constant column is only centred). The views' raw ranges differ by
       orders of magnitude (``mor`` reaches about 17572), which is why this is on by
       default.
@@ -93,6 +93,7 @@ def load_mfeat(views: str | Sequence[str] | None = None, standardize: bool = Tru
     int32 ``[2000]`` in 0..9 (200 per class), ``view_names`` as selected.
   """
   names = _view_names(views)
+  standardize = _checks.flag(standardize, "standardize")
   features, labels = [], None
   for name in names:
     x, y = _read_view(name)

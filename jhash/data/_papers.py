@@ -108,7 +108,8 @@ def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = 
       "coco", "imagenet100", "mirflickr", "voc2012".
     root: the folder holding ``train.txt``, ``test.txt``, ``database.txt``; the lists'
       image paths are relative to it.
-    check_files: check that every listed image exists (one error for all missing).
+    check_files: True to check that every listed image exists (one error for all
+      missing); False not to.
   Returns:
     ``PaperLists(train, query, database, notes)``. Missing list files, label widths
     that differ between the files or from the preset's (``num_labels``), and missing
@@ -116,6 +117,7 @@ def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = 
     allowed and described in ``notes``.
   """
   preset = _preset(name, "lists")
+  check_files = _checks.flag(check_files, "check_files")
   root = _root(name, root)
   missing = [f for f in LIST_FILES.values() if not (root / f).is_file()]
   if missing:

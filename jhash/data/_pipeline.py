@@ -49,6 +49,7 @@ import numpy as np
 
 from jhash import _checks
 from jhash import _order
+from jhash.data import _arguments
 from jhash.data import _errors
 from jhash.data import _transforms
 from jhash.data._layouts import check_image_files
@@ -167,8 +168,8 @@ def image_pipeline(
 
   Args:
     paths: ``n`` image file paths (``ImageList.paths``).
-    labels: integer class ids [n] or multi-hot bool [n, C] (``ImageList.labels``), or
-      ``None`` (minibatches without ``"labels"``).
+    labels: integer class ids [n] (each >= 0, as the metrics require) or multi-hot bool
+      [n, C] (``ImageList.labels``), or ``None`` (minibatches without ``"labels"``).
     batch_size: items per global minibatch, at most ``n``, divisible by ``process_count``.
     key: the PRNG key given to ``jhash.fit``: the order and the augmentations.
     train: training (random crops and flips, the training order) or evaluation.
@@ -202,6 +203,7 @@ def image_pipeline(
   if labels is not None:
     labels = np.asarray(labels)
     _checks.label_array(labels, "labels", num_items=n)
+    _arguments.nonneg_class_ids(labels, "labels")
   _checks.prng_key(key)
   train = _checks.flag(train, "train")
   batch_size = _checks.positive_int(batch_size, "batch_size")
@@ -260,11 +262,7 @@ def image_pipeline(
 
 
 def _check_paths(paths, check_files: bool) -> list[str]:
-  if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
-    raise ValueError(f"paths must be a list of image file paths; got {_checks.describe(paths)}.")
-  if not paths:
-    raise ValueError("paths must name at least one image file; got an empty list.")
-  paths = [os.fspath(p) for p in paths]
+  paths = _arguments.image_paths(paths, "paths")
   if _checks.flag(check_files, "check_files"):
     check_image_files(paths, "paths")
   return paths

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from jhash import _checks
+from jhash.data import _arguments
 
 SIMILARITY_KINDS = ("same_class", "share_label", "graded")
 
@@ -14,8 +15,8 @@ SIMILARITY_KINDS = ("same_class", "share_label", "graded")
 def similarity(labels_a: Any, labels_b: Any, kind: str = "share_label") -> np.ndarray:
   """Which pairs of items are relevant to each other, from their labels.
 
-  Both label arrays are class ids (int ``[n]``) or both multi-hot (bool
-  ``[n, C]`` with the same ``C``).
+  Both label arrays are class ids (int ``[n]``, each >= 0, as the metrics
+  require) or both multi-hot (bool ``[n, C]`` with the same ``C``).
 
   * ``"same_class"``: bool; class ids equal, or identical label sets.
   * ``"share_label"``: bool; at least one label in common (the usual rule for
@@ -38,6 +39,8 @@ def similarity(labels_a: Any, labels_b: Any, kind: str = "share_label") -> np.nd
   a, b = np.asarray(labels_a), np.asarray(labels_b)
   kind_a = _checks.label_array(a, "labels_a")
   kind_b = _checks.label_array(b, "labels_b")
+  _arguments.nonneg_class_ids(a, "labels_a")
+  _arguments.nonneg_class_ids(b, "labels_b")
   if kind_a != kind_b:
     raise ValueError(
       f"labels_a and labels_b must both be class ids or both multi-hot; got "

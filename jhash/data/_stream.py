@@ -45,7 +45,9 @@ import numpy as np
 
 from jhash import _checks
 from jhash import _order
+from jhash.data import _arguments
 from jhash.data import _errors
+from jhash.data import _transforms
 from jhash.data._layouts import ImageList
 from jhash.data._layouts import check_image_files
 
@@ -69,7 +71,9 @@ def read_images(
   """Decode image files into one array, on ``num_threads`` threads.
 
   Each file is opened with PIL, converted to RGB (``channels=3``) or grayscale
-  (``channels=1``) and resized to ``size`` with bilinear filtering.
+  (``channels=1``) and resized to ``size`` with bilinear filtering. 16-bit grayscale
+  images are scaled to 8 bits (``>> 8``); 32-bit integer and float ones are refused
+  (``jhash.data.decode_image``, ``_transforms.eight_bit``).
 
   Args:
     paths: ``n`` image file paths (``ImageList.paths``); all are checked to exist
@@ -110,11 +114,12 @@ class _ImageReader:
     try:
       with Image.open(path) as image:
         found = image.size
+        image = _transforms.eight_bit(image, path)  # PIL's convert clips 16-bit, rounds floats
         image = image.convert("RGB" if self.channels == 3 else "L")
         if self.resize and image.size != width_height:
           image = image.resize(width_height, Image.Resampling.BILINEAR)
         pixels = np.asarray(image)
-    except (FileNotFoundError, PermissionError):
+    except (FileNotFoundError, PermissionError, _errors.DataFormatError):
       raise
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBomb...
       raise _errors.DataFormatError(
@@ -162,11 +167,7 @@ def _dtype_or_none(dtype) -> np.dtype | None:
 
 
 def _check_paths(paths) -> list[str]:
-  if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
-    raise ValueError(f"paths must be a list of image file paths; got {_checks.describe(paths)}.")
-  if not paths:
-    raise ValueError("paths must name at least one image file; got an empty list.")
-  paths = [os.fspath(p) for p in paths]
+  paths = _arguments.image_paths(paths, "paths")
   check_image_files(paths, "paths")
   return paths
 
@@ -270,7 +271,7 @@ def image_stream(
   paths = list(images.paths)
   labels = _check_labels(images.labels, len(paths))
   order = _order_arguments(len(paths), batch_size, key, num_steps, start_step, phase)
-  if check_files:
+  if _checks.flag(check_files, "check_files"):
     check_image_files(paths, "images")
   read = _image_reader(paths, size, channels, dtype)
 
@@ -373,6 +374,7 @@ def _check_labels(labels, n: int) -> np.ndarray:
     raise ValueError("images must name at least one image; the list is empty.")
   labels = np.asarray(labels)
   _checks.label_array(labels, "images.labels", num_items=n)
+  _arguments.nonneg_class_ids(labels, "images.labels")
   return labels
 
 

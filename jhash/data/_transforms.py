@@ -23,12 +23,14 @@ import os
 import numpy as np
 
 from jhash import _checks
+from jhash.data import _arguments
 from jhash.data import _errors
 
 #: ImageNet's per-channel (RGB) mean of pixels in [0, 1], as torchvision's models expect.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 #: ImageNet's per-channel (RGB) standard deviation of pixels in [0, 1].
 IMAGENET_STD = (0.229, 0.224, 0.225)
+_MODE_NAMES = {"I": "32-bit integer pixels", "F": "32-bit float pixels"}
 
 
 def decode_image(
@@ -39,24 +41,56 @@ def decode_image(
   ``resize``: an int resizes the shorter side to it (``resize_shorter``), a pair ``(H, W)``
   to that size (``resize_to``), ``None`` keeps the size. The resize runs on PIL's image
   before it becomes an array: the same pixels as resizing the array, one copy fewer.
+  Pixel depth (``eight_bit``): 8-bit images are read as they are; 16-bit grayscale ones
+  (PIL's ``I;16``, a 16-bit PNG or TIFF) are scaled to 8 bits by ``>> 8``; 32-bit integer
+  (``I``) and float (``F``) images are refused (``DataFormatError``), their range unknown.
   A missing file raises ``FileNotFoundError``; a file PIL cannot decode raises
   ``DataFormatError`` naming it.
   """
   from PIL import Image  # imported here: `import jhash` stays light
 
+  _arguments.path_argument(path, "path", "an image file")
   resize = _resize_arg(resize)
   try:
     with Image.open(path) as image:
+      image = eight_bit(image, path)
       image = image if image.mode == "RGB" else image.convert("RGB")
       if resize is not None:
         image = _resize_pil(image, resize)
       return np.asarray(image)
-  except (FileNotFoundError, PermissionError):
+  except (FileNotFoundError, PermissionError, _errors.DataFormatError):
     raise
   except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBomb...
     raise _errors.DataFormatError(
       f"{os.fspath(path)} could not be decoded as an image ({type(e).__name__}: {e})."
     ) from e
+
+
+def eight_bit(image, path: str | os.PathLike):
+  """A PIL image of 8 bits a sample, which ``convert("RGB")`` / ``("L")`` read correctly.
+
+  8-bit modes (``L``, ``RGB``, ``P``, ``1``...) are returned as they are. 16-bit grayscale
+  (``I;16``, or ``I`` from a PNG, whose samples are 16 bits at most) becomes ``L`` by
+  ``>> 8``, its high byte (65535 -> 255, 257 -> 1): PIL's own conversion clips it at 255.
+  Other modes, 32-bit integer ``I`` and float ``F`` (a TIFF), raise ``DataFormatError``
+  naming ``path`` and the mode: PIL would round floats in [0, 1] to 0, and their range
+  (0..1, 0..255 or other) is not written in the file, so no scale would be safe.
+  """
+  from PIL import Image
+  from PIL import ImageMode
+
+  depth = ImageMode.getmode(image.mode).typestr[1:]  # "u1": 8 bits, "u2": 16, "f4"...
+  if depth in ("u1", "b1"):
+    return image
+  if depth == "u2" or (image.mode == "I" and image.format == "PNG"):
+    return Image.fromarray((np.asarray(image) >> 8).astype(np.uint8))
+  held = _MODE_NAMES.get(image.mode, f"{depth} samples")
+  raise _errors.DataFormatError(
+    f"{os.fspath(path)} holds {held} (PIL mode {image.mode!r}); jhash reads 8-bit images "
+    "(RGB, L, P, CMYK...) and 16-bit grayscale ones (I;16, scaled to 8 bits by >> 8). "
+    "Convert it to 8 bits first, with the scale its values need (floats in [0, 1]: "
+    "np.clip(x * 255, 0, 255).astype(np.uint8))."
+  )
 
 
 def resize_shorter(image: np.ndarray, size: int) -> np.ndarray:
@@ -137,9 +171,10 @@ def center_crop(image: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
 
 
 def flip(image: np.ndarray, do: bool) -> np.ndarray:
-  """``image [H, W, C]`` mirrored left to right (a view) when ``do``, else ``image``."""
+  """``image [H, W, C]`` mirrored left to right (a view) when ``do`` (True or False; a
+  NumPy bool too), else ``image``. NumPy, not traced: ``do`` is a concrete bool."""
   _image_shape(image)
-  return image[:, ::-1] if do else image
+  return image[:, ::-1] if _checks.flag(do, "do") else image
 
 
 def normalize(image: np.ndarray, mean=IMAGENET_MEAN, std=IMAGENET_STD) -> np.ndarray:
