@@ -180,9 +180,26 @@ def check_params(params: Any, model: models.Model, item_shape: tuple[int, ...], 
 
 
 @functools.lru_cache(maxsize=32)
-def default_network(item_shape: tuple[int, ...], num_bits: int) -> models.Model:
-  """``jhash.models.backbone`` for one item's shape (kept, so jit caches are shared)."""
-  return models.backbone(item_shape, num_bits)
+def default_network(
+  item_shape: tuple[int, ...], num_bits: int, arch: str | None = None
+) -> models.Model:
+  """``jhash.models.backbone`` for one item's shape (kept, so jit caches are shared);
+  ``arch`` names the network ("resnet18", "alexnet", ...), None picks it by the shape."""
+  return models.backbone(item_shape, num_bits, **({} if arch is None else {"arch": arch}))
+
+
+def _check_network(network: Any) -> None:
+  archs = (*models.RESNET_ARCHS, *models.CLASSIC_ARCHS)
+  if isinstance(network, str) and network not in archs:
+    raise ValueError(
+      f"network (backbone) named by a string must be one of {', '.join(map(repr, archs))}; "
+      f"got {network!r}."
+    )
+  if network is not None and not (isinstance(network, (models.Model, str)) or callable(network)):
+    raise ValueError(
+      f"network (backbone) must be a jhash.models.Model, a function item_shape -> Model or "
+      f"an architecture's name ({', '.join(archs)}); got {_checks.describe(network)}."
+    )
 
 
 def coder(
@@ -203,8 +220,10 @@ def coder(
 
   Args:
     num_bits: K, the width of the hash head.
-    network: a ``jhash.models.Model`` whose head has ``num_bits`` outputs, or a function
-      ``network(item_shape) -> Model``; default ``jhash.models.backbone`` of the input.
+    network: a ``jhash.models.Model`` whose head has ``num_bits`` outputs, a function
+      ``network(item_shape) -> Model``, or an architecture's name ("resnet18",
+      "resnet50", "alexnet", "vgg16": ``jhash.models.backbone(item_shape, num_bits,
+      arch=network)``); default ``jhash.models.backbone`` of the input.
     view: the view the network reads (None: the only image view, or all features).
     images: None reads the only image view, or all features (``network_inputs``); True
       reads one image view [n, H, W(, C)] (refusing features); False reads flat features
@@ -235,11 +254,7 @@ def coder(
     raise ValueError(
       f"trainable must be one of {', '.join(map(repr, TRAINABLE))}; got {trainable!r}."
     )
-  if network is not None and not (isinstance(network, models.Model) or callable(network)):
-    raise ValueError(
-      f"network (backbone) must be a jhash.models.Model or a function "
-      f"item_shape -> Model; got {_checks.describe(network)}."
-    )
+  _check_network(network)
   if optimizer is None and not callable(learning_rate):  # an optax schedule is callable
     _checks.scalar(learning_rate, "learning_rate", low=0, strict=True)
   if optimizer is not None:
@@ -274,9 +289,9 @@ def coder(
   def model_for(x) -> models.Model:
     if isinstance(network, models.Model):
       return network
-    if network is not None:
-      return network(_item_shape(x))
-    return default_network(_item_shape(x), num_bits)
+    if network is None or isinstance(network, str):
+      return default_network(_item_shape(x), num_bits, network)
+    return network(_item_shape(x))
 
   def init(key, batch):
     x = read(batch)

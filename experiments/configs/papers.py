@@ -8,7 +8,9 @@ Command:  python -m experiments.main --config experiments/configs/papers.py:NAME
           ``train.txt``, ``test.txt`` and ``database.txt``, paths relative to it).
           ``--config.pretrained=FILE`` starts every network from a weights file: a
           torchvision ResNet-18 state dict (``.safetensors``, or ``.pth`` with torch) or a
-          ``jhash.coder.save_weights`` file.
+          ``jhash.coder.save_weights`` file. ``--config.arch=alexnet`` (or vgg16, resnet50;
+          default: ResNet-18) builds every network as that architecture, the backbones of
+          the DCH, HashNet and MCH papers and of the PyTorch toolboxes.
 Quick:    ... papers.py:quick --config.datasets.cifar10.root=DIR   (CIFAR-10's protocol at 2
           queries and 5 training images per class, ITQ and LSH on the pixels at 16 bits:
           the data, split and metric path without a ResNet to train; the tests run it on a
@@ -71,6 +73,7 @@ def get_config(arg=None):
   config.num_seeds = 1
   config.bits = (16, 32, 64)
   config.pretrained = config_dict.placeholder(str)
+  config.arch = config_dict.placeholder(str)
   spec = {"protocol": name, "root": config_dict.placeholder(str)}
   if jhash.data.PAPER_PRESETS[name].layout == "lists":
     spec["image_size"] = 224
@@ -99,7 +102,8 @@ def get_config(arg=None):
     config.evaluation.topn = (1, 5, 10, 20)
     config.tables = ("map_at_k", "map", "precision_at_5", "precision_radius_2")
     config.plots = {"pr_curve_bits": 16, "curves": {}}
-  for label in config.methods:  # one override moves every network's start
+  for label in config.methods:  # one override moves every network's start (and kind)
     if label in DEEP:
       config.methods[label].init_variables = config.get_ref("pretrained")
+      config.methods[label].backbone = config.get_ref("arch")
   return config.lock()

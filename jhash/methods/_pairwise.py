@@ -115,7 +115,7 @@ def pairwise(
   num_bits: int,
   loss: PairLoss | None = None,
   *,
-  backbone: models.Model | None = None,
+  backbone: models.Model | Callable | str | None = None,
   view: int | None = None,
   optimizer: optax.GradientTransformation | None = None,
   learning_rate: float = 1e-3,
@@ -140,9 +140,10 @@ def pairwise(
       ``similarity`` float [b, m] in {0, 1} and ``weights`` float [b, m] (0 on the
       diagonal). Default: ``jhash.losses.pairwise_likelihood``.
     backbone, view, optimizer, learning_rate, init_variables, trainable, encode_chunk: the
-      network's (``jhash.coder.coder``; ``backbone`` is its ``network``): default backbone
-      ``jhash.models.backbone`` of the input's shape, Adam at ``learning_rate``, starting
-      weights, "all" or "head" trained.
+      network's (``jhash.coder.coder``; ``backbone`` is its ``network``: a Model, a
+      function of the item shape, or an architecture's name such as "alexnet"): default
+      backbone ``jhash.models.backbone`` of the input's shape, Adam at ``learning_rate``,
+      starting weights, "all" or "head" trained.
     batch_size: items per minibatch.
     num_epochs: the default schedule, in epochs.
     activation: ``activation(logits, step) -> u``, the continuous codes the loss reads
