@@ -10,7 +10,10 @@ set x method x code length x seed, say) in a ``Workdir``:
 * ``config.json`` (the config and its fingerprint) is written before any cell starts;
   a run of a different config on a workdir holding work (finished cells, checkpoints,
   results) stops with a ``WorkdirError`` naming the keys that differ, so a killed run
-  is only ever resumed by its own config.
+  is only ever resumed by its own config. ``progress.json`` and ``results.json`` record
+  the fingerprint too: a workdir holding work but no ``config.json`` (deleted) resumes
+  only the config they record, and is refused when they record none. A run that stops
+  with an error before any work (a config or data check) removes the workdir it made.
 * A finished cell's metrics go to ``progress.json``; a cell in progress saves its method
   state and metric history every ``checkpoint_every`` steps with orbax-checkpoint
   (``checkpoints/<cell>/<step>/``, written to a temporary directory and renamed when
@@ -327,6 +330,11 @@ def _safe(cell: str) -> str:
   return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in cell)
 
 
+#: What a run writes in a workdir before any work: removed again when the run stops with
+#: an error in a workdir it made (``Workdir.close``).
+_BARE = {".lock", "config.json"}
+
+
 def _lock(path: pathlib.Path) -> int:
   fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
   try:
@@ -354,6 +362,9 @@ class Workdir:
         f"workdir {str(self.path)!r} must be a directory (new or a run's); "
         f"{str(blocking)!r} is a file."
       )
+    # The folders this run makes (the workdir and missing parents), removed again by a
+    # run that stops with an error before writing anything but config.json and the lock.
+    self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
     try:
       self.path.mkdir(parents=True, exist_ok=True)
       self._lock_fd = _lock(self.path / ".lock")
@@ -362,8 +373,8 @@ class Workdir:
         f"workdir {str(self.path)!r} cannot be created or written: {error.strerror or error}."
       ) from None
     self.progress_path = self.path / "progress.json"
+    self.fingerprint = config_fingerprint(config)
     try:
-      self._claim(config)
       self.progress = read_json(
         self.progress_path,
         {"cells": {}, "seconds": {}},
@@ -372,8 +383,9 @@ class Workdir:
         "checkpoints of a cell in progress are kept).",
       )
       self._check_progress()
+      self._claim(config)
     except BaseException:
-      self.close()
+      self.close(failed=True)
       raise
     self._managers: dict[str, Any] = {}
     self._saves = 0
@@ -405,13 +417,22 @@ class Workdir:
 
   def _claim(self, config) -> None:
     """Write ``config.json`` before any work; refuse a config other than the one whose
-    work (finished cells, checkpoints, results) the workdir holds."""
-    fingerprint = config_fingerprint(config)
+    work (finished cells, checkpoints, results) the workdir holds.
+
+    The fingerprint is also kept in ``progress.json`` and ``results.json``: a workdir
+    whose ``config.json`` is gone resumes only a config of the fingerprint they record,
+    and one holding work that records none (checkpoints only, an older run) is refused.
+    """
     path = self.path / "config.json"
-    remedy = (
-      "If you are running the same config as the run that wrote it, delete it and "
-      "run again: it is written again and the run's work is kept."
-    )
+    holds_work = self._holds_work()
+    recorded = self._recorded_fingerprints()
+    if recorded or not holds_work:
+      remedy = (
+        "To go on, delete it and run again: the run's own config writes it again and keeps "
+        "the run's work, which records the config's fingerprint (another config is refused)."
+      )
+    else:
+      remedy = self._restore_remedy()
     saved = read_json(path, remedy=remedy)
     if saved is not None and not (
       isinstance(saved, dict)
@@ -423,15 +444,42 @@ class Workdir:
         f"'config' object; got {json.dumps(saved)[:80]}); jhash writes it, so something "
         f"else changed it. {remedy}"
       )
-    if saved is not None and saved["fingerprint"] != fingerprint and self._holds_work():
-      diff = "; ".join(config_differences(saved["config"], config)[:8])
+    if saved is None and holds_work:
+      self._check_recorded(recorded, config)
+    elif saved is not None and saved["fingerprint"] != self.fingerprint and holds_work:
+      self._refuse_other_config(saved["fingerprint"], saved["config"], config)
+    if saved is None or saved["fingerprint"] != self.fingerprint:
+      atomic_write_json(path, {"fingerprint": self.fingerprint, "config": config})
+
+  def _restore_remedy(self) -> str:
+    return (
+      f"It records which config made the work in {self.path}, and nothing else there "
+      "does: restore it from a copy; or use a new workdir, or delete this one, to start over."
+    )
+
+  def _check_recorded(self, recorded: dict, config) -> None:
+    """``config.json`` is missing from a workdir that holds work: go on only when the
+    work records this config's fingerprint (``recorded``: file name -> fingerprint)."""
+    if not recorded:
       raise WorkdirError(
-        f"{self.path} holds a run of a different config (fingerprint "
-        f"{saved['fingerprint']}, this config {fingerprint}; {diff}). Use a "
-        f"fresh workdir, or delete this one to start over."
+        f"{self.path} holds a run's work (finished cells, checkpoints or results) but no "
+        f"config.json, and the work records no config, so it may be another config's. "
+        f"{self._restore_remedy()}"
       )
-    if saved is None or saved["fingerprint"] != fingerprint:
-      atomic_write_json(path, {"fingerprint": fingerprint, "config": config})
+    for name, fingerprint in recorded.items():
+      if fingerprint != self.fingerprint:
+        old = None  # the config that made the work, for the keys that differ
+        if recorded.get("results.json") == fingerprint:
+          old = read_json(self.path / "results.json").get("config")
+        self._refuse_other_config(fingerprint, old, config, name)
+
+  def _refuse_other_config(self, fingerprint, old, config, source="config.json") -> None:
+    diff = "" if not isinstance(old, dict) else "; ".join(config_differences(old, config)[:8])
+    raise WorkdirError(
+      f"{self.path} holds a run of a different config (its {source} records fingerprint "
+      f"{fingerprint}, this config {self.fingerprint}{'; ' + diff if diff else ''}). Use a "
+      f"fresh workdir, or delete this one to start over."
+    )
 
   def _holds_work(self) -> bool:
     checkpoints = self.path / "checkpoints"
@@ -441,18 +489,42 @@ class Workdir:
       or (checkpoints.is_dir() and any(checkpoints.iterdir()))
     )
 
+  def _recorded_fingerprints(self) -> dict[str, str]:
+    """The config fingerprints ``progress.json`` and ``results.json`` record (a file
+    without one, or damaged, records none)."""
+    out = {}
+    for name in ("progress.json", "results.json"):
+      with contextlib.suppress(OSError, ValueError):
+        record = json.loads((self.path / name).read_text())
+        if isinstance(record, dict) and isinstance(record.get("fingerprint"), str):
+          out[name] = record["fingerprint"]
+    return out
+
   def __enter__(self):
     return self
 
-  def __exit__(self, *exc):
-    self.close()
+  def __exit__(self, kind, *exc):
+    self.close(failed=kind is not None)
 
-  def close(self) -> None:
+  def close(self, failed: bool = False) -> None:
+    """Release the lock; after an error (``failed``), a workdir this run made that holds
+    nothing but ``config.json`` and the lock (a config or data check failed before any
+    work) is removed again, so the error leaves nothing behind."""
     for manager in getattr(self, "_managers", {}).values():
       manager.close()
+    unused = failed and self._made and self.path.is_dir()
+    unused = unused and {p.name for p in self.path.iterdir()} <= _BARE
+    if unused:
+      for name in _BARE:
+        (self.path / name).unlink(missing_ok=True)
     if self._lock_fd is not None:
       os.close(self._lock_fd)  # releases the flock
       self._lock_fd = None
+    if unused:
+      for folder in self._made:  # innermost first; a folder something else wrote to stays
+        with contextlib.suppress(OSError):
+          folder.rmdir()
+      self._made = []
 
   # --- finished cells -------------------------------------------------------
   def done(self, cell: str) -> dict | None:
@@ -461,10 +533,24 @@ class Workdir:
   def finish(self, cell: str, result: dict, seconds: float) -> None:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
+    self.progress["fingerprint"] = self.fingerprint  # which config made the cells
     self.progress["seconds"][cell] = seconds
     atomic_write_json(self.progress_path, self.progress)
     self.remove_state(cell)
     self._after_save()
+
+  def check_done(self, cells: Iterable[str], check: Callable[[str, dict], str | None]) -> None:
+    """Refuse a finished cell of ``cells`` in which ``check(cell, result)`` finds a problem
+    (a hand-edited ``progress.json``), naming the cell and how to go on."""
+    for cell in cells:
+      result = self.done(cell)
+      problem = None if result is None else check(cell, result)
+      if problem is not None:
+        raise WorkdirError(
+          f"{self.progress_path} is damaged: the result of cell {cell!r} {problem}; jhash "
+          f"writes it, so something else changed it. To go on, delete the entry {cell!r} "
+          "from its 'cells' and run again: that cell trains again (same seed, same result)."
+        )
 
   # --- states inside a cell (orbax) -------------------------------------------
   def _manager(self, cell: str):
@@ -659,14 +745,22 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 
 
 def run_cells(
-  cells: list[tuple[str, Callable[[], dict]]], workdir: Workdir, progress: bool = True
+  cells: list[tuple[str, Callable[[], dict]]],
+  workdir: Workdir,
+  progress: bool = True,
+  check: Callable[[str, dict], str | None] | None = None,
 ) -> dict:
   """Run named cells in order, skipping finished ones; returns cell -> result.
 
   Prints one line per finished cell (its float metrics and wall time); a tqdm bar over
-  the cells shows on a terminal only (``disable=None``).
+  the cells shows on a terminal only (``disable=None``). ``check(cell, result)``: what
+  is wrong with a finished cell's result (``metric_problem``), or None; checked for
+  every finished cell before any cell runs (``Workdir.check_done``).
   """
   from tqdm.auto import tqdm
+
+  if check is not None:
+    workdir.check_done([name for name, _ in cells], check)
 
   todo = [name for name, _ in cells if workdir.done(name) is None]
   if todo and len(todo) < len(cells):
@@ -691,6 +785,28 @@ def run_cells(
   return out
 
 
+def is_number(value) -> bool:
+  """A number as ``jsonable`` writes one: an int or float, None (NaN), "inf" or "-inf"."""
+  if isinstance(value, (int, float)):
+    return not isinstance(value, bool)
+  return value is None or value in ("inf", "-inf")
+
+
+def metric_problem(result: Mapping, names: Iterable[str] = ()) -> str | None:
+  """What is wrong with the numbers of a cell's result, in words, or None: each of
+  ``names`` must be there and a number (``is_number``), and so must every other
+  top-level value that is neither an object nor a list (curves, histories)."""
+  names = list(names)
+  for name in names:
+    if name not in result:
+      return f"has no {name!r} (expected a number)"
+  for name, value in result.items():
+    scalar = not isinstance(value, (dict, list))
+    if (scalar or name in names) and not is_number(value):
+      return f"has {name!r} = {json.dumps(value)[:60]}; expected a number"
+  return None
+
+
 def summary_line(result: Mapping) -> str:
   """``name=value`` for each float metric at the top level of a cell's result."""
   return ", ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float))
@@ -710,6 +826,7 @@ def write_results(
     "wall_time_s": time.time() - started,
     "cell_seconds": workdir.progress["seconds"],
     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed
   }
   results.update(extra or {})
   atomic_write_json(workdir.path / "results.json", results)

@@ -42,6 +42,14 @@ BASES = ("ksh", "hashnet", "dch", "mmhh")
 #: The protocol's sizes: canvases of 2 x 2 Fashion-MNIST cells (side 56), of which
 #: 1000 are queries; the training canvases come from the other 9000.
 NUM_ITEMS, NUM_QUERIES, SIDE = 10000, 1000, 56
+#: The longest code ``--bits`` takes. The paper's lengths are 16 to 64; the rewards read
+#: a pair-loss table built from K + 1 codes of K bits (``losses.code_loss_table``), 4 K
+#: (K + 1) bytes: 4 MB at 1,024 bits, 40 GB at 100,000.
+MAX_BITS = 1024
+#: The base model's batch size; with ``--epochs``, it sets the training steps, which JAX
+#: counts in int32.
+BATCH_SIZE = 64
+MAX_STEPS = 2**31 - 1
 
 
 def check_arguments(argv) -> tuple:
@@ -54,14 +62,17 @@ def check_arguments(argv) -> tuple:
     raise ValueError(
       f"--base {_BASE.value!r}: expected one of {', '.join(BASES)} (a pairwise base model)"
     )
-  for flag, value, low in (("--bits", _BITS.value, 1), ("--epochs", _EPOCHS.value, 0)):
-    if value < low:
-      raise ValueError(f"{flag} {value}: must be an int >= {low}")
+  if not 1 <= _BITS.value <= MAX_BITS:
+    raise ValueError(
+      f"--bits {_BITS.value}: must be an int in [1, {MAX_BITS}] (the reward table grows as "
+      "bits squared: 4 MB at 1,024 bits, 40 GB at 100,000)"
+    )
   most = NUM_ITEMS - NUM_QUERIES
   if not 2 <= _TRAIN.value <= most:
     raise ValueError(
       f"--num_train {_TRAIN.value}: must be in [2, {most}] (the canvases that are not queries)"
     )
+  _check_epochs(_EPOCHS.value, _TRAIN.value)
   if not 1.0 / SIDE <= _SIGMA.value <= 1.0:  # a crop of at least one pixel, at most the image
     raise ValueError(
       f"--sigma {_SIGMA.value}: must be in [{1.0 / SIDE:.4g}, 1] (the canvases are {SIDE} "
@@ -81,7 +92,7 @@ def check_arguments(argv) -> tuple:
   options = {"crop_augment": augment} if augment else {}
   try:
     base = jhash.methods.REGISTRY[_BASE.value](
-      _BITS.value, batch_size=64, num_epochs=_EPOCHS.value, **options
+      _BITS.value, batch_size=BATCH_SIZE, num_epochs=_EPOCHS.value, **options
     )
   except ValueError as error:
     flag = next(
@@ -98,6 +109,16 @@ def check_arguments(argv) -> tuple:
     )
     raise ValueError(f"{flag}: {error}") from None
   return base, augment
+
+
+def _check_epochs(epochs: int, num_train: int) -> None:
+  """``--epochs``: at least 0, and few enough that the training steps fit int32."""
+  most = MAX_STEPS // -(-num_train // BATCH_SIZE)
+  if not 0 <= epochs <= most:
+    raise ValueError(
+      f"--epochs {epochs}: must be an int in [0, {most}] for --num_train {num_train} (the "
+      f"training steps, epochs x ceil(num_train / {BATCH_SIZE}), must fit JAX's int32)"
+    )
 
 
 def crop_codes(base, state, batch, sigma, chunk=500):

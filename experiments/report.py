@@ -10,7 +10,8 @@ their tables come from runs and cannot drift from the code:
     python -m experiments.report runs/quickstart --title "Quickstart" --out docs/results/quickstart.md
 
 Without ``--out`` the page is printed. A run directory without a finished
-``results.json`` is an error naming it; so is an ``--out`` that is a folder or a run's
+``results.json`` is an error naming it, as is a retrieval run's ``results.json`` whose
+metrics are not numbers (hand-edited); so is an ``--out`` that is a folder or a run's
 own ``results.json``, ``config.json`` or ``progress.json`` (the page would replace it).
 """
 
@@ -28,6 +29,12 @@ from jhash import files
 
 def load(run_dir) -> dict:
   """``results.json`` of ``run_dir``, or a ValueError naming what is missing or damaged."""
+  if pathlib.Path(run_dir).is_file():
+    raise ValueError(
+      f"{run_dir} is a file, not a run directory (give the folder that holds results.json)."
+    )
+  if not pathlib.Path(run_dir).exists():
+    raise ValueError(f"{run_dir} does not exist (expected a run directory holding results.json).")
   path = pathlib.Path(run_dir) / "results.json"
   if not path.is_file():
     raise ValueError(f"{path} does not exist: the run in {run_dir} has not finished.")
@@ -43,7 +50,25 @@ def load(run_dir) -> dict:
       raise ValueError(
         f"{path} is damaged: its {key!r} must be {what}; got {type(value).__name__} {value!r:.60}."
       )
+  _check_metrics(results, path)
   return results
+
+
+def _check_metrics(results: Mapping[str, Any], path: pathlib.Path) -> None:
+  """Refuse a retrieval run's ``metrics`` whose numbers are not numbers (hand-edited),
+  naming the cell and the metric (``experiments.retrieval.results_problem``)."""
+  config = results.get("config")
+  if not isinstance(config, dict) or config.get("trainer") != "experiments.retrieval":
+    return  # other trainers' metrics have layouts of their own
+  from experiments import retrieval
+
+  problem = retrieval.results_problem(results.get("metrics"))
+  if problem is not None:
+    raise ValueError(
+      f"{path} is damaged: {problem}; jhash writes it, so something else changed it. "
+      "Restore it from a copy, or run the experiment again on its run directory (same "
+      "config): results.json is written again from the finished cells in progress.json."
+    )
 
 
 #: The provenance fields of results.json that ``provenance`` reads: key, type, in words.

@@ -86,8 +86,9 @@ KEYS = (
   "checkpoint_every",
 )
 #: Optional top-level keys: ``pretrained``, a weights file (``jhash.coder.save_weights``)
-#: that methods' ``init_variables`` name through a FieldReference, checked before training.
-OPTIONAL_KEYS = ("pretrained",)
+#: that methods' ``init_variables`` name through a FieldReference, checked before training;
+#: ``arch``, a network's name that methods' ``backbone`` names the same way.
+OPTIONAL_KEYS = ("pretrained", "arch")
 EVALUATION_KEYS = ("map_ties", "precision_at", "radius", "ndcg_at", "weighted")
 EVALUATION_OPTIONAL = ("f1_buckets", "sweep", "controls", "diagnose", "map_at", "topn")
 PLOT_KEYS = ("pr_curve_bits", "curves")
@@ -345,13 +346,14 @@ def check_trainable(config, batches_of) -> None:
 
 def load_split(batches_of, dataset: str, seed: int):
   """``batches_of(dataset, seed)``, (train, query, database); a setting the data set's
-  protocol refuses, or a split with no query or no training item, is a ``ConfigError``
-  naming ``config.datasets.DATASET``."""
+  protocol refuses, data files it cannot read (a root that is missing or lacks files), or
+  a split with no query or no training item, is a ``ConfigError`` naming
+  ``config.datasets.DATASET``."""
   where = f"config.datasets.{dataset}"
   try:
     train, query, database = batches_of(dataset, seed)
-  except (TypeError, ValueError) as e:
-    raise harness.ConfigError(f"{where}: {harness.first_line(e)}") from None
+  except (TypeError, ValueError, OSError) as e:
+    raise harness.ConfigError(f"{where}: {harness.first_line(e, 1000)}") from None
   for batch, what in ((query, "queries"), (train, "training items"), (database, "database items")):
     if jhash.num_items(batch) == 0:
       raise harness.ConfigError(
@@ -386,6 +388,53 @@ def reported_metrics(method, train) -> set[str]:
 
 
 # ----------------------------------------------------------------------------- cells
+
+
+def expected_metrics(config, label: str, bits: int) -> list[str]:
+  """The numbers ``run_cell`` reports for method ``label`` at ``bits``: ``metric_names``,
+  the weighted ones only for a method with bit weights, the multi-code ones only for a
+  method with several codes per item."""
+  method = build_method(config, label, bits)
+  weighted = getattr(method.extras, "weights", None) is not None
+  return metric_names(config.evaluation, weighted=weighted, multi=method.encode_multi is not None)
+
+
+def cell_check(config):
+  """``check(cell, result)`` for ``harness.run_cells``: what is wrong with a finished
+  cell's result in ``progress.json`` (a number missing or not a number), or None."""
+  labels = {
+    cell_name(d, m, b, s): (m, b)
+    for s in seeds(config)
+    for d in config.datasets
+    for m in config.methods
+    for b in config.bits
+  }
+  expected = functools.lru_cache(maxsize=None)(functools.partial(expected_metrics, config))
+  return lambda cell, result: harness.metric_problem(result, expected(*labels[cell]))
+
+
+def results_problem(metrics) -> str | None:
+  """What is wrong with the ``metrics`` of a ``results.json`` this trainer wrote (cell ->
+  means, ``std`` and ``per_seed``, as ``aggregate`` makes them), in words, or None."""
+  if not isinstance(metrics, dict):
+    return f"its 'metrics' must be an object keyed by cell; got {type(metrics).__name__}"
+  for cell, entry in metrics.items():
+    for where, part in _entry_parts(entry):
+      problem = harness.metric_problem(part) if isinstance(part, dict) else "is not an object"
+      if problem is not None:
+        return f"cell {cell!r}{where} {problem}"
+  return None
+
+
+def _entry_parts(entry) -> list[tuple[str, object]]:
+  """An aggregated cell's parts that hold numbers: the means, ``std``, each seed's result."""
+  if not isinstance(entry, dict):
+    return [("", entry)]
+  per_seed = entry.get("per_seed", {})
+  per_seed = per_seed if isinstance(per_seed, dict) else {}
+  return [("", entry), (" std", entry.get("std", {}))] + [
+    (f" per_seed {seed}", result) for seed, result in per_seed.items()
+  ]
 
 
 def build_method(config, label: str, bits: int, **overrides) -> jhash.HashingMethod:
@@ -574,7 +623,7 @@ def train_and_evaluate(config, workdir) -> dict:
       for m in config.methods
       for b in config.bits
     ]
-    results = harness.run_cells(cells, wd)
+    results = harness.run_cells(cells, wd, check=cell_check(config))
     metrics = aggregate(config, results)
     table = tables(config, metrics)
     print(table, flush=True)
