@@ -29,7 +29,9 @@ gives every other method ``m = 1``; ``bind(batch) -> method | None``, the method
 sizes read from the training data made static (``jhash.init`` and ``jhash.fit`` call it
 outside jit before tracing ``init``); ``check_encode(state, batch)``, run by
 ``jhash.encode`` outside jit, refuses views that do not match the training views the
-state records (``view_widths``, ``check_views``).
+state records (``view_widths``, ``check_views``); ``closed_form``, True for a method
+whose steps have no learning rate or step size (ITQ's rotation, an eigenproblem), so a
+divergence is blamed on its inputs, not on a learning rate (``divergence_remedy``).
 
 States that have a ``trained`` field get a ``Trained`` record from ``jhash.init`` and
 ``jhash.fit`` (the method's name, bit length and the training views' dtypes):
@@ -96,6 +98,7 @@ class HashingMethod(NamedTuple):
   encode_multi: Callable[[State, Batch], tuple[jax.Array, jax.Array]] | None = None
   bind: Callable[[Batch], "HashingMethod | None"] | None = None  # static sizes from data
   check_encode: Callable[[State, Batch], None] | None = None  # outside jit: views fit
+  closed_form: bool = False  # no learning rate: steps solve in closed form (ITQ, CVH)
 
   @property
   def update(self) -> Callable[[State, Batch, jax.Array], tuple[State, dict]]:
@@ -297,8 +300,13 @@ def view_features(batch: Batch, view: int | None) -> jax.Array:
   return flat[0] if len(flat) == 1 else jnp.concatenate(flat, axis=1)
 
 
+#: The longest code a method makes: ``num_bits`` is an int in [1, MAX_NUM_BITS].
+MAX_NUM_BITS = _checks.MAX_NUM_BITS
+
+
 def check_num_bits(num_bits) -> int:
-  return _checks.positive_int(num_bits, "num_bits")
+  """A method's ``num_bits``: a Python int in [1, ``MAX_NUM_BITS``] (65,536)."""
+  return _checks.code_length(num_bits, "num_bits")
 
 
 def batch_size_of(batch: Batch) -> int:
@@ -493,9 +501,43 @@ def check_encoding(method: "HashingMethod", state: State, batch: Batch) -> int:
     raise ValueError(
       f"state must hold no NaN or inf; {method.name}'s state has them in "
       f"{', '.join(bad[:3])}, and would encode wrong codes. Its training diverged: retrain "
-      "(lower the learning rate, or check the inputs' scale)."
+      f"({divergence_remedy(method)})."
     )
   return n
+
+
+def largest_input(batch: Batch | None) -> tuple[float, int] | None:
+  """(the largest magnitude, its view) over a concrete batch's views; None without one."""
+  views = batch.get("views") if isinstance(batch, Mapping) else None
+  found = [
+    (float(np.max(np.abs(np.asarray(v, np.float64)))), i)
+    for i, v in enumerate(views or ())
+    if v is not None and np.size(v) and _checks.is_concrete(v)
+  ]
+  return max(found) if found else None
+
+
+def divergence_remedy(method: "HashingMethod", batch: Batch | None = None) -> str:
+  """What to do about a training run that gave NaN or inf, for an error message.
+
+  The inputs are named as the cause when their squares summed over the items overflow
+  float32 (``n * max|x|^2``, as a covariance or a Gram sums them), or when ``method`` is
+  ``closed_form`` (it has no learning rate to lower); else the learning rate comes first.
+  """
+  largest = largest_input(batch)
+  scale = ""
+  if largest is not None:
+    value, view = largest
+    n = batch_size_of(batch)
+    scale = f" (views[{view}] holds values up to {value:.3g} in magnitude)"
+    if n * value * value > float(np.finfo(np.float32).max):
+      return (
+        f"rescale the inputs: views[{view}] holds values up to {value:.3g} in magnitude, "
+        f"and sums of their squares over {n} items overflow float32"
+      )
+  if method.closed_form:
+    return f"{method.name} has no learning rate: check the inputs' scale{scale}"
+  return f"lower the learning rate, or check the inputs' scale{scale}"
 
 
 def nonfinite_fields(state: State) -> list[str]:

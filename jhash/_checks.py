@@ -62,6 +62,23 @@ def positive_int(value: Any, name: str) -> int:
   return int(value)
 
 
+#: The longest code a method makes (``num_bits``): 65,536 bits, 8 KiB per packed code.
+#: Papers use 16 to 128 bits, and distances, top-k and metrics handle codes this long;
+#: a larger ``num_bits`` is a slip (2**31 overflowed int32; 3e8 bits of LSH asked for
+#: 9.6 GB of hyperplanes on 8 features).
+MAX_NUM_BITS = 1 << 16
+
+
+def code_length(value: Any, name: str = "num_bits") -> int:
+  """``value`` as a code length: a Python int in [1, ``MAX_NUM_BITS``]."""
+  value = positive_int(value, name)
+  if value > MAX_NUM_BITS:
+    raise ValueError(
+      f"{name} must be at most {MAX_NUM_BITS:,} bits (jhash's longest code); got {value:,}."
+    )
+  return value
+
+
 def nonneg_int(value: Any, name: str) -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
     raise ValueError(
@@ -211,6 +228,25 @@ def finite(x: Any, name: str) -> None:
       )
 
 
+def float32_range(x: Any, name: str) -> None:
+  """Raise when a concrete float64 array holds a value float32 cannot (|x| > 3.4e38):
+  JAX computes in float32, where it would become inf (and a code of -1, or a NaN loss)."""
+  if not is_concrete(x) or dtype_of(x) != np.float64 or np.size(x) == 0:
+    return
+  a, top = np.asarray(x), float(np.finfo(np.float32).max)
+  if a.max() <= top and a.min() >= -top:  # the usual case, without a copy
+    return
+  over = np.argwhere(np.abs(a) > top)
+  if not len(over):  # NaN: finite's to name
+    return
+  where = tuple(int(i) for i in over[0])
+  raise ValueError(
+    f"{name} must hold values float32 can hold (|x| <= {top:.4g}; jhash computes in "
+    f"float32, where larger ones become inf); found {a[where]:.4g} at index {where} in "
+    f"{describe(a)}. Rescale the inputs."
+  )
+
+
 def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
   """Codes are an integer or float [n, K] array with entries in {-1, +1}."""
   rank(codes, 2, name, "with shape [n, num_bits]")
@@ -239,7 +275,8 @@ def same_length(arrays: Sequence[Any], names: Sequence[str]) -> int:
 
 
 def label_array(labels: Any, name: str = "labels", num_items: int | None = None) -> str:
-  """Labels are class ids, integer ``[n]``, or multi-hot, bool ``[n, C]``.
+  """Labels are class ids, integer ``[n]`` (each >= 0: ``nonneg_ids``), or multi-hot,
+  bool ``[n, C]``.
 
   Returns ``"class_ids"`` or ``"multi_hot"``. When ``num_items`` is given the
   array must have that many rows.
@@ -262,6 +299,8 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
   if num_items is not None and shape[0] != num_items:
     raise ValueError(f"{name} must be {expected} (one row per item); got {describe(labels)}.")
   label_columns(labels, name)
+  if kind == "class_ids":
+    nonneg_ids(labels, name)
   return kind
 
 
@@ -270,6 +309,22 @@ def label_columns(labels: Any, name: str = "labels") -> None:
   if np.ndim(labels) == 2 and np.shape(labels)[1] == 0:
     raise ValueError(
       f"{name}: multi-hot labels need at least one column (class); got {describe(labels)}."
+    )
+
+
+def nonneg_ids(labels: Any, name: str = "labels") -> None:
+  """Class ids are >= 0 (checked on concrete arrays): -1 often marks an unlabelled item,
+  which as a class id would make every unlabelled item relevant to every other. One check
+  for training (``label_array``, ``batch``) and the metrics (``jhash.metrics``)."""
+  if np.size(labels) == 0 or not is_concrete(labels):
+    return
+  low = np.asarray(labels).min()
+  if low < 0:
+    raise ValueError(
+      f"{name}: class ids must be >= 0; found {int(low)} in {describe(labels)}. "
+      "A negative id (-1 for 'unlabelled', say) would be a class of its own, its items "
+      "relevant to each other: drop those items, or give multi-hot labels, where an "
+      "all-False row shares no label."
     )
 
 
@@ -301,10 +356,11 @@ def batch(value: Any, name: str = "batch") -> int:
   * ``views``: a non-empty tuple (or list) of arrays, each 2-D features
     ``[n, d]`` or images ``[n, H, W]`` / ``[n, H, W, C]``, all with the same
     ``n``. Views hold integers or floats (bfloat16 included); floating views
-    must be finite (checked on concrete arrays only, not under jit). An entry
+    must be finite, float64 ones within float32's range (checked on concrete arrays
+    only, not under jit). An entry
     may be ``None`` (a view not observed for this batch), but not all of them.
   * ``labels`` (optional; absent or ``None`` for unsupervised data): integer
-    class ids ``[n]`` or multi-hot bool ``[n, C]``.
+    class ids ``[n]`` (each >= 0) or multi-hot bool ``[n, C]``.
 
   Errors name ``views``, ``views[i]`` or ``labels``.
   """
@@ -333,6 +389,7 @@ def batch(value: Any, name: str = "batch") -> int:
         f"views[{i}] must hold real numbers (integer or floating); got {describe(v)}."
       )
     finite(v, f"views[{i}]")
+    float32_range(v, f"views[{i}]")
     if any(d == 0 for d in np.shape(v)[1:]):
       raise ValueError(f"views[{i}] must have a non-empty item shape; got {describe(v)}.")
   lengths = {i: np.shape(views[i])[0] for i in present}

@@ -194,6 +194,17 @@ def _check_mesh(mesh, batch_size: int | None) -> None:
     )
 
 
+def _check_start(method: _api.HashingMethod, start: int, total: int) -> None:
+  """A resumed run's ``start_step`` lies within the schedule (at its end: a finished run,
+  resumed, runs no step)."""
+  if start > total:
+    raise ValueError(
+      f"start_step={start} is past the end of {method.name}'s schedule, {total} steps: "
+      "a state at that step has no step left to run. Pass the step the state was saved "
+      "at, or num_steps (or num_epochs) for a longer schedule."
+    )
+
+
 class _Span(NamedTuple):
   """A phase's place in the run: global steps ``start .. stop - 1``."""
 
@@ -321,8 +332,9 @@ def fit(
     num_epochs: the length in epochs of a method of one phase (for full-batch methods
       an epoch is a step).
     state: resume from this state (default: ``init``); the caller's arrays stay valid.
-    start_step: the (global) step the given ``state`` is at, for resuming.
-    progress: a progress bar (shown only when standard error is a terminal).
+    start_step: the (global) step the given ``state`` is at, for resuming: at most the
+      schedule's length (at it, a finished run: no step runs).
+    progress: True or False: a progress bar (shown only when standard error is a terminal).
     donate: donate the state between steps (buffers reused in place).
     log_every: steps per host round trip: metrics are fetched and ``on_step`` called
       every ``log_every`` steps, at the end of each phase and at the end (default: 1
@@ -390,9 +402,11 @@ def fit(
       )
     spans = _spans(method, n, num_steps, num_epochs)
     runner = _fit_stream
+  _check_start(method, start, spans[-1].stop)
   if log_every is not None:
     log_every = _checks.positive_int(log_every, "log_every")
   donate = _checks.flag(donate, "donate")
+  progress = _checks.flag(progress, "progress")
   run = _Run(
     method,
     key,
@@ -404,25 +418,32 @@ def fit(
     n,
     _progress_bar(method, start, spans[-1].stop, progress),
     {},
+    data,
   )
   try:
     state = runner(run, data, start, state)
   finally:
     if run.bar is not None:
       run.bar.close()
-  _check_state_finite(method, state)
+  _check_state_finite(run, state)
   return state, _stack(run.history)
 
 
-def _check_state_finite(method: _api.HashingMethod, state) -> None:
+def _remedy(run) -> str:
+  """What to try after a divergence, the inputs' values named (``_api.divergence_remedy``)."""
+  batch = run.data if isinstance(run.data, Mapping) else None
+  remedy = _api.divergence_remedy(run.method, batch)
+  return remedy[0].upper() + remedy[1:] + "."
+
+
+def _check_state_finite(run, state) -> None:
   """Raise FloatingPointError when the trained state holds NaN that no metric reported (a
   closed-form method's ``init`` on inputs too large for float32, say)."""
   bad = _api.nonfinite_fields(state)
   if bad:
     raise FloatingPointError(
-      f"training diverged: {method.name}'s trained state holds NaN or inf in "
-      f"{', '.join(bad[:3])}. "
-      "Lower the learning rate, or check the inputs' scale."
+      f"training diverged: {run.method.name}'s trained state holds NaN or inf in "
+      f"{', '.join(bad[:3])}. {_remedy(run)}"
     )
 
 
@@ -439,6 +460,7 @@ class _Run(NamedTuple):
   n: int | None  # the training set's size (None: a stream of unknown size)
   bar: object  # a progress bar, or None
   history: dict  # metric name -> list of arrays, one per round trip
+  data: object  # the training batch, or the iterable of minibatches (for error messages)
 
 
 def _every(run: _Run, phase: _api.Phase) -> int:
@@ -454,7 +476,7 @@ def _record(run: _Run, phase: _api.Phase, metrics, step: int, state, count: int)
   """Keep one round trip's metrics (``count`` steps ending at ``step``), call ``on_step``;
   a non-finite metric stops the run (the check costs no extra host sync: the metrics are
   on the host already)."""
-  _check_finite(run.history, phase, metrics, step, count)
+  _check_finite(run, phase, metrics, step, count)
   for name, value in metrics.items():
     run.history.setdefault(name, []).append(np.asarray(value))
   if run.on_step is not None:
@@ -463,9 +485,10 @@ def _record(run: _Run, phase: _api.Phase, metrics, step: int, state, count: int)
     run.bar.update(count)
 
 
-def _check_finite(history, phase: _api.Phase, metrics, step: int, count: int) -> None:
+def _check_finite(run, phase: _api.Phase, metrics, step: int, count: int) -> None:
   """Raise FloatingPointError at the first metric that is NaN or infinite, naming the
   phase, the step and the metric's last finite value."""
+  history = run.history
   for name, value in metrics.items():
     rows = np.asarray(value).reshape(count, -1)
     if not np.issubdtype(rows.dtype, np.floating):
@@ -484,8 +507,7 @@ def _check_finite(history, phase: _api.Phase, metrics, step: int, count: int) ->
     )
     raise FloatingPointError(
       f"training diverged: {name} is {np.array2string(rows[at].squeeze(), precision=6)} "
-      f"at step {step - count + at} (phase {phase.name!r}); {last}. Lower the learning "
-      "rate, or check the inputs' scale."
+      f"at step {step - count + at} (phase {phase.name!r}); {last}. {_remedy(run)}"
     )
 
 

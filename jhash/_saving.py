@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import secrets
 from typing import Any
@@ -51,7 +52,9 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
 
   The folder appears whole or not at all: it is written beside ``path`` and renamed into
   place (with ``overwrite=True`` the old folder is replaced only once the new one is
-  complete).
+  complete). Only a folder jhash.save wrote is replaced, and only while it holds nothing
+  else: files added to it (notes, a state saved inside it) are named in a
+  ``FileExistsError``, and nothing is deleted. A state is not saved inside another.
 
   Args:
     path: the folder to create.
@@ -84,6 +87,9 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
     raise TypeError(f"overwrite must be True or False; got {overwrite!r}.")
   if path.exists() and not overwrite:
     raise FileExistsError(f"path {path} holds a saved state; pass overwrite=True to replace it.")
+  _check_not_inside_state(path)
+  if path.exists():
+    _check_only_ours(path)
   _check_savable(state)
   name, num_bits = _record(state)
   _make_parent(path)
@@ -105,6 +111,7 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
     files.atomic_write_bytes(partial / INFO, json.dumps(info, indent=2).encode())
     files.write_manifest(partial)
     if path.exists():
+      _check_only_ours(path)  # again: files may have been added while this one was written
       old = partial.with_suffix(".old")
       os.replace(path, old)
       os.replace(partial, path)
@@ -114,6 +121,69 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   finally:
     shutil.rmtree(partial, ignore_errors=True)
   return path
+
+
+def _written_by_save(path: pathlib.Path) -> tuple[set[str], set[str]]:
+  """The files (relative paths) jhash.save wrote in the saved state at ``path``, and the
+  folders holding them: those its ``MANIFEST`` lists. Without a readable list, what save
+  writes at the top (``INFO``, the list, orbax's ``state`` folder, taken whole)."""
+  try:
+    entries = json.loads((path / files.MANIFEST).read_text())["files"]
+  except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+    entries = None
+  if not isinstance(entries, dict):
+    return {INFO, files.MANIFEST, "state/"}, set()
+  names = set(entries)
+  folders = {parent.as_posix() for name in names for parent in pathlib.PurePosixPath(name).parents}
+  return names | {files.MANIFEST}, folders - {"."}
+
+
+def _foreign_files(path: pathlib.Path) -> list[str]:
+  """What under ``path`` jhash.save did not write, as relative paths: files and links,
+  and folders holding none of its files but some others (named once, as ``name/``)."""
+  ours, folders = _written_by_save(path)
+  found = []
+  for root, dirs, names in os.walk(path):
+    here = pathlib.Path(root).relative_to(path)
+    entries = [(d, True) for d in dirs] + [(n, False) for n in names]
+    dirs[:] = []
+    for name, is_dir in sorted(entries):
+      relative = (here / name).as_posix()
+      full = pathlib.Path(root) / name
+      if is_dir and relative in folders and not full.is_symlink():
+        dirs.append(name)  # a folder of its own files: look inside
+      elif is_dir and not full.is_symlink() and not _holds_files(full):
+        continue  # an empty folder: nothing to lose
+      elif (relative + "/" if is_dir else relative) not in ours:
+        found.append(relative + "/" if is_dir else relative)
+  return found
+
+
+def _holds_files(folder: pathlib.Path) -> bool:
+  return any(not p.is_dir() or p.is_symlink() for p in folder.rglob("*"))
+
+
+def _check_only_ours(path: pathlib.Path) -> None:
+  """``overwrite=True`` replaces a saved state only when it holds nothing else."""
+  foreign = _foreign_files(path)
+  if foreign:
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    raise FileExistsError(
+      f"path {path} holds {len(foreign)} {'entry' if len(foreign) == 1 else 'entries'} "
+      f"jhash.save did not write: {shown}. "
+      "overwrite=True would delete them with the old state: move them out of the folder "
+      "first, or save to a new path."
+    )
+
+
+def _check_not_inside_state(path: pathlib.Path) -> None:
+  """A state saved inside another's folder would be deleted by the outer one's overwrite."""
+  for ancestor in path.parents:
+    if (ancestor / INFO).is_file() and (ancestor / files.MANIFEST).is_file():
+      raise FileExistsError(
+        f"path {path} lies inside the saved state {ancestor}; jhash.save does not save a "
+        "state inside another's folder: choose a path outside it."
+      )
 
 
 def _as_path(path) -> pathlib.Path:
@@ -244,8 +314,9 @@ def restore(path, method: _api.HashingMethod, batch) -> Any:
   Returns:
     The state: ``encode``, ``fit(state=...)`` and ``make_train`` take it as the original.
   Raises:
-    ValueError: the folder is damaged, or holds a state of another method or bit length,
-      or of other settings (an array of another shape, dtype or name; the first is named).
+    ValueError: the folder is damaged (the damaged file is named where it can be told),
+      or holds a state of another method or bit length, or of other settings (an array of
+      another shape, dtype or name; the first is named).
   """
   import orbax.checkpoint as ocp
 
@@ -273,8 +344,40 @@ def restore(path, method: _api.HashingMethod, batch) -> Any:
       f"in {method.name}'s. Build the method with the settings it was trained with, and "
       f"pass a batch laid out as the training batch."
     )
-  with ocp.StandardCheckpointer() as checkpointer:
-    return checkpointer.restore(path / "state", template)
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      return checkpointer.restore(path / "state", template)
+  except Exception as error:  # orbax / TensorStore / JSON: a file it cannot read
+    raise ValueError(_unreadable(path, error)) from None
+
+
+def _unreadable(path: pathlib.Path, error: Exception) -> str:
+  """The message for a saved state whose arrays orbax cannot restore, naming the file when
+  it can be told (the list of files matched it: it was damaged before the list was
+  rewritten, or written by another version)."""
+  file = _damaged_file(path / "state", error)
+  what = f"{file} cannot be read" if file else "its arrays cannot be restored"
+  first = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+  return (
+    f"the saved state {path} is damaged or was written by another version of jhash: {what} "
+    f"({type(error).__name__}: {first}). Save the state again, or restore an intact copy."
+  )
+
+
+def _damaged_file(folder: pathlib.Path, error: Exception) -> pathlib.Path | None:
+  """The file ``error`` names (TensorStore's 'local file "..."'), or the first of orbax's
+  JSON files in ``folder`` that does not parse; None when neither tells."""
+  named = [pathlib.Path(m) for m in re.findall(r'local file "([^"]+)"', str(error))]
+  for file in reversed(named):
+    if file.is_file():
+      return file
+  for file in sorted(folder.glob("_*")):
+    try:
+      json.loads(file.read_text())
+    except (ValueError, UnicodeDecodeError, OSError):
+      if file.is_file():
+        return file
+  return None
 
 
 def _describe(entry) -> str:

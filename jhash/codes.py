@@ -232,7 +232,7 @@ def _check_words(packed, name: str) -> None:
 
 
 def check_packed(packed, name: str, num_words_expected: int | None = None) -> None:
-  """Raise unless ``packed`` is an unsigned-integer [n, W] array."""
+  """Raise unless ``packed`` is a uint32 [n, W] array with W >= 1."""
   _checks.rank(packed, 2, name, "with shape [n, words] (packed codes)")
   dtype = _dtype_of(packed)
   if dtype != np.uint32:
@@ -242,6 +242,11 @@ def check_packed(packed, name: str, num_words_expected: int | None = None) -> No
   if num_words_expected is not None and packed.shape[1] != num_words_expected:
     raise ValueError(
       f"{name} must have {num_words_expected} words per code; got shape {tuple(packed.shape)}."
+    )
+  if packed.shape[1] < 1:
+    raise ValueError(
+      f"{name} must have at least one word per code (a code has num_bits >= 1); got shape "
+      f"{tuple(packed.shape)}."
     )
 
 
@@ -259,8 +264,15 @@ def check_padding(packed, num_bits: int, name: str) -> None:
   """Raise when a concrete packed array [..., W] sets bits past ``num_bits``.
 
   Such bits count in XOR + population count, so distances would come out wrong
-  (12-bit codes at distance 20). Traced values (inside jit) pass unchecked.
+  (12-bit codes at distance 20). Traced values (inside jit) pass unchecked. ``packed``
+  must have ``num_words(num_bits)`` words (a ValueError otherwise).
   """
+  words = num_words(_checks.positive_int(num_bits, "num_bits"))
+  if np.ndim(packed) < 1 or np.shape(packed)[-1] != words:
+    raise ValueError(
+      f"{name} must have {words} words for num_bits={num_bits}, [..., {words}]; got "
+      f"{_checks.describe(packed)}."
+    )
   if num_bits % WORD_BITS == 0 or not _checks.is_concrete(packed):
     return
   a = np.asarray(packed).reshape(-1, num_words(num_bits))

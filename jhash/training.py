@@ -104,10 +104,23 @@ def from_variables(variables: dict, optimizer: optax.GradientTransformation) -> 
       f"BatchNorm networks); got {_checks.describe(variables)}"
       f"{' with keys ' + str(list(variables)) if isinstance(variables, Mapping) else ''}."
     )
-  params = variables["params"]
-  return TrainState(
-    params, variables.get("batch_stats", {}), optimizer.init(params), jnp.zeros((), jnp.int32)
-  )
+  params, batch_stats = variables["params"], variables.get("batch_stats", {})
+  _check_arrays(params, "variables['params']", allow_empty=False)
+  _check_arrays(batch_stats, "variables['batch_stats']", allow_empty=True)
+  return TrainState(params, batch_stats, optimizer.init(params), jnp.zeros((), jnp.int32))
+
+
+def _check_arrays(tree, name: str, allow_empty: bool) -> None:
+  """``tree`` is a pytree (a dict, as Flax makes) of arrays, with one at least unless
+  ``allow_empty``."""
+  leaves = jax.tree.leaves(tree)
+  arrays = all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves)
+  if not arrays or not (leaves or allow_empty):
+    raise ValueError(
+      f"{name} must be a tree (a dict, as Flax's init gives) of arrays; got "
+      f"{_checks.describe(tree)}"
+      f"{' with leaves ' + str([_checks.describe(x) for x in leaves[:2]]) if leaves else ''}."
+    )
 
 
 def make_step(
@@ -124,8 +137,8 @@ def make_step(
     optimizer: an optax ``GradientTransformation``.
     loss_fn: ``loss_fn(outputs, context) -> (loss float32 [], aux dict)``, where
       ``outputs`` is the network's ``HashOutputs`` in training mode on the minibatch.
-    train: run the network in training mode (BatchNorm on the minibatch's statistics,
-      which it updates); False keeps the running statistics (a frozen backbone).
+    train: True or False: run the network in training mode (BatchNorm on the minibatch's
+      statistics, which it updates); False keeps the running statistics (a frozen backbone).
   Returns:
     ``step(state, x, context, key=None) -> (state, loss, aux, outputs)``: pure,
     un-jitted (the caller's jitted update contains it); ``key``, when given, goes to
@@ -134,6 +147,7 @@ def make_step(
   _check_model(model)
   _check_optimizer(optimizer)
   _checks.function(loss_fn, "loss_fn", "(outputs, context) -> (loss, aux)")
+  train = _checks.flag(train, "train")
 
   def objective(params, batch_stats, x, context, key):
     extra = {} if key is None else {"key": key}  # a Model of the user's may take none

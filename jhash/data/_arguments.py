@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from jhash import _checks
-from jhash.metrics import _relevance
 
 
 def path_argument(value: Any, name: str, what: str) -> pathlib.Path:
@@ -53,7 +52,7 @@ def existing_file(value: Any, name: str, what: str) -> pathlib.Path:
 
 
 def nonneg_class_ids(labels: Any, name: str) -> None:
-  """Class ids (int ``[n]``) must be >= 0, as the metrics require: the metrics' own
-  check and wording (``jhash.metrics._relevance``). Multi-hot labels pass."""
+  """Class ids (int ``[n]``) must be >= 0, as the metrics require: the one check and
+  wording they share (``jhash._checks.nonneg_ids``). Multi-hot labels pass."""
   if np.ndim(labels) == 1 and _checks.dtype_of(labels).kind in "iu":
-    _relevance._nonneg_ids(labels, name)
+    _checks.nonneg_ids(labels, name)

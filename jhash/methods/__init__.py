@@ -1,6 +1,10 @@
-"""Hashing methods, each a factory returning a ``HashingMethod`` (see ``_api``)."""
+"""Hashing methods, each a factory returning a ``HashingMethod`` (see ``_api``).
+
+Every method's ``num_bits`` is an int in [1, ``MAX_NUM_BITS``] (65,536 bits).
+"""
 
 from jhash._api import HashingMethod
+from jhash._api import MAX_NUM_BITS
 from jhash._api import view_features
 from jhash.methods._cdh import CDHState
 from jhash.methods._cdh import cdh
@@ -39,6 +43,7 @@ from jhash.methods import mch_parts
 
 __all__ = [
   "HashingMethod",
+  "MAX_NUM_BITS",
   "view_features",
   "REGISTRY",
   "lsh",

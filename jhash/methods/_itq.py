@@ -114,4 +114,5 @@ def itq(num_bits: int, *, view: int | None = None, num_iters: int = 50) -> _api.
     "itq",
     _api.one_phase("itq", update, num_steps=num_iters),
     check_encode=check_encode,
+    closed_form=True,
   )

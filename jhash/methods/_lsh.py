@@ -31,7 +31,7 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
   """Random-projection LSH.
 
   Args:
-    num_bits: K, code length.
+    num_bits: K, code length, at most ``MAX_NUM_BITS`` (65,536).
     view: which view to hash (None: all observed views side by side).
     center: subtract the training mean before projecting.
   Returns:
@@ -52,6 +52,11 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
 
   def init(key, batch):
     x = _api.view_features(batch, view)
+    _checks.fits_in_memory(
+      {"the hyperplanes": 4 * x.shape[1] * num_bits},
+      f"lsh with num_bits={num_bits} on {x.shape[1]} features",
+      "use fewer bits, or fewer features",
+    )
     mean = jnp.mean(x, axis=0) if center else jnp.zeros(x.shape[1], jnp.float32)
     return LSHState(
       mean, jax.random.normal(key, (x.shape[1], num_bits), jnp.float32), _api.view_widths(batch)
@@ -75,4 +80,5 @@ def lsh(num_bits: int, *, view: int | None = None, center: bool = True) -> _api.
     "lsh",
     _api.one_phase("lsh", update, num_steps=0),
     check_encode=check_encode,
+    closed_form=True,
   )

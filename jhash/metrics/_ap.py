@@ -147,7 +147,8 @@ def average_precision(
   Args:
     distances: int32 [q, n] (Hamming, in [0, max_distance], or the largest int32 for an
       item holding no code, as ``jhash.search.multi_code_hamming`` gives) or float32 [q, n].
-    relevance: bool [q, n] (non-zero integers count as relevant).
+    relevance: bool [q, n] (non-zero integers count as relevant; floats must be 0 or
+      1: graded relevance is ``ndcg``'s).
     top_k: cut-off k in [1, n], or None for the whole ranking (a k past the end is
       an error, as in ``precision_at_k``).
     ties: "aware" or "index" (module docstring).
@@ -159,6 +160,7 @@ def average_precision(
     (AP is reported as 0 there).
   """
   _inputs.check_chunk(distances, relevance, "relevance")
+  _inputs.check_relevance_values(relevance)
   _inputs.check_distances(distances, max_distance)
   q, n = distances.shape
   _check_options(top_k, ties, normalizer, n)

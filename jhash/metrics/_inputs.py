@@ -263,14 +263,49 @@ def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> fl
   if traced(values, defined):
     return mean_defined(values, defined, rule)
   value = float(mean_defined(values, defined, rule))
-  if rule == "skip" and not bool(np.any(np.asarray(defined))):
-    warnings.warn(
-      f"{name} is NaN: no query has a relevant item, and no_relevant='skip' leaves every "
-      "query out (no_relevant='zero' counts each as 0).",
-      RuntimeWarning,
-      stacklevel=3,
-    )
+  warn_nan(value, name, "no query has a relevant item", "no_relevant", stacklevel=4)
   return value
+
+
+def warn_nan(values, name: str, why: str, option: str, at=None, stacklevel: int = 3) -> None:
+  """A ``RuntimeWarning`` when a concrete result holds NaN that ``option="skip"`` left:
+  ``"{name} is NaN: {why}, and {option}='skip' leaves every query out ..."``.
+
+  ``at``, for a curve some of whose entries are NaN: ``(label, values)``, the name and
+  value of each entry (``("radius", radii)``), to name the NaN ones.
+  """
+  if traced(values):
+    return
+  nan = np.isnan(np.asarray(values, np.float64))
+  if not nan.any():
+    return
+  where = ""
+  if at is not None and not nan.all():
+    labels = np.asarray(at[1])[nan].tolist()
+    shown = ", ".join(map(str, labels[:8])) + (", ..." if len(labels) > 8 else "")
+    where = f" at {at[0]} {shown}"
+  warnings.warn(
+    f"{name} is NaN{where}: {why}, and {option}='skip' leaves every query out ({option}='zero' "
+    "counts each as 0).",
+    RuntimeWarning,
+    stacklevel=stacklevel,
+  )
+
+
+def check_relevance_values(relevance, name: str = "relevance") -> None:
+  """Relevance for a metric of relevant / not relevant items: bool, integers (non-zero is
+  relevant) or floats holding only 0 and 1 (concrete values checked): a float such as
+  0.3 (a similarity, a soft label) is not read as relevant; graded relevance is NDCG's."""
+  if not _checks.is_concrete(relevance) or _checks.dtype_of(relevance).kind != "f":
+    return
+  a = np.asarray(relevance)
+  bad = (a != 0) & (a != 1)
+  if bad.any():
+    raise ValueError(
+      f"{name} must be bool (or 0 and 1) for relevant / not relevant; found "
+      f"{', '.join(f'{v:g}' for v in np.unique(a[bad])[:5])} in {_checks.describe(a)}. "
+      "Threshold a similarity first (relevance > t), or use ndcg for graded relevance."
+    )
 
 
 def check_chunk(distances, values, name: str) -> None:

@@ -97,13 +97,35 @@ def pr_curve_by_radius(
       as in ``mean_average_precision`` (no weights: the ball needs Hamming distance).
     average: "query" or "pooled" (module docstring).
     empty: "zero" or "skip", for queries whose ball is empty ("query" average), or for
-      a radius at which every ball is empty ("pooled").
+      a radius at which every ball is empty ("pooled"). With "skip", a radius at which
+      every ball is empty has NaN precision, and a ``RuntimeWarning`` names it.
     no_relevant: "zero" or "skip", for recall of queries with no relevant item, or of
-      a corpus with none ("pooled").
+      a corpus with none ("pooled"); NaN with a ``RuntimeWarning`` when "skip" leaves
+      every query out.
   Returns:
     dict of numpy arrays: ``radius`` int [K+1], ``precision`` and ``recall`` float [K+1]
     (inside jit / vmap: JAX arrays).
   """
+  options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
+  curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
+  _warn_nan(curve, "pr_curve_by_radius", average, at=("radius", curve["radius"]))
+  return curve
+
+
+def _pr_curve(
+  query_codes,
+  db_codes,
+  query_labels,
+  db_labels,
+  db_mask,
+  query_chunk,
+  *,
+  relevance,
+  average,
+  empty,
+  no_relevant,
+) -> dict:
+  """``pr_curve_by_radius`` without its warnings."""
   _inputs.check_choice(average, "average", AVERAGES)
   _inputs.check_choice(empty, "empty", ("zero", "skip"))
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
@@ -120,6 +142,14 @@ def pr_curve_by_radius(
     "precision": np.asarray(precision),
     "recall": np.asarray(recall),
   }
+
+
+def _warn_nan(values: dict, name: str, average: str, at=None) -> None:
+  """A ``RuntimeWarning`` for each of precision and recall that ``"skip"`` made NaN."""
+  empty = "every query's ball is empty" + (" (average='pooled')" if average == "pooled" else "")
+  _inputs.warn_nan(values["precision"], f"{name}'s precision", empty, "empty", at, stacklevel=4)
+  why = "no query has a relevant item"
+  _inputs.warn_nan(values["recall"], f"{name}'s recall", why, "no_relevant", at, stacklevel=4)
 
 
 def precision_recall_at_radius(
@@ -145,21 +175,13 @@ def precision_recall_at_radius(
   k = int(np.shape(query_codes)[-1])
   if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= k:
     raise ValueError(f"radius must be an int in [0, {k}] (the code length); got {radius!r}.")
-  curve = pr_curve_by_radius(
-    query_codes,
-    db_codes,
-    query_labels,
-    db_labels,
-    relevance=relevance,
-    average=average,
-    empty=empty,
-    no_relevant=no_relevant,
-    db_mask=db_mask,
-    query_chunk=query_chunk,
-  )
+  options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
+  curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
   if _inputs.traced(curve):
     return curve["precision"][radius], curve["recall"][radius]
-  return float(curve["precision"][radius]), float(curve["recall"][radius])
+  values = {"precision": curve["precision"][radius], "recall": curve["recall"][radius]}
+  _warn_nan(values, f"precision_recall_at_radius (radius {radius})", average)
+  return float(values["precision"]), float(values["recall"])
 
 
 def buckets_within(num_bits: int, radius: int) -> int:

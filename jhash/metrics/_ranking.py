@@ -50,8 +50,12 @@ def _check_ks(ks, n: int, name: str = "ks") -> tuple[int, ...]:
 def hits_at_k(
   distances, relevance, ks: tuple[int, ...], ties: str = "aware", max_distance: int | None = None
 ) -> jax.Array:
-  """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)]."""
+  """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)].
+
+  ``relevance``: bool [q, n] (non-zero integers count as relevant; floats must be 0 or 1).
+  """
   _inputs.check_chunk(distances, relevance, "relevance")
+  _inputs.check_relevance_values(relevance)
   _inputs.check_distances(distances, max_distance)
   _inputs.check_choice(ties, "ties", _ap.TIES)
   ks = _check_ks(ks, distances.shape[1])
@@ -253,7 +257,7 @@ def recall_at_k(
   """Mean recall@k (relevant in the top k over all relevant) for each k: float32 [len(ks)].
 
   Queries with no relevant item count as 0 (``no_relevant="zero"``) or are left out
-  (``"skip"``).
+  (``"skip"``: NaN when every query is, with a ``RuntimeWarning``).
   """
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
   ks, hits, total = _hits(
@@ -270,7 +274,10 @@ def recall_at_k(
   )
   recall = hits / jnp.maximum(total, 1)[:, None].astype(jnp.float32)
   defined = jnp.broadcast_to((total > 0)[:, None], recall.shape)
-  return jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)(recall, defined)
+  mean = jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)
+  result = mean(recall, defined)
+  _inputs.warn_nan(result, "recall_at_k", "no query has a relevant item", "no_relevant")
+  return result
 
 
 def _expected_dcg(groups: _groups.TieGroups, k: int) -> jax.Array:

@@ -72,21 +72,6 @@ def relevance_matrix(query_labels: jax.Array, db_labels: jax.Array, kind: str) -
   return shared > 0.5
 
 
-def _nonneg_ids(labels, name: str) -> None:
-  """Class ids are >= 0 (checked on concrete arrays): -1 often marks an unlabelled item,
-  which as a class id would make every unlabelled item relevant to every other."""
-  if np.size(labels) == 0 or not _checks.is_concrete(labels):
-    return
-  low = np.asarray(labels).min()
-  if low < 0:
-    raise ValueError(
-      f"{name}: class ids must be >= 0; found {int(low)} in {_checks.describe(labels)}. "
-      "A negative id (-1 for 'unlabelled', say) would be a class of its own, its items "
-      "relevant to each other: drop those items, or give multi-hot labels, where an "
-      "all-False row shares no label."
-    )
-
-
 def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> None:
   """Labels must match the codes in count and each other in layout; class ids >= 0."""
   for name, lab, n in (
@@ -104,7 +89,7 @@ def check_labels(query_labels, db_labels, num_queries: int, num_items: int) -> N
       raise ValueError(f"{name} as class ids must be integer; got dtype {dtype}.")
     if nd == 1:
       _checks.int32_ids(lab, name)
-      _nonneg_ids(lab, name)
+      _checks.nonneg_ids(lab, name)
     _checks.label_columns(lab, name)
     if nd == 2 and not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
       raise ValueError(f"{name} as multi-hot must be bool (or 0/1 integers); got dtype {dtype}.")

@@ -205,6 +205,7 @@ def model(module: nn.Module, input_shape: Sequence[int] | None = None) -> Model:
     return dict(module.init(key, _prepare(module, shape, x), train=False))
 
   def apply(variables, x, train=False, key=None):
+    train = _checks.flag(train, "train")
     x = _prepare(module, shape, x)
     if not train:
       return module.apply(variables, x, train=False), variables
@@ -303,7 +304,7 @@ def backbone(input_shape: Sequence[int], num_bits: int, **kwargs) -> Model:
     A Model whose ``input_shape`` is the item shape, images as (H, W, C).
   """
   shape = _backbone_shape(input_shape)
-  num_bits = _checks.positive_int(num_bits, "num_bits")
+  num_bits = _checks.code_length(num_bits, "num_bits")
   if len(shape) == 1:
     module = MLP(num_bits, **_options("MLP", shape, kwargs))
   else:

@@ -116,6 +116,8 @@ def build(verbose: bool = False) -> pathlib.Path:
   The library is written to a temporary file and renamed into place, so
   processes building at once never load a partial file.
   """
+  if not isinstance(verbose, bool):  # not _checks.flag: this layer imports no other
+    raise ValueError(f"verbose must be True or False; got {type(verbose).__name__} {verbose!r}.")
   path = library_path()
   if path.exists():
     return path

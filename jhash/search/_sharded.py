@@ -43,6 +43,15 @@ def default_mesh(axis_name: str = "db") -> Mesh:
   return Mesh(np.asarray(jax.devices()), (axis_name,))
 
 
+def _check_mesh(mesh: Mesh | None) -> Mesh:
+  """``mesh``, a 1-D ``Mesh`` (None: ``default_mesh()``); a ValueError for anything else."""
+  if mesh is None:
+    return default_mesh()
+  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh; got {mesh!r}.")
+  return mesh
+
+
 def _explicit(mesh: Mesh, axis: str) -> bool:
   types = getattr(mesh, "axis_types", None)
   if types is None:
@@ -54,15 +63,17 @@ def sharded_hamming_topk_unchecked(
   query_packed: jax.Array,
   db_packed: jax.Array,
   k: int,
-  mesh: Mesh,
+  mesh: Mesh | None = None,
   num_bits: int | None = None,
   query_chunk: int = _blockmin.DEFAULT_QUERY_CHUNK,
   db_block: int = _blockmin.DEFAULT_DB_BLOCK,
   method: str = "auto",
   num_rows: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-  """``sharded_hamming_topk`` without input checks (for use inside jit; sizes static)."""
+  """``sharded_hamming_topk`` without the checks of values (for use inside jit; sizes
+  static); ``mesh`` None is ``default_mesh()``, as there."""
   _topk.check_static(query_packed, db_packed, k)
+  mesh = _check_mesh(mesh)
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
   n = db_packed.shape[0] if num_rows is None else num_rows
@@ -147,10 +158,7 @@ def sharded_hamming_topk(
     k, db_packed.shape[0] if num_rows is None else num_rows, query_chunk, db_block
   )
   method = _topk.check_method(method)
-  if mesh is None:
-    mesh = default_mesh()
-  if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
-    raise ValueError(f"mesh must be a 1-D jax.sharding.Mesh; got {mesh!r}.")
+  mesh = _check_mesh(mesh)
   return _sharded_jit(
     jnp.asarray(query_packed),
     jnp.asarray(db_packed),

@@ -91,6 +91,11 @@ def check_static(query, db, k, what: str = "words") -> None:
       f"query and database must have the same number of {what} per code (the last axis); "
       f"got shapes {tuple(np.shape(query))} and {tuple(np.shape(db))}."
     )
+  if np.shape(query)[-1] < 1:
+    raise ValueError(
+      f"query and database must have at least one {what[:-1]} per code (a code has "
+      f"num_bits >= 1); got shapes {tuple(np.shape(query))} and {tuple(np.shape(db))}."
+    )
 
 
 _STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")

@@ -531,6 +531,7 @@ def start_sweep(
 ) -> SweepCarry:
   """The carry at the start of a sweep: the Gram (exponential merit, unless
   ``matrix_free``) and nothing pending."""
+  matrix_free = _checks.flag(matrix_free, "matrix_free")
   n = codes.shape[0]
   g = gram(codes, block_rows, shard) if merit == "exponential" and not matrix_free else None
   none = jnp.zeros((n,), jnp.int8)
@@ -589,6 +590,7 @@ def sweep(
   _checks.scalar(gamma, "gamma", low=0)
   block_rows = _checks.positive_int(block_rows, "block_rows")
   chunk = _checks.positive_int(chunk, "chunk")
+  matrix_free = _checks.flag(matrix_free, "matrix_free")
   if np.ndim(uniforms) != 2 or uniforms.shape[0] != num_bits:
     raise ValueError(
       f"uniforms must be [K, max_inner] with one row per bit ({num_bits}); got "

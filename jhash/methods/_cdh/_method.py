@@ -224,6 +224,11 @@ def _init(settings: _Settings, key: jax.Array, batch: dict) -> CDHState:
 
 
 def _check_state(state: CDHState, views, num_bits: int) -> None:
+  if not isinstance(state, CDHState):
+    raise TypeError(
+      f"state must be a CDHState (from jhash.init or jhash.fit of this cdh method); got "
+      f"{_checks.describe(state)}."
+    )
   if state.codes.shape != (views[0].shape[0], num_bits):
     raise ValueError(
       f"batch must hold the {state.codes.shape[0]} training items the state "

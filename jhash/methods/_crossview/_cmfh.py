@@ -247,4 +247,5 @@ def cmfh(
     _api.one_phase("cmfh", update, num_steps=num_iters),
     check_batch=check_batch,
     extras=CMFHExtras(objective),
+    closed_form=True,
   )

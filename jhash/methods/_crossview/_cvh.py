@@ -125,4 +125,5 @@ def cvh(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     "cvh",
     _api.one_phase("cvh", update, num_steps=0),
     check_batch=check_batch,
+    closed_form=True,
   )

@@ -202,6 +202,7 @@ def scm(num_bits: int, *, reg: float = 1e-4) -> _api.HashingMethod:
     "scm",
     _api.one_phase("scm", update, num_steps=num_bits),
     check_batch=check_batch,
+    closed_form=True,
   )
 
 

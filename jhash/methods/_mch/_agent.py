@@ -18,8 +18,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from jhash import _checks
 from jhash import coder as coder_lib
 from jhash import codes as codes_lib
 from jhash import losses
@@ -120,7 +122,16 @@ def dedupe_mask(codes: jax.Array, keep: jax.Array) -> jax.Array:
   Args:
     codes: int8 [n, m, K].
     keep: bool [n, m] (the first column, the whole image's code, should be True).
+  Raises:
+    ValueError: ``codes`` not [n, m, K], or ``keep`` not bool of shape [n, m] (shapes
+      only: free under jit).
   """
+  _checks.rank(codes, 3, "codes", "(int8 [n, m, K]: m codes per item)")
+  if tuple(np.shape(keep)) != tuple(np.shape(codes)[:2]) or _checks.dtype_of(keep) != np.bool_:
+    raise ValueError(
+      f"keep must be bool of codes' [n, m] = {list(np.shape(codes)[:2])} (one flag per "
+      f"code); got {_checks.describe(keep)} for codes {_checks.describe(codes)}."
+    )
   m = codes.shape[1]
   same = jnp.all(codes[:, :, None, :] == codes[:, None, :, :], axis=-1)  # [n, m, m]
   earlier = jnp.tril(jnp.ones((m, m), bool), k=-1)  # j < i
