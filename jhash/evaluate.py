@@ -422,8 +422,10 @@ def load_inputs(args) -> tuple[Loaded, Loaded, Loaded, Loaded]:
     raise InputError(f"--num-bits {args.num_bits}: expected the code length, an int >= 1.")
   qc = load_codes(args.query_codes, "--query-codes", args.query_key, args.num_bits)
   dc = load_codes(args.db_codes, "--db-codes", args.db_key, args.num_bits)
-  ql = load_labels(args.query_labels, "--query-labels", len(qc.array), args.query_labels_key)
-  dl = load_labels(args.db_labels, "--db-labels", len(dc.array), args.db_labels_key)
+  ql = load_labels(
+    args.query_labels, "--query-labels", len(qc.array), args.query_labels_key, codes=qc
+  )
+  dl = load_labels(args.db_labels, "--db-labels", len(dc.array), args.db_labels_key, codes=dc)
   check_corpus(qc, dc, ql, dl)
   return qc, dc, ql, dl
 

@@ -239,3 +239,17 @@ def test_mat_read_errors_name_the_file_once(tmp_path):
   message = str(error.value)
   assert message.startswith(f"--query-codes {path}: could not be read as a MAT-file (")
   assert message.count(str(path)) == 1, message  # was: twice
+
+
+def test_jhash_evaluate_asks_whether_mat_codes_are_transposed(tmp_path, capsys):
+  from jhash import evaluate  # pylint: disable=import-outside-toplevel
+
+  rng = np.random.default_rng(0)
+  scipy.io.savemat(tmp_path / "q.mat", {"B": np.where(rng.random((6, 16)) < 0.5, 1.0, -1.0).T})
+  np.save(tmp_path / "db.npy", np.where(rng.random((20, 16)) < 0.5, 1.0, -1.0))
+  np.save(tmp_path / "ql.npy", np.arange(6) % 3)
+  np.save(tmp_path / "dl.npy", np.arange(20) % 3)
+  argv = ["--query-codes", str(tmp_path / "q.mat"), "--db-codes", str(tmp_path / "db.npy")]
+  argv += ["--query-labels", str(tmp_path / "ql.npy"), "--db-labels", str(tmp_path / "dl.npy")]
+  assert evaluate.main(argv) != 0
+  assert "are the codes transposed?" in capsys.readouterr().err
