@@ -9,7 +9,8 @@ their tables come from runs and cannot drift from the code:
     python -m experiments.main --config experiments/configs/quickstart.py --workdir runs/quickstart
     python -m experiments.report runs/quickstart --title "Quickstart" --out docs/results/quickstart.md
 
-Without ``--out`` the page is printed. A run directory without a finished
+A retrieval run's sweeps (``evaluation.sweep``) get a table per cell and parameter
+(``sweep_tables``). Without ``--out`` the page is printed. A run directory without a finished
 ``results.json`` is an error naming it, as is a retrieval run's ``results.json`` whose
 metrics are not numbers (hand-edited); so is an ``--out`` that is a folder or a run's
 own ``results.json``, ``config.json`` or ``progress.json`` (the page would replace it).
@@ -21,6 +22,7 @@ import argparse
 import json
 import math
 import pathlib
+import re
 import sys
 from typing import Any, Mapping
 
@@ -162,9 +164,43 @@ def markdown_blocks(table: str) -> str:
   return "\n".join(out)
 
 
+_SWEPT = re.compile(r"^(?P<metric>.+)_multi@(?P<param>\w+)=(?P<value>.+)$")
+
+
+def _number(value: Any) -> str:
+  return "-" if not isinstance(value, (int, float)) else f"{value:.4f}"
+
+
+def sweep_tables(results: Mapping[str, Any]) -> str:
+  """Tables of a retrieval run's sweeps (``evaluation.sweep``: a multi-code method's cell
+  re-encoded with each value of a parameter, ``METRIC_multi@PARAM=VALUE``): per cell and
+  parameter, a row per metric, a column per value, and the cell's single code ("base":
+  the base model's number; 1 code per item)."""
+  blocks = []
+  for cell, numbers in sorted(results.get("metrics", {}).items()):
+    swept: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, value in numbers.items():
+      match = _SWEPT.match(key)
+      if match:
+        by_value = swept.setdefault(match["param"], {})
+        by_value.setdefault(match["value"], {})[match["metric"]] = value
+    for param, by_value in swept.items():
+      values = list(by_value)
+      metrics = list(dict.fromkeys(m for v in values for m in by_value[v]))
+      rows = [f"| {param} | " + " | ".join(values) + " | base |", "|---" * (len(values) + 2) + "|"]
+      for metric in metrics:
+        base = 1.0 if metric == "codes_per_item" else numbers.get(metric)
+        cells = [_number(by_value[v].get(metric)) for v in values] + [_number(base)]
+        rows.append(f"| {metric} | " + " | ".join(cells) + " |")
+      blocks.append(f"{cell}, re-encoded with each {param}:\n\n" + "\n".join(rows))
+  return "\n\n".join(blocks)
+
+
 def section(results: Mapping[str, Any], title: str, level: int = 2) -> str:
   table = markdown_blocks(results["table"])
-  return f"{'#' * level} {title}\n\n{table}\n\n{provenance(results)}\n"
+  sweeps = sweep_tables(results)
+  sweeps = f"\n\n{sweeps}" if sweeps else ""
+  return f"{'#' * level} {title}\n\n{table}{sweeps}\n\n{provenance(results)}\n"
 
 
 def page(run_dirs, titles=None) -> str:

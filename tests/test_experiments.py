@@ -554,3 +554,18 @@ def test_a_caption_above_a_table_stays_a_paragraph_of_its_own():
   aligned = "| a   | b        |\n|-----|----------|\n| cdh | |J2-J1|  |"
   got = report.markdown_blocks(aligned).splitlines()
   assert got[:2] == aligned.splitlines()[:2] and got[2] == "| cdh | \\|J2-J1\\|  |"
+
+
+def test_report_tables_a_sweep_by_parameter_with_the_base_beside_it():
+  from experiments import report  # pylint: disable=import-outside-toplevel
+
+  numbers = {"map": 0.6, "map_multi": 0.5, "recall_radius_0": 0.1}
+  for value, (m, c) in {"0.3": (0.4, 4.0), "1.0": (0.6, 1.0)}.items():
+    numbers[f"map_multi@sigma={value}"] = m
+    numbers[f"codes_per_item_multi@sigma={value}"] = c
+  text = report.sweep_tables({"metrics": {"d/mch/32": numbers, "d/itq/32": {"map": 0.3}}})
+  assert text.startswith("d/mch/32, re-encoded with each sigma:")
+  assert "| sigma | 0.3 | 1.0 | base |" in text
+  assert "| map | 0.4000 | 0.6000 | 0.6000 |" in text
+  assert "| codes_per_item | 4.0000 | 1.0000 | 1.0000 |" in text
+  assert "itq" not in text and report.sweep_tables({"metrics": {"d/itq/32": {"map": 0.3}}}) == ""
