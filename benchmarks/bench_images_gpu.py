@@ -81,18 +81,22 @@ def rate(fn, images_per_call: int, repeats: int) -> float:
   return images_per_call / float(np.median(times))
 
 
+def pipeline(train, steps: int, image_size: int):
+  """The training pipeline over ``train``'s images: ``steps`` minibatches of ``BATCH``."""
+  return jhash.data.image_pipeline(
+    train.paths,
+    train.labels,
+    batch_size=BATCH,
+    key=jax.random.key(0),
+    train=True,
+    num_steps=steps,
+    image_size=image_size,
+  )
+
+
 def pipeline_rate(train, steps: int, image_size: int) -> float:
   def read():
-    pipe = jhash.data.image_pipeline(
-      train.paths,
-      train.labels,
-      batch_size=BATCH,
-      key=jax.random.key(0),
-      train=True,
-      num_steps=steps,
-      image_size=image_size,
-    )
-    for _ in pipe:
+    for _ in pipeline(train, steps, image_size):
       pass
 
   return rate(read, steps * BATCH, 2)
@@ -101,15 +105,7 @@ def pipeline_rate(train, steps: int, image_size: int) -> float:
 def jhash_rates(train, steps: int, image_size: int) -> dict:
   net = jhash.models.backbone((image_size, image_size, 3), BITS, stem="imagenet")
   method = jhash.methods.dch(BITS, backbone=net, batch_size=BATCH)
-  pipe = lambda n: jhash.data.image_pipeline(
-    train.paths,
-    train.labels,
-    batch_size=BATCH,
-    key=jax.random.key(0),
-    train=True,
-    num_steps=n,
-    image_size=image_size,
-  )
+  pipe = lambda n: pipeline(train, n, image_size)
   first = next(iter(pipe(1)))
   state = jhash.init(method, jax.random.key(0), first)
   update = jax.jit(method.phases[0].update, donate_argnums=0)

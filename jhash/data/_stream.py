@@ -111,20 +111,12 @@ class _ImageReader:
     from PIL import Image  # imported here: `import jhash` stays light
 
     width_height = (self.size[1], self.size[0])
-    try:
-      with Image.open(path) as image:
-        found = image.size
-        image = _transforms.eight_bit(image, path)  # PIL's convert clips 16-bit, rounds floats
-        image = image.convert("RGB" if self.channels == 3 else "L")
-        if self.resize and image.size != width_height:
-          image = image.resize(width_height, Image.Resampling.BILINEAR)
-        pixels = np.asarray(image)
-    except (FileNotFoundError, PermissionError, _errors.DataFormatError):
-      raise
-    except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBomb...
-      raise _errors.DataFormatError(
-        f"{path} could not be decoded as an image ({type(e).__name__}: {e})."
-      ) from e
+    with _transforms.open_image(path) as image:  # 8 bits a sample: PIL's convert clips 16
+      found = image.size
+      image = image.convert("RGB" if self.channels == 3 else "L")
+      if self.resize and image.size != width_height:
+        image = image.resize(width_height, Image.Resampling.BILINEAR)
+      pixels = np.asarray(image)
     if found != width_height and not self.resize:
       raise _errors.DataFormatError(
         f"{path} is {found[1]} x {found[0]} (H x W) but the first image is {self.size[0]} "

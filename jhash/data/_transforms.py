@@ -18,6 +18,7 @@ uniform), so only the crop is flipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -47,17 +48,26 @@ def decode_image(
   A missing file raises ``FileNotFoundError``; a file PIL cannot decode raises
   ``DataFormatError`` naming it.
   """
-  from PIL import Image  # imported here: `import jhash` stays light
 
   _arguments.path_argument(path, "path", "an image file")
   resize = _resize_arg(resize)
+  with open_image(path) as image:
+    image = image if image.mode == "RGB" else image.convert("RGB")
+    if resize is not None:
+      image = _resize_pil(image, resize)
+    return np.asarray(image)
+
+
+@contextlib.contextmanager
+def open_image(path: str | os.PathLike):
+  """The PIL image at ``path``, of 8 bits a sample (``eight_bit``); PIL's errors, raised
+  while it opens or (lazily) decodes inside the block, as ``DataFormatError`` naming the
+  file. Missing or unreadable files keep their own errors."""
+  from PIL import Image  # imported here: `import jhash` stays light
+
   try:
     with Image.open(path) as image:
-      image = eight_bit(image, path)
-      image = image if image.mode == "RGB" else image.convert("RGB")
-      if resize is not None:
-        image = _resize_pil(image, resize)
-      return np.asarray(image)
+      yield eight_bit(image, path)
   except (FileNotFoundError, PermissionError, _errors.DataFormatError):
     raise
   except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBomb...
