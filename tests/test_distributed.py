@@ -169,7 +169,7 @@ def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
     q_labels[1] = False  # a query with no relevant item
   else:
     q_labels, labels = rng.integers(0, 5, 30), rng.integers(0, 5, 97)
-  padded = np.concatenate([db, np.ones((3, 12), np.int8)])  # rows past num_rows: padding
+  padded = np.concatenate([db, np.zeros((3, 12), np.int8)])  # global_rows pads with zeros
   padded_labels = np.concatenate([labels, labels[:3]])
   for options in (
     {},

@@ -197,8 +197,20 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   return masks
 
 
+def clear_padding(query_packed, num_bits: int):
+  """``query_packed`` with its bits past ``num_bits`` cleared. Concrete queries are checked
+  instead (``check_queries``: such bits are an error); traced ones cannot be, and the
+  kernels must never read a key past the index's bits (the native kernel's directory
+  lookup would read out of bounds), so inside jit they are ignored."""
+  if num_bits % codes_lib.WORD_BITS == 0:
+    return query_packed
+  return jnp.bitwise_and(query_packed, jnp.asarray(~codes_lib.padding_mask(num_bits))[None, :])
+
+
 @functools.partial(jax.jit, static_argnames=("steps", "use_native"))
 def _lookup(index, query_packed, steps, use_native):
+  query_packed = clear_padding(query_packed, index.num_bits)
+
   def array_code(index, query_packed):
     start, count, _ = bucket_ranges(index, query_packed, steps, scan=True)
     return start, count

@@ -302,7 +302,9 @@ def _bucket_search(
   """The search; also returns the most buckets within reach of one query through the
   substring tables (0 without them, and from the native kernel, which needs no second
   run), to tell an eager caller to run again. ``use_native``: on the CPU, the kernel of
-  ``_native_search`` (the same results)."""
+  ``_native_search`` (the same results). Padding bits of traced queries are ignored
+  (``_probe.clear_padding``; concrete ones were refused)."""
+  query_packed = _probe.clear_padding(query_packed, index.num_bits)
   array_code = functools.partial(
     _array_search,
     max_radius=max_radius,

@@ -81,7 +81,7 @@ def _check_mesh(mesh: Any, db_codes: Any) -> Mesh:
   return mesh
 
 
-def _check_codes(codes: Any, name: str, num_bits: int | None) -> None:
+def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | None = None) -> None:
   if (
     not hasattr(codes, "dtype")
     or np.ndim(codes) != 2
@@ -92,7 +92,8 @@ def _check_codes(codes: Any, name: str, num_bits: int | None) -> None:
       f"{name} must be an array [n, {bits}] of codes in {{-1, +1}}; got {_checks.describe(codes)}."
     )
   if not isinstance(codes, jax.Array) or codes.is_fully_addressable:
-    _checks.signed_codes(codes, name)  # values read only where this process holds them all
+    # Values read only where this process holds them all; padding rows may hold anything.
+    _checks.signed_codes(codes if num_rows is None else codes[:num_rows], name)
 
 
 def _local(x: jax.Array) -> jax.Array:
@@ -136,12 +137,12 @@ def sharded_mean_average_precision(
     mAP as a Python float (read on every process).
   """
   mesh = _check_mesh(mesh, db_codes)
-  _check_codes(query_codes, "query_codes", None)
-  _check_codes(db_codes, "db_codes", np.shape(query_codes)[1])
   n = np.shape(db_codes)[0]
   num_rows = n if num_rows is None else _checks.positive_int(num_rows, "num_rows")
   if num_rows > n:
     raise ValueError(f"num_rows must be <= db_codes' {n} rows; got {num_rows}.")
+  _check_codes(query_codes, "query_codes", None)
+  _check_codes(db_codes, "db_codes", np.shape(query_codes)[1], num_rows)
   _relevance.check_labels(query_labels, db_labels, np.shape(query_codes)[0], n)
   kind = _relevance.resolve(relevance, query_labels)
   if normalizer not in ("relevant", "min"):
