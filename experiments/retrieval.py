@@ -279,6 +279,10 @@ def _check_evaluation(config) -> None:
         f"config.evaluation.topn: must be a tuple of ints N >= 1 (P@N and R@N); got {topn!r}."
       )
     _check_ints(list(topn), "config.evaluation.topn", minimum=1)
+    if list(topn) != sorted(set(topn)):
+      raise harness.ConfigError(
+        f"config.evaluation.topn: the N of P@N and R@N must increase, each once; got {topn!r}."
+      )
   for flag in ("controls", "diagnose"):
     if not isinstance(ev.get(flag, False), bool):
       raise harness.ConfigError(

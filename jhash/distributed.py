@@ -112,6 +112,8 @@ def initialize(
 def process_mesh(axis_name: str = "rows") -> Mesh:
   """A 1-D mesh over every process's devices, process 0's first, so each process's
   devices hold one contiguous run of rows."""
+  if not isinstance(axis_name, str) or not axis_name:
+    raise ValueError(f"axis_name must be a non-empty str; got {axis_name!r}.")
   devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
   return Mesh(np.asarray(devices), (axis_name,))
 
@@ -164,6 +166,11 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
   """
   start, stop = row_range(num_rows, mesh)
   local = np.asarray(local)
+  if local.dtype.kind not in "biuf":
+    raise ValueError(
+      f"local must be an array of numbers or bools (codes, labels, features); got "
+      f"{_checks.describe(local)}."
+    )
   if local.ndim < 1 or local.shape[0] != stop - start:
     raise ValueError(
       f"local must hold this process's rows {start} to {stop - 1} ({stop - start} rows, "

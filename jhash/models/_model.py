@@ -305,7 +305,14 @@ def backbone(input_shape: Sequence[int], num_bits: int, **kwargs) -> Model:
   """
   shape = _backbone_shape(input_shape)
   num_bits = _checks.code_length(num_bits, "num_bits")
+  if kwargs.get("arch", "") is None:  # the documented default: chosen by the shape
+    kwargs = {k: v for k, v in kwargs.items() if k != "arch"}
   if len(shape) == 1:
+    if "arch" in kwargs:
+      raise ValueError(
+        f"arch={kwargs['arch']!r} names an image network; items of input_shape {shape} "
+        "(feature vectors) take the MLP: give images (H, W[, C]) or leave arch out."
+      )
     module = MLP(num_bits, **_options("MLP", shape, kwargs))
   else:
     module = _image_network(num_bits, shape, kwargs)
