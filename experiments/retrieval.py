@@ -33,14 +33,15 @@ Config keys (``experiments/configs/baselines.py`` is an example):
   ``jhash.data.protocol_map_at``, the whole database where it has none: ``map_at_k``,
   tie-aware mAP over each query's first K, with ``map_k`` the K used, clipped to the
   database) and ``topn`` (a tuple of N: at ``plots.pr_curve_bits``, the P@N and R@N
-  curves, ``topn`` in the results and ``topn.png``; N clipped to the database) and
+  curves, ``topn`` in the results and ``topn.png``; N clipped to the database; ``()``
+  for none) and
   ``controls`` (True: MCH's controls beside it, ``experiments.mch_controls``:
   ``METRIC_multi@control=NAME`` and ``oracle_keep_fraction``) and ``diagnose`` (True,
   with ``controls``: ``mch_controls.agent_diagnosis``, whether the agent's keep
   probabilities and a supervised probe from its states find the oracle's crops).
 * ``tables``: the metrics printed as tables (rows data set x method, columns bits).
 * ``plots``: ``pr_curve_bits`` (precision-recall within Hamming radius at this length,
-  ``pr_radius.png``; None: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
+  ``pr_radius.png``; None, or 0 on the command line: none) and ``curves`` (name -> ``{"metric", "methods"}``: a
   training metric against the step, ``NAME.png``, one panel per data set and method,
   one line per code length); optional ``f1_bucket_bits`` (``f1_buckets.png``: F1 against
   buckets visited at this length, single codes solid, multi-code dashed).
@@ -164,6 +165,7 @@ def validate(config) -> None:
   their hyperparameters, metric conventions, tables and plot settings."""
   harness.check_keys(config, KEYS + OPTIONAL_KEYS, required=KEYS)
   _check_pretrained(config)
+  _check_arch(config)
   harness.check_keys(
     config.evaluation,
     EVALUATION_KEYS + EVALUATION_OPTIONAL,
@@ -196,6 +198,23 @@ def _check_pretrained(config) -> None:
       f"config.pretrained: no weights file at {str(path)!r}; make it with the pretraining "
       "run (python -m experiments.main --config experiments/configs/pretrain.py --workdir "
       "runs/pretrain) or point --config.pretrained at yours."
+    )
+
+
+def _check_arch(config) -> None:
+  arch = config.get("arch")
+  if arch is None:
+    return
+  names = (*jhash.models.RESNET_ARCHS, *jhash.models.CLASSIC_ARCHS)
+  if arch not in names:
+    raise harness.ConfigError(
+      f"config.arch must be one of {', '.join(map(repr, names))}; got {arch!r}."
+    )
+  if not any("backbone" in config.methods[label] for label in config.methods):
+    raise harness.ConfigError(
+      f"config.arch={arch!r} picks the network of the deep methods, but this config's "
+      f"methods ({', '.join(config.methods)}) train none: drop --config.arch or use a "
+      "config with deep methods."
     )
 
 
@@ -274,11 +293,13 @@ def _check_evaluation(config) -> None:
     _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
   if ev.get("topn") is not None:
     topn = ev.topn
-    if not isinstance(topn, (tuple, list)) or not topn:
+    if not isinstance(topn, (tuple, list)):
       raise harness.ConfigError(
-        f"config.evaluation.topn: must be a tuple of ints N >= 1 (P@N and R@N); got {topn!r}."
+        f"config.evaluation.topn: must be a tuple of ints N >= 1 (P@N and R@N), or () for "
+        f"none; got {topn!r}."
       )
-    _check_ints(list(topn), "config.evaluation.topn", minimum=1)
+    if topn:
+      _check_ints(list(topn), "config.evaluation.topn", minimum=1)
     if list(topn) != sorted(set(topn)):
       raise harness.ConfigError(
         f"config.evaluation.topn: the N of P@N and R@N must increase, each once; got {topn!r}."
@@ -305,8 +326,19 @@ def _parameters(config, label: str) -> set[str]:
   return names
 
 
-def _check_plots(config) -> None:
+def pr_curve_bits(config) -> int | None:
+  """``config.plots.pr_curve_bits``; None for no curves (0 says so on the command line,
+  where an int key cannot be set to None)."""
   bits = config.plots.pr_curve_bits
+  return (
+    None
+    if bits is None or (isinstance(bits, int) and not isinstance(bits, bool) and bits == 0)
+    else bits
+  )
+
+
+def _check_plots(config) -> None:
+  bits = pr_curve_bits(config)
   if bits is not None:
     harness.check_choice(bits, list(config.bits), "config.plots.pr_curve_bits (one of bits)")
   f1_bits = config.plots.get("f1_bucket_bits")
@@ -567,7 +599,7 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int, seed
     train,
     checkpoint_every=config.checkpoint_every,
   )
-  curve = bits in (config.plots.pr_curve_bits, config.plots.get("f1_bucket_bits"))
+  curve = bits in (pr_curve_bits(config), config.plots.get("f1_bucket_bits"))
   top_k = map_at(config.evaluation, config.datasets[dataset].protocol)
   result = evaluate(method, state, query, database, config.evaluation, curve=curve, top_k=top_k)
   if method.encode_multi is not None and sweep(config.evaluation):
@@ -708,11 +740,11 @@ def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
             )
       panels.append({"title": d, "xlabel": "bits", "ylabel": family, "series": series})
     plots.panels(panels, workdir / f"{family}_vs_bits.png")
-  if config.plots.pr_curve_bits is not None:
+  if pr_curve_bits(config) is not None:
     pr_plot(config, metrics, workdir / "pr_radius.png")
   if config.plots.get("f1_bucket_bits") is not None:
     f1_plot(config, metrics, workdir / "f1_buckets.png")
-  if config.plots.pr_curve_bits is not None and config.evaluation.get("topn"):
+  if pr_curve_bits(config) is not None and config.evaluation.get("topn"):
     topn_plot(config, metrics, workdir / "topn.png")
   for name, spec in config.plots.curves.items():
     curve_plot(config, metrics, spec, workdir / f"{name}.png")
@@ -720,7 +752,7 @@ def make_plots(config, metrics: dict, workdir: pathlib.Path) -> None:
 
 def pr_plot(config, metrics: dict, path) -> None:
   """Precision against recall within Hamming radius 0..K, mean over seeds."""
-  bits = config.plots.pr_curve_bits
+  bits = pr_curve_bits(config)
   panels = []
   for d in config.datasets:
     series = []
@@ -735,7 +767,7 @@ def pr_plot(config, metrics: dict, path) -> None:
 def topn_plot(config, metrics: dict, path) -> None:
   """P@N and R@N against N (the first N items of the Hamming ranking, tie-aware), mean over
   seeds, at ``plots.pr_curve_bits``: two panels per data set."""
-  bits = config.plots.pr_curve_bits
+  bits = pr_curve_bits(config)
   panels = []
   for d in config.datasets:
     for key, name in (("precision", "P@N"), ("recall", "R@N")):

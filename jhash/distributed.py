@@ -188,7 +188,11 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
 
 def gather(x: Any) -> np.ndarray:
   """A global array's whole value, as NumPy, on every process (a collective: every
-  process must call it)."""
+  process must call it); a NumPy or local array as NumPy. Anything else is a ValueError."""
+  if not hasattr(x, "shape") or not hasattr(x, "dtype") or np.dtype(x.dtype) == object:
+    raise ValueError(
+      f"x must be an array (a global jax.Array, a jax.Array or a NumPy array); got {_checks.describe(x)}."
+    )
   if isinstance(x, jax.Array) and not x.is_fully_addressable:
     if x.is_fully_replicated:
       return np.asarray(x.addressable_data(0))

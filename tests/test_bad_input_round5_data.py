@@ -164,6 +164,15 @@ def test_torchvision_weights_must_be_finite(resnet, tmp_path, entry, value, matc
     jhash.models.load_torchvision_resnet(tmp_path / "w.safetensors", variables)
 
 
+def test_torchvision_weights_must_be_floating_point(resnet, tmp_path):
+  save_file = pytest.importorskip("safetensors.numpy").save_file
+  variables, state = resnet
+  state = dict(state, **{"conv1.weight": np.ones(state["conv1.weight"].shape, np.int64)})
+  save_file(state, str(tmp_path / "w.safetensors"))
+  with pytest.raises(ValueError, match=r"conv1.weight in .* must hold floating-point weights"):
+    jhash.models.load_torchvision_resnet(tmp_path / "w.safetensors", variables)  # was: loaded
+
+
 def test_torchvision_pth_files_that_cannot_be_read_are_named(resnet, tmp_path):
   pytest.importorskip("torch")
   variables, _ = resnet

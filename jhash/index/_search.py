@@ -388,7 +388,25 @@ def _array_search(
 def _check_search_args(index, query_packed, max_radius, max_results):
   _probe.check_queries(index, query_packed)
   max_radius = _check_radius(index, max_radius, "max_radius")
-  return max_radius, _checks.positive_int(max_results, "max_results")
+  max_results = _check_max_results(max_results)
+  num_queries = int(query_packed.shape[0])
+  _checks.fits_in_memory(
+    {"item ids and radii": 8 * num_queries * max_results},
+    f"max_results={max_results:,} slots for {num_queries:,} queries",
+    "ask for fewer slots (num_found still counts every item found)",
+  )
+  return max_radius, max_results
+
+
+def _check_max_results(max_results) -> int:
+  """Result slots per query: a Python int in [1, 2**31 - 1] (slots hold int32 ids)."""
+  max_results = _checks.positive_int(max_results, "max_results")
+  if max_results > _INT32_MAX:
+    raise ValueError(
+      f"max_results must be at most {_INT32_MAX:,} (result slots hold int32 item ids); "
+      f"got {max_results:,}."
+    )
+  return max_results
 
 
 def _check_radius(index, radius, name: str) -> int:
@@ -470,7 +488,8 @@ def bucket_search(
     query_packed: uint32 [q, W] packed query codes.
     num_wanted: int >= 1 (may be a traced scalar): stop once this many are found.
     max_radius: largest radius searched, 0 to K (Python int; sets shapes).
-    max_results: result slots per query (Python int >= 1).
+    max_results: result slots per query (Python int in [1, 2**31 - 1]; the [q, max_results]
+      results must fit in memory).
     probes_per_block: tuning only (the results do not change): probes (queries x
       flip masks) handled at once, which sets how many queries form a block. Default
       ``default_probes_per_block()``: 65,536 on the CPU (the working arrays stay in

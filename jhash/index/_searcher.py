@@ -70,7 +70,7 @@ def searcher(
   Args:
     index: a ``BucketIndex``.
     max_radius: largest radius searched, 0 to K.
-    max_results: result slots per query (>= 1).
+    max_results: result slots per query (in [1, 2**31 - 1]).
     num_wanted: stop a query after the first radius where it has this many items
       (int >= 1); default None: no early stop (every item within ``max_radius``).
     outputs: the ``SearchResults`` fields each call returns, in this order; default
@@ -82,7 +82,7 @@ def searcher(
   """
   _probe.check_index(index)
   max_radius = _search._check_radius(index, max_radius, "max_radius")
-  max_results = _checks.positive_int(max_results, "max_results")
+  max_results = _search._check_max_results(max_results)
   wanted = _search._check_num_wanted(index.num_items + 1 if num_wanted is None else num_wanted)
   if not _checks.is_concrete(wanted):
     raise TypeError("num_wanted of a searcher is fixed when it is made: give a Python int.")

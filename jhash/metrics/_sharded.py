@@ -26,6 +26,7 @@ from jhash.metrics import _ap
 from jhash.metrics import _groups
 from jhash.metrics import _inputs
 from jhash.metrics import _relevance
+from jhash.search import _sharded
 
 
 def _local_groups(queries, query_labels, db, db_labels, *, axis, rows, num_rows, kind, chunk):
@@ -54,6 +55,11 @@ def _sharded_ap(
   axis = mesh.axis_names[0]
   rows = db.shape[0] // mesh.shape[axis]
   label_spec = P(axis) if db_labels.ndim == 1 else P(axis, None)
+  explicit = _sharded.explicit_axis(mesh, axis)
+  if explicit:  # jax.make_mesh's default: inputs placed as shard_map reads them
+    place = functools.partial(_sharded.place, mesh=mesh)
+    queries, query_labels = place(queries, P()), place(query_labels, P())
+    db, db_labels = place(db, P(axis, None)), place(db_labels, label_spec)
   groups = jax.shard_map(
     functools.partial(
       _local_groups, axis=axis, rows=rows, num_rows=num_rows, kind=kind, chunk=chunk
@@ -63,6 +69,8 @@ def _sharded_ap(
     out_specs=P(),
     check_vma=False,
   )(queries, query_labels, db, db_labels)
+  if explicit:
+    groups = jax.tree.map(lambda x: _sharded.place(x, P(), mesh=mesh), groups)
   k = num_rows if top_k is None else top_k
   numer = _ap._tie_aware_sum(groups, None if k == num_rows else k)
   total = jnp.sum(groups.hits, axis=-1)
@@ -91,14 +99,19 @@ def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | No
     raise ValueError(
       f"{name} must be an array [n, {bits}] of codes in {{-1, +1}}; got {_checks.describe(codes)}."
     )
-  if not isinstance(codes, jax.Array) or codes.is_fully_addressable:
+  if isinstance(codes, jax.core.Tracer):
+    _checks.signed_codes(codes, name)  # shape and dtype; values are unknown in a trace
+  elif not isinstance(codes, jax.Array) or codes.is_fully_addressable:
     # Values read only where this process holds them all; padding rows may hold anything.
     _checks.signed_codes(codes if num_rows is None else codes[:num_rows], name)
 
 
 def _local(x: jax.Array) -> jax.Array:
-  """A replicated result as this process's copy (every process holds one)."""
-  return x if x.is_fully_addressable else x.addressable_data(0)
+  """A replicated result as this process's copy (every process holds one); a tracer
+  as it is."""
+  if isinstance(x, jax.core.Tracer) or x.is_fully_addressable:
+    return x
+  return x.addressable_data(0)
 
 
 def sharded_mean_average_precision(
@@ -134,7 +147,8 @@ def sharded_mean_average_precision(
       (``normalizer`` "relevant" or "min": "retrieved" needs an order of ties).
     query_chunk: queries per step on each device (memory ``query_chunk x N / devices``).
   Returns:
-    mAP as a Python float (read on every process).
+    mAP as a Python float (read on every process); inside jit (traced codes or labels)
+    a float32 scalar array, the values of the codes unchecked.
   """
   mesh = _check_mesh(mesh, db_codes)
   n = np.shape(db_codes)[0]
@@ -142,6 +156,7 @@ def sharded_mean_average_precision(
   if num_rows > n:
     raise ValueError(f"num_rows must be <= db_codes' {n} rows; got {num_rows}.")
   _check_codes(query_codes, "query_codes", None)
+  _inputs.require_queries(query_codes)
   _check_codes(db_codes, "db_codes", np.shape(query_codes)[1], num_rows)
   _relevance.check_labels(query_labels, db_labels, np.shape(query_codes)[0], n)
   kind = _relevance.resolve(relevance, query_labels)

@@ -193,10 +193,14 @@ def _check_covers(flat: dict, wanted: dict, arch: str) -> None:
 
 
 def _check_values(name: str, value: Any, path: Any) -> np.ndarray:
-  """An entry as float32: real numbers, finite in float32, a ``running_var`` >= 0."""
+  """An entry as float32: floating point (torchvision stores every weight so; integers
+  mean a file of something else), finite in float32, a ``running_var`` >= 0."""
   value = np.asarray(value)
-  if value.dtype.kind not in "biuf":
-    raise ValueError(f"{name} in {path} must hold real numbers; got {_checks.describe(value)}.")
+  if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+    raise ValueError(
+      f"{name} in {path} must hold floating-point weights (torchvision saves float32); "
+      f"got {_checks.describe(value)}."
+    )
   with np.errstate(over="ignore", invalid="ignore"):
     cast = value.astype(np.float32, copy=False)  # VGG's fc6 alone is 411 MB
   if not np.all(np.isfinite(cast)):

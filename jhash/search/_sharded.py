@@ -52,11 +52,17 @@ def _check_mesh(mesh: Mesh | None) -> Mesh:
   return mesh
 
 
-def _explicit(mesh: Mesh, axis: str) -> bool:
+def explicit_axis(mesh: Mesh, axis: str) -> bool:
+  """True when ``axis`` of ``mesh`` is Explicit (``jax.make_mesh``'s default)."""
   types = getattr(mesh, "axis_types", None)
   if types is None:
     return False
   return types[mesh.axis_names.index(axis)] == jax.sharding.AxisType.Explicit
+
+
+def place(x: jax.Array, spec: P, *, mesh: Mesh) -> jax.Array:
+  """``x`` resharded to ``spec`` over ``mesh`` (for a mesh of Explicit axes)."""
+  return jax.sharding.reshard(x, NamedSharding(mesh, spec))
 
 
 def sharded_hamming_topk_unchecked(
@@ -82,10 +88,9 @@ def sharded_hamming_topk_unchecked(
   db = _blockmin.pad_rows(db_packed, rows * shards)
   # A mesh of Explicit axes (jax.make_mesh's default) takes only inputs sharded as
   # shard_map reads them, and keeps its outputs sharded: place both explicitly.
-  explicit = _explicit(mesh, axis)
+  explicit = explicit_axis(mesh, axis)
   if explicit:
-    db = jax.sharding.reshard(db, NamedSharding(mesh, P(axis, None)))
-    query_packed = jax.sharding.reshard(query_packed, NamedSharding(mesh, P()))
+    db, query_packed = place(db, P(axis, None), mesh=mesh), place(query_packed, P(), mesh=mesh)
 
   def per_shard(queries, db_local):
     offset = lax.axis_index(axis) * rows
@@ -105,7 +110,7 @@ def sharded_hamming_topk_unchecked(
     check_vma=False,
   )(query_packed, db)
   if explicit:
-    d, idx = (jax.sharding.reshard(x, NamedSharding(mesh, P())) for x in (d, idx))
+    d, idx = (place(x, P(), mesh=mesh) for x in (d, idx))
   # [q, shards * local_k], shard after shard: a stable selection keeps index order on ties.
   _, pos = lax.top_k(_blockmin.neg_key(d), k)
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)
