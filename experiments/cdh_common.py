@@ -5,8 +5,9 @@ scale, chunked), ``cdh_figure1`` and ``cdh_multilabel`` (CDH against CDH-0 on
 multi-label data, over seeds). Cross-view retrieval: a query is coded from one
 view only (``views=(x_pix, None)``), the database from the other view only: "a->b";
 "a->B" ranks the database by the codes learned for it (CDH's ``B``, CMFH's
-``sign(V)``). Relevance is the same class (multi-hot labels: at least one shared
-label); mAP (tie-aware) over the whole database.
+``sign(V)``; only where the database is the training set). Relevance is the same class
+(multi-hot labels: at least one shared label); mAP (tie-aware) over the whole database,
+or its first K where a protocol's preset says so.
 """
 
 from __future__ import annotations
@@ -97,12 +98,20 @@ def validate(config, keys) -> None:
     harness.check_kwargs(jhash.methods.REGISTRY[name], options, f"config.baseline_options.{name}")
 
 
+def database_of(data) -> dict:
+  """The database batch of ``data``: ``data["database"]``, else the training set."""
+  return data.get("database", data["train"])
+
+
 def protocol(data) -> dict:
   """Item counts and feature widths of each batch of ``data``."""
+  database = database_of(data)
   out = {
     "views": list(data["names"]),
     "dims": [int(x.shape[1]) for x in data["train"]["views"]],
-    "database": "the training set",
+    "database": (
+      "the training set" if database is data["train"] else int(database["labels"].shape[0])
+    ),
   }
   for part in ("train", "query", "fit", "validation"):
     if part in data:
@@ -112,9 +121,12 @@ def protocol(data) -> dict:
 
 def describe(data) -> str:
   p = protocol(data)
+  database = (
+    "(= database)" if p["database"] == "the training set" else f"+ {p['database']} database"
+  )
   text = (
     f"views {'/'.join(p['views'])} (dims {p['dims']}): {p['train']} training items "
-    f"(= database), {p['query']} queries"
+    f"{database}, {p['query']} queries"
   )
   if p.get("validation"):
     text += f"; gamma chosen on {p['validation']} validation queries against {p['fit']} items"
@@ -183,24 +195,29 @@ def single_view_codes(method, state, batch) -> list:
   return [jhash.encode(method, state, only_view(batch, v)) for v in range(len(batch["views"]))]
 
 
-def mean_ap(query_codes, db_codes, query_labels, db_labels) -> float:
-  return float(jhash.metrics.mean_average_precision(query_codes, db_codes, query_labels, db_labels))
+def mean_ap(query_codes, db_codes, query_labels, db_labels, top_k: int | None = None) -> float:
+  """Tie-aware mAP over the first ``top_k`` database items (None: all of them)."""
+  return float(
+    jhash.metrics.mean_average_precision(
+      query_codes, db_codes, query_labels, db_labels, top_k=top_k
+    )
+  )
 
 
-def cross_view_maps(method, state, query, database, names, learned=None) -> dict:
+def cross_view_maps(method, state, query, database, names, learned=None, top_k=None) -> dict:
   """mAP of each direction ``"a->b"`` (query from view a, database from view b) and,
   given ``learned`` (int8 [n, K], the codes learned for the database items), of
-  ``"a->B"`` (query from view a, database coded by ``learned``)."""
+  ``"a->B"`` (query from view a, database coded by ``learned``); over the first ``top_k``
+  database items (None: all)."""
   q_codes = single_view_codes(method, state, query)
   db_codes = single_view_codes(method, state, database)
+  score = lambda q, db: mean_ap(q, db, query["labels"], database["labels"], top_k)
   out = {}
   for a, b in DIRECTIONS:
-    out[f"{names[a]}->{names[b]}"] = mean_ap(
-      q_codes[a], db_codes[b], query["labels"], database["labels"]
-    )
+    out[f"{names[a]}->{names[b]}"] = score(q_codes[a], db_codes[b])
   if learned is not None:
     for a, _ in DIRECTIONS:
-      out[f"{names[a]}->B"] = mean_ap(q_codes[a], learned, query["labels"], database["labels"])
+      out[f"{names[a]}->B"] = score(q_codes[a], learned)
   return out
 
 
@@ -257,7 +274,8 @@ def select_cell(config, key, data, bits: int) -> dict:
 def cdh_cell(
   workdir: harness.Workdir, cell: str, config, key, data, bits: int, gamma: float
 ) -> dict:
-  """Fit CDH (resumable) on ``data["train"]`` and score both protocols.
+  """Fit CDH (resumable) on ``data["train"]`` and score both protocols (against the
+  learned codes only where the database is the training set).
 
   Returns the mAPs (``cross_view_maps``), ``gamma``, the objective after each sweep,
   ``second_sweep_change`` ``|J_2 - J_1| / |J_1|``, per-sweep totals of the active sets
@@ -269,7 +287,7 @@ def cdh_cell(
   state, history = workdir.fit(cell, method, key, train, checkpoint_every=config.checkpoint_every)
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
-  result = cross_view_maps(method, state, data["query"], train, data["names"], learned=state.codes)
+  result = scores(method, state, data, state.codes)
   objective = np.asarray(history["objective"], np.float64)
   result.update(
     {
@@ -289,6 +307,17 @@ def cdh_cell(
     }
   )
   return result
+
+
+def scores(method, state, data, learned) -> dict:
+  """``cross_view_maps`` of ``data``'s queries against its database (``database_of``) at
+  its ``map_at`` (None: the whole database); ``learned`` (the codes learned for the
+  training items) scored only where the database is the training set."""
+  database = database_of(data)
+  learned = learned if database is data["train"] else None
+  return cross_view_maps(
+    method, state, data["query"], database, data["names"], learned, data.get("map_at")
+  )
 
 
 def second_sweep_change(objective) -> float:
@@ -319,7 +348,8 @@ def max_baseline_bits(name: str, data) -> int | None:
 def baseline_cell(
   workdir: harness.Workdir, cell: str, name: str, bits: int, key, data, config
 ) -> dict:
-  """Fit a baseline (resumable) on ``data["train"]`` and score both protocols."""
+  """Fit a baseline (resumable) on ``data["train"]`` and score both protocols (as
+  ``cdh_cell``)."""
   limit = max_baseline_bits(name, data)
   if limit is not None and bits > limit:
     return {"skipped": f"{name} gives at most {limit} bits here"}
@@ -330,9 +360,7 @@ def baseline_cell(
   )
   jax.block_until_ready(state)
   fit_seconds = time.time() - started
-  result = cross_view_maps(
-    method, state, data["query"], data["train"], data["names"], learned=learned_codes(name, state)
-  )
+  result = scores(method, state, data, learned_codes(name, state))
   result["fit_seconds"] = fit_seconds
   return result
 
@@ -386,7 +414,8 @@ def map_plot(config, results, names, path, dataset: str) -> None:
       x, y = _defined(bits, [results[f"{method}/{k}"].get(proto) for k in bits])
       series.append({"label": method, "x": x, "y": y})
     x, y = _defined(bits, [results[f"cdh/{k}"].get(f"{names[a]}->B") for k in bits])
-    series.append({"label": "cdh (database: learned B)", "x": x, "y": y, "style": "s--"})
+    if x:  # only where the database is the training set
+      series.append({"label": "cdh (database: learned B)", "x": x, "y": y, "style": "s--"})
     panels.append(
       {
         "title": f"{dataset}: {names[a]} -> {names[b]}",
@@ -403,3 +432,26 @@ def map_plot(config, results, names, path, dataset: str) -> None:
 def _defined(x, y):
   keep = [i for i, v in enumerate(y) if v is not None]
   return [x[i] for i in keep], [y[i] for i in keep]
+
+
+def method_cells(config, wd, data, bits: int, gamma=None) -> list:
+  """The cells of one code length: CDH at ``gamma()`` (default ``config.gamma``; called
+  when the cell runs, so it may read a cell run before) and CDH-0 from one key, so the
+  same initial weights, and each baseline from its own key."""
+  gamma = gamma or (lambda: config.gamma)
+  key = harness.cell_key(config.seed, bits)
+  cdh = lambda label, g: (
+    f"{label}/{bits}",
+    lambda: cdh_cell(wd, f"{label}/{bits}", config, key, data, bits, g()),
+  )
+  cells = [cdh("cdh", gamma), cdh("cdh-0", lambda: 0.0)]
+  for name in config.baselines:
+    cells.append(
+      (
+        f"{name}/{bits}",
+        lambda n=name: baseline_cell(
+          wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config
+        ),
+      )
+    )
+  return cells

@@ -42,7 +42,7 @@ def train_and_evaluate(config, workdir) -> dict:
   with harness.Workdir(workdir, config) as wd:
     cells = []
     for bits in config.bits:
-      cells += method_cells(config, wd, data, bits)
+      cells += common.method_cells(config, wd, data, bits)
     results = harness.run_cells(cells, wd)
     table = common.summarise(config, results, data["names"])
     print(table)
@@ -53,28 +53,6 @@ def train_and_evaluate(config, workdir) -> dict:
       wd, config, results, started, extra={"table": table, "protocol": common.protocol(data)}
     )
   return results
-
-
-def method_cells(config, wd, data, bits: int) -> list:
-  """CDH (fixed gamma), CDH-0 (same key) and the baselines at one code length."""
-  key = harness.cell_key(config.seed, bits)
-  cells = [
-    (
-      f"cdh/{bits}",
-      lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data, bits, config.gamma),
-    ),
-    (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data, bits, 0.0)),
-  ]
-  for name in config.baselines:
-    cells.append(
-      (
-        f"{name}/{bits}",
-        lambda n=name: common.baseline_cell(
-          wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config
-        ),
-      )
-    )
-  return cells
 
 
 def fashion_data(spec: dict, seed: int) -> dict:

@@ -53,7 +53,8 @@ def train_and_evaluate(config, workdir) -> dict:
       for b in selection_bits(config)
     ]
     for bits in config.bits:
-      cells += method_cells(config, wd, data, bits)
+      chosen = lambda b=bits: wd.done(f"select/{config.select_bits or b}")["gamma"]
+      cells += common.method_cells(config, wd, data, bits, chosen)
     results = harness.run_cells(cells, wd)
     table = common.summarise(config, results, data["names"])
     print(table)
@@ -67,24 +68,3 @@ def train_and_evaluate(config, workdir) -> dict:
 def selection_bits(config) -> list[int]:
   """The code lengths at which gamma is chosen: each, or ``config.select_bits`` alone."""
   return [config.select_bits] if config.select_bits else list(config.bits)
-
-
-def method_cells(config, wd, data, bits: int) -> list:
-  """The cells of one code length: CDH (gamma from its ``select`` cell, run before),
-  CDH-0 and the baselines."""
-  key = harness.cell_key(config.seed, bits)
-  chosen = lambda: wd.done(f"select/{config.select_bits or bits}")["gamma"]
-  cells = [
-    (f"cdh/{bits}", lambda: common.cdh_cell(wd, f"cdh/{bits}", config, key, data, bits, chosen())),
-    (f"cdh-0/{bits}", lambda: common.cdh_cell(wd, f"cdh-0/{bits}", config, key, data, bits, 0.0)),
-  ]
-  for name in config.baselines:
-    cells.append(
-      (
-        f"{name}/{bits}",
-        lambda n=name: common.baseline_cell(
-          wd, f"{n}/{bits}", n, bits, harness.cell_key(config.seed, bits, n), data, config
-        ),
-      )
-    )
-  return cells

@@ -123,9 +123,20 @@ def map_at(evaluation, protocol: str) -> int | None:
   """The K of ``map_at_k`` for a data set of ``protocol``: ``evaluation.map_at`` when an
   int, the protocol's preset K when ``"protocol"`` (``jhash.data.protocol_map_at``; None
   for a protocol scored over the whole database), None when absent."""
-  spec = evaluation.get("map_at") if hasattr(evaluation, "get") else None
+  spec = map_at_spec(evaluation)
   if spec == "protocol":
     return jdata.protocol_map_at(protocol)
+  return spec
+
+
+def map_at_spec(evaluation):
+  """``evaluation.map_at`` as None, ``"protocol"`` or an int: on the command line a
+  config's str key gives ``"5000"`` for K and ``"None"`` for none (both read so)."""
+  spec = evaluation.get("map_at") if hasattr(evaluation, "get") else None
+  if isinstance(spec, str) and spec.strip().isdigit():
+    return int(spec)
+  if isinstance(spec, str) and spec.strip() in ("None", "none", ""):
+    return None
   return spec
 
 
@@ -138,7 +149,7 @@ def sweep(evaluation) -> dict:
 def metric_names(evaluation, weighted: bool = True, multi: bool = True) -> list[str]:
   """The names of the numbers a cell reports under ``evaluation``."""
   names = [MAP_NAMES[t] for t in evaluation.map_ties]
-  if evaluation.get("map_at") is not None:
+  if map_at_spec(evaluation) is not None:
     names += ["map_at_k", "map_k"]
   names += [f"precision_at_{k}" for k in evaluation.precision_at]
   for r in radii(evaluation):
@@ -193,6 +204,8 @@ def validate(config) -> None:
 
 def _check_pretrained(config) -> None:
   path = config.get("pretrained")
+  if path is not None:
+    _check_some_network(config, "pretrained", "starts", "init_variables")
   if path is not None and not pathlib.Path(str(path)).is_file():
     raise harness.ConfigError(
       f"config.pretrained: no weights file at {str(path)!r}; make it with the pretraining "
@@ -210,10 +223,24 @@ def _check_arch(config) -> None:
     raise harness.ConfigError(
       f"config.arch must be one of {', '.join(map(repr, names))}; got {arch!r}."
     )
-  if not any("backbone" in config.methods[label] for label in config.methods):
+  _check_some_network(config, "arch", "picks the network of", "backbone")
+
+
+def _networks(config, key: str) -> list[str]:
+  """The methods whose spec (or MCH's ``base_options``) sets ``key``: those a
+  top-level ``config.arch`` or ``config.pretrained`` reaches."""
+  out = []
+  for label, spec in config.methods.items():
+    if key in spec or key in (spec.get("base_options") or {}):
+      out.append(label)
+  return out
+
+
+def _check_some_network(config, name: str, does: str, key: str) -> None:
+  if not _networks(config, key):
     raise harness.ConfigError(
-      f"config.arch={arch!r} picks the network of the deep methods, but this config's "
-      f"methods ({', '.join(config.methods)}) train none: drop --config.arch or use a "
+      f"config.{name}={config.get(name)!r} {does} the deep methods, but this config's "
+      f"methods ({', '.join(config.methods)}) train none: drop --config.{name} or use a "
       "config with deep methods."
     )
 
@@ -258,7 +285,7 @@ def _check_method(config, label: str) -> None:
 
 def _check_evaluation(config) -> None:
   ev = config.evaluation
-  spec = ev.get("map_at")
+  spec = map_at_spec(ev)
   if spec is not None and spec != "protocol":
     _check_ints([spec], "config.evaluation.map_at (an int K, 'protocol' or None)", minimum=1)
   for ties in ev.map_ties:
@@ -502,7 +529,7 @@ def hamming_metrics(
     MAP_NAMES[t]: jhash.metrics.mean_average_precision(*args, ties=t, **kw)
     for t in evaluation.map_ties
   }
-  if evaluation.get("map_at") is not None:
+  if map_at_spec(evaluation) is not None:
     k = len(db_labels) if top_k is None else min(int(top_k), len(db_labels))
     out["map_at_k"] = jhash.metrics.mean_average_precision(*args, top_k=k, **kw)
     out["map_k"] = k

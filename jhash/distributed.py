@@ -40,6 +40,8 @@ __all__ = ["ENV_VARS", "initialize", "process_mesh", "row_range", "global_rows",
 
 #: The environment variables ``initialize`` reads for arguments left None.
 ENV_VARS = ("JHASH_COORDINATOR_ADDRESS", "JHASH_NUM_PROCESSES", "JHASH_PROCESS_ID")
+_MAX_PORT = 65535
+_INT32_MAX = 2**31 - 1  # JAX's runtime takes counts and timeouts as int32
 
 
 def _from_env(value: Any, var: str, name: str, integer: bool) -> Any:
@@ -51,13 +53,20 @@ def _from_env(value: Any, var: str, name: str, integer: bool) -> Any:
   else:
     where = name
   if not integer:
-    if not isinstance(value, str) or ":" not in value:
-      raise ValueError(f"{where} must be 'host:port' of process 0; got {value!r}.")
+    host, _, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+    if not host or not port.isdigit() or not 1 <= int(port) <= _MAX_PORT:
+      raise ValueError(
+        f"{where} must be 'host:port' of process 0 (a host name or address, a port in "
+        f"1..{_MAX_PORT}); got {value!r}."
+      )
     return value
   try:
-    return int(value) if isinstance(value, str) else _checks.nonneg_int(value, name)
+    number = int(value) if isinstance(value, str) else _checks.nonneg_int(value, name)
   except ValueError:
-    raise ValueError(f"{where} must be an integer >= 0; got {value!r}.") from None
+    number = -1
+  if not 0 <= number <= _INT32_MAX:
+    raise ValueError(f"{where} must be an integer in [0, 2**31 - 1]; got {value!r}.")
+  return number
 
 
 def initialize(
@@ -95,18 +104,27 @@ def initialize(
     ("initialization_timeout_s", initialization_timeout_s),
     ("heartbeat_timeout_s", heartbeat_timeout_s),
   ):
-    _checks.positive_int(value, name)
+    if _checks.positive_int(value, name) > _INT32_MAX:
+      raise ValueError(f"{name} must be at most 2**31 - 1 seconds; got {value!r}.")
   if jax.distributed.is_initialized():
     raise RuntimeError("jax.distributed is already initialised in this process.")
   # The CPU client's collectives across processes (a no-op setting on GPUs and TPUs).
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(
-    address,
-    num_processes=count,
-    process_id=rank,
-    initialization_timeout=int(initialization_timeout_s),
-    heartbeat_timeout_seconds=int(heartbeat_timeout_s),
-  )
+  try:
+    jax.distributed.initialize(
+      address,
+      num_processes=count,
+      process_id=rank,
+      initialization_timeout=int(initialization_timeout_s),
+      heartbeat_timeout_seconds=int(heartbeat_timeout_s),
+    )
+  except RuntimeError as error:
+    if "before any JAX" not in str(error):
+      raise
+    raise RuntimeError(
+      "initialize must come before any other JAX call in the process (one already "
+      "started JAX's backends: jax.devices(), an array, a jit call)."
+    ) from None
 
 
 def process_mesh(axis_name: str = "rows") -> Mesh:
@@ -153,6 +171,31 @@ def row_range(num_rows: int, mesh: Mesh) -> tuple[int, int]:
   return min(slices[0][0], num_rows), min(slices[-1][1], num_rows)
 
 
+def _host_only(x: Any, function: str, name: str) -> None:
+  if isinstance(x, jax.core.Tracer):
+    raise TypeError(
+      f"{function} runs on the host, outside jit and vmap: {name} is a tracer here; call "
+      "it before the jitted function and pass it the result."
+    )
+
+
+def _check_fits(local: np.ndarray) -> None:
+  """Refuse 64-bit values that JAX's 32-bit arrays (x64 off) would change."""
+  to = jax.dtypes.canonicalize_dtype(local.dtype)
+  if to == local.dtype or local.size == 0:
+    return
+  if local.dtype.kind in "iu":
+    low, high = np.iinfo(to).min, np.iinfo(to).max
+    bad = (local < low) | (local > high)
+  else:
+    bad = np.isfinite(local) & (np.abs(local) > np.finfo(to).max)
+  if bad.any():
+    raise ValueError(
+      f"local holds {local[bad].ravel()[0]!r}, which {to} (JAX's {local.dtype} without "
+      "jax_enable_x64) cannot hold: give values in its range, or enable x64."
+    )
+
+
 def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
   """One global array of ``num_rows`` rows from each process's ``row_range`` rows.
 
@@ -164,8 +207,14 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
     A ``jax.Array`` [ceil(num_rows / D) * D, ...] split over the mesh's axis; the rows
     past ``num_rows`` are zeros (pass ``num_rows`` to the function that reads it).
   """
+  _host_only(local, "global_rows", "local")
   start, stop = row_range(num_rows, mesh)
-  local = np.asarray(local)
+  try:
+    local = np.asarray(local)
+  except (ValueError, TypeError) as error:  # ragged rows
+    raise ValueError(
+      f"local must be an array of rows of one shape; got {_checks.describe(local)} ({error})."
+    ) from None
   if local.dtype.kind not in "biuf":
     raise ValueError(
       f"local must be an array of numbers or bools (codes, labels, features); got "
@@ -176,6 +225,7 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
       f"local must hold this process's rows {start} to {stop - 1} ({stop - start} rows, "
       f"row_range(num_rows, mesh)); got {_checks.describe(local)}."
     )
+  _check_fits(local)
   axis = _one_axis(mesh)
   total = _padded(num_rows, mesh)
   share = total // mesh.devices.size * len(mesh.local_devices)
@@ -189,6 +239,9 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
 def gather(x: Any) -> np.ndarray:
   """A global array's whole value, as NumPy, on every process (a collective: every
   process must call it); a NumPy or local array as NumPy. Anything else is a ValueError."""
+  _host_only(x, "gather", "x")
+  if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    raise ValueError(f"x holds PRNG keys ({x.dtype}); gather jax.random.key_data(x) instead.")
   if not hasattr(x, "shape") or not hasattr(x, "dtype") or np.dtype(x.dtype) == object:
     raise ValueError(
       f"x must be an array (a global jax.Array, a jax.Array or a NumPy array); got {_checks.describe(x)}."

@@ -79,3 +79,34 @@ def write_idx(
 def write_image_list(path: pathlib.Path, lines: list[str]) -> pathlib.Path:
   path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
   return path
+
+
+def cross_view_arrays(
+  rng: np.random.Generator,
+  sizes: dict,
+  num_classes: int,
+  dims: tuple = (16, 24),
+  multi_hot: bool = False,
+  noise: float = 1.0,
+) -> dict:
+  """A cross-modal ``.mat`` file's arrays (``I_*``, ``T_*``, ``L_*`` per split of ``sizes``,
+  e.g. ``{"tr": 300, "te": 60}``) whose two views share the labels' structure: each view
+  is the item's labels times a random matrix of that view, plus Gaussian noise.
+
+  Labels: class ids 1..num_classes as a column (Wiki's way), or multi-hot float rows with
+  one to three labels each (``multi_hot``).
+  """
+  mixing = [rng.normal(size=(num_classes, d)) * 2 for d in dims]
+  arrays = {}
+  for split, n in sizes.items():
+    if multi_hot:
+      hot = np.zeros((n, num_classes))
+      for row in hot:
+        row[rng.choice(num_classes, rng.integers(1, 4), replace=False)] = 1
+      labels = hot
+    else:
+      ids = rng.permutation(np.arange(n) % num_classes)
+      hot, labels = np.eye(num_classes)[ids], (ids + 1)[:, None].astype(np.float64)
+    views = [hot @ m + noise * rng.normal(size=(n, m.shape[1])) for m in mixing]
+    arrays.update({f"I_{split}": views[0], f"T_{split}": views[1], f"L_{split}": labels})
+  return arrays

@@ -68,44 +68,59 @@ def pytest_addoption(parser):
   )
 
 
-# Test files by their measured time, longest first (2 workers, about 1,400 worker-seconds
-# in all, 2026-12-04). pytest-xdist (--dist loadfile) hands whole files to whichever worker
-# is free, in collection order: long files first, so no long file is left to start near
-# the end while the other worker idles. Files not listed run after these, in their usual
-# order.
+# Test files by their measured time, longest first (2 workers, 2026-12-05). pytest-xdist
+# (--dist loadfile) hands whole files to whichever worker is free, in collection order, when
+# --no-loadscope-reorder is given (pyproject's addopts; without it, xdist 3.5+ orders files
+# by their number of tests, and a long file of few tests started near the end while the
+# other worker idled). Long files first, so none is left to start late. Files not listed
+# run after these, in their usual order.
 LONGEST_FIRST = (
-  "test_native.py",
-  "test_cdh.py",
   "test_cdh_experiments.py",
-  "test_metrics.py",
-  "test_experiments.py",
   "test_mch_scenes.py",
-  "test_search.py",
-  "test_mch.py",
   "test_hbmp_experiments.py",
-  "test_train.py",
-  "test_properties.py",
   "test_mch_experiment.py",
-  "test_methods.py",
-  "test_cdh_scale.py",
+  "test_models_classic.py",
+  "test_properties.py",
   "test_cdh_exact.py",
-  "test_bad_input_round5_scripts.py",
-  "test_guides.py",
-  "test_hbmp.py",
-  "test_docstrings.py",
   "test_coder.py",
-  "test_pretrained.py",
-  "test_index.py",
+  "test_cdh_scale.py",
+  "test_native.py",
+  "test_papers_configs.py",
+  "test_train.py",
   "test_quickstart.py",
-  "test_docs.py",
+  "test_guides.py",
+  "test_docstrings.py",
+  "test_bad_input_scripts.py",
+  "test_mch.py",
+  "test_deep_methods.py",
   "test_hbmp_hashfn.py",
+  "test_experiments.py",
+  "test_training.py",
+  "test_bad_input_round5_methods.py",
+  "test_metrics.py",
+  "test_cdh.py",
+  "test_hbmp.py",
+  "test_distributed.py",
+  "test_pretrained.py",
+  "test_crossview.py",
+  "test_index.py",
+  "test_cdh_papers.py",
+  "test_bad_input_round3.py",
   "test_models.py",
   "test_bad_input.py",
-  "test_deep_methods.py",
-  "test_training.py",
   "test_metrics_traced.py",
+  "test_docs.py",
+  "test_bad_input_round5_scripts.py",
+  "test_pairwise.py",
+  "test_search.py",
+  "test_bad_input_round5_data.py",
+  "test_saving.py",
   "test_cdh_select.py",
-  "test_deep_losses.py",
+  "test_methods.py",
+  "test_bad_input_round7.py",
+  "test_scenes.py",
+  "test_cdh_multilabel_experiment.py",
+  "test_bad_input_round6_scripts.py",
   "test_evaluate.py",
 )
 

@@ -139,8 +139,18 @@ def test_initialize_refuses_bad_arguments(monkeypatch):
       distributed.initialize(**kwargs)
   monkeypatch.setenv("JHASH_COORDINATOR_ADDRESS", "h:1")
   monkeypatch.setenv("JHASH_NUM_PROCESSES", "two")
-  with pytest.raises(ValueError, match=r"JHASH_NUM_PROCESSES must be an integer >= 0; got 'two'"):
+  with pytest.raises(ValueError, match=r"JHASH_NUM_PROCESSES must be an integer in \[0, 2\*\*31"):
     distributed.initialize()
+  # Round 8: each was passed on to JAX (a TypeError from its runtime, a server that never
+  # started, or an abort after the start-up timeout for an empty host).
+  for address in ("localhost:99999", ":2345", "localhost:abc", "localhost:0"):
+    with pytest.raises(ValueError, match=r"coordinator_address must be 'host:port'"):
+      distributed.initialize(address, 2, 0)
+  with pytest.raises(ValueError, match=r"num_processes must be an integer in \[0, 2\*\*31 - 1\]"):
+    distributed.initialize("localhost:1234", 2**40, 0)
+  for name in ("heartbeat_timeout_s", "initialization_timeout_s"):
+    with pytest.raises(ValueError, match=f"{name} must be at most 2\\*\\*31 - 1 seconds"):
+      distributed.initialize("localhost:1234", 2, 0, **{name: 2**40})
 
 
 def test_rows_per_process_on_one_process():

@@ -48,7 +48,9 @@ def test_the_papers_quick_config_learns_on_a_copy_of_cifar10(tmp_path):
 def test_the_papers_configs_need_a_root_and_name_it(tmp_path):
   for name in jhash.data.PAPER_PRESETS:
     config = runs.load_config("papers", name)
-    assert config.evaluation.map_at == "protocol" and config.datasets[name].root is None
+    key = name.replace("-", "_")  # a Python name: --config.datasets.cifar10_1.root=... parses
+    assert config.evaluation.map_at == "protocol" and config.datasets[key].root is None
+    assert config.datasets[key].protocol == name
   config = runs.load_config("papers", "nuswide_21")
   with pytest.raises((harness.ConfigError, ValueError), match="root"):
     runs.run_config(config, tmp_path / "run")

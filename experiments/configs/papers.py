@@ -1,11 +1,12 @@
 """The deep base models on the papers' own data sets, from the user's copy (never downloaded).
 
 Command:  python -m experiments.main --config experiments/configs/papers.py:NAME \
-              --config.datasets.NAME.root=/path/to/your/copy --workdir runs/NAME
+              --config.datasets.KEY.root=/path/to/your/copy --workdir runs/NAME
           NAME is one of jhash.data.PAPER_PRESETS: cifar10, cifar10-1, cifar10-2 (the
           binary release's folder ``cifar-10-batches-bin`` or its parent), nuswide_21,
           nuswide_81, coco, imagenet100, mirflickr, voc2012 (a folder holding the toolboxes'
-          ``train.txt``, ``test.txt`` and ``database.txt``, paths relative to it).
+          ``train.txt``, ``test.txt`` and ``database.txt``, paths relative to it). KEY
+          is NAME with ``_`` for ``-`` (``cifar10_1``): an override's path must parse.
           ``--config.pretrained=FILE`` starts every network from a weights file: a
           torchvision ResNet-18 state dict (``.safetensors``, or ``.pth`` with torch) or a
           ``jhash.coder.save_weights`` file. ``--config.arch=alexnet`` (or vgg16, resnet50;
@@ -38,28 +39,9 @@ import ml_collections
 from ml_collections import config_dict
 
 import jhash
+from experiments.configs import _papers_common as common
 
-DEEP = ("ksh", "hashnet", "adsh", "dch", "mmhh")
-
-
-def _methods(names, epochs: int, adsh_rounds: int, adsh_steps: int, adsh_samples: int):
-  out = {}
-  for name in names:
-    if name == "adsh":
-      out[name] = {
-        "method": "adsh",
-        "batch_size": 64,
-        "rounds": adsh_rounds,
-        "steps_per_round": adsh_steps,
-        "num_samples": adsh_samples,
-      }
-    elif name == "itq":
-      out[name] = {"method": "itq", "num_iters": 50}
-    elif name == "lsh":
-      out[name] = {"method": "lsh"}
-    else:
-      out[name] = {"method": name, "batch_size": 64, "num_epochs": epochs}
-  return out
+DEEP = common.DEEP
 
 
 def get_config(arg=None):
@@ -74,36 +56,19 @@ def get_config(arg=None):
   config.bits = (16, 32, 64)
   config.pretrained = config_dict.placeholder(str)
   config.arch = config_dict.placeholder(str)
-  spec = {"protocol": name, "root": config_dict.placeholder(str)}
-  if jhash.data.PAPER_PRESETS[name].layout == "lists":
-    spec["image_size"] = 224
-  spec["database_limit"] = config_dict.placeholder(int)
-  config.datasets = {name: spec}
-  config.methods = _methods(DEEP, epochs=50, adsh_rounds=50, adsh_steps=100, adsh_samples=2000)
-  config.evaluation = {
-    "map_ties": ("aware",),
-    "map_at": "protocol",
-    "precision_at": (1000,),
-    "radius": 2,
-    "ndcg_at": config_dict.placeholder(int),
-    "weighted": False,
-    "topn": (100, 200, 500, 1000, 2000, 5000),
-  }
+  config.datasets = {common.label(name): common.dataset(name)}
+  config.methods = common.methods(DEEP)
+  config.evaluation = common.evaluation()
   config.tables = ("map_at_k", "map", "precision_at_1000", "precision_radius_2")
   config.plots = {"pr_curve_bits": 32, "curves": {"training": {"metric": "loss", "methods": DEEP}}}
   config.checkpoint_every = 400
   if arg == "quick":
     config.bits = (16,)
-    config.datasets.cifar10.query_per_class = 2
-    config.datasets.cifar10.train_per_class = 5
-    config.datasets.cifar10.records_per_file = config_dict.placeholder(int)
-    config.methods = _methods(("itq", "lsh"), 1, 1, 1, 10)
+    common.shrink_cifar10(config.datasets.cifar10)
+    config.methods = common.methods(("itq", "lsh"))
     config.evaluation.precision_at = (5,)
     config.evaluation.topn = (1, 5, 10, 20)
     config.tables = ("map_at_k", "map", "precision_at_5", "precision_radius_2")
     config.plots = {"pr_curve_bits": 16, "curves": {}}
-  for label in config.methods:  # one override moves every network's start (and kind)
-    if label in DEEP:
-      config.methods[label].init_variables = config.get_ref("pretrained")
-      config.methods[label].backbone = config.get_ref("arch")
+  common.link_networks(config)  # one override moves every network's start (and kind)
   return config.lock()

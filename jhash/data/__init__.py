@@ -10,7 +10,8 @@ The papers' own datasets are read from a user's copy in the toolboxes' layouts
 (``load_cross_modal_mat``, ``load_image_list``); the papers' image sets by name, with
 their standard splits and mAP@K (``PAPER_PRESETS``: ``cifar10``, ``nuswide_21``, ``coco``
 ...; ``read_cifar10_binary``, ``load_paper_lists``, and ``load_protocol(name, seed,
-root=...)``). ``make_canvas_dataset`` composes
+root=...)``), and CDH's cross-view ``.mat`` sets the same way (``CROSS_VIEW_PRESETS``:
+``wiki_cv``, ``mirflickr_cv``, ``nuswide_cv``). ``make_canvas_dataset`` composes
 a multi-label image set from a single-label one on a grid, ``make_scene_dataset``
 one of items at random scales and non-overlapping positions (for multiple-code
 hashing); ``make_two_view`` cuts images into two aligned views.
@@ -45,6 +46,7 @@ from jhash.data._cifar10 import read_cifar10_binary
 from jhash.data._mfeat import MFEAT_VIEWS
 from jhash.data._mfeat import load_mfeat
 from jhash.data._mfeat import standardize_columns
+from jhash.data._paper_presets import CROSS_VIEW_PRESETS
 from jhash.data._paper_presets import PAPER_PRESETS
 from jhash.data._paper_presets import PaperPreset
 from jhash.data._papers import PaperLists
@@ -120,6 +122,7 @@ __all__ = [
   "protocol_options",
   "similarity",
   "PAPER_PRESETS",
+  "CROSS_VIEW_PRESETS",
   "PaperPreset",
   "PaperLists",
   "load_paper_lists",

@@ -3,6 +3,8 @@
 The facts come from the peers' code and papers, gathered in the project's
 ``PROTOCOLS.md``: split sizes, the K of mAP@K, the relevance rule. Where two peers
 differ, a preset takes the common choice and names the other in its ``note``.
+``PAPER_PRESETS`` holds the image sets (the deep hashing papers'), ``CROSS_VIEW_PRESETS``
+the cross-view ``.mat`` sets of CDH (image and text features, ``load_cross_modal_mat``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ class PaperPreset(NamedTuple):
   """A paper data set's protocol as the field uses it.
 
   Attributes:
-    layout: ``"cifar-binary"`` (CIFAR-10's binary release) or ``"lists"`` (``train.txt``,
-      ``test.txt``, ``database.txt`` under the root).
+    layout: ``"cifar-binary"`` (CIFAR-10's binary release), ``"lists"`` (``train.txt``,
+      ``test.txt``, ``database.txt`` under the root) or ``"cross-view-mat"`` (one ``.mat``
+      file of image and text features, ``jhash.data.load_cross_modal_mat``).
     num_labels: the label columns the set may have (MIRFlickr: 24 or 38).
     num_query, num_train: queries and training items.
     num_database: database items; None where the field says only "the rest" (``note``).
@@ -24,6 +27,8 @@ class PaperPreset(NamedTuple):
       ``jhash.metrics.mean_average_precision``'s ``relevance`` option spells them.
     source: the peers' code and papers the numbers come from.
     note: where the peers differ, the other choice; how the database is made.
+    file_name: the file's conventional name (layout ``"cross-view-mat"``: the root may
+      be a folder holding it); None for the other layouts.
   """
 
   layout: str
@@ -35,6 +40,7 @@ class PaperPreset(NamedTuple):
   relevance: str
   source: str
   note: str
+  file_name: str | None = None
 
 
 _DEEPHASH = "DeepHash-pytorch (swuxyj)"
@@ -146,5 +152,63 @@ PAPER_PRESETS = {
     relevance="share_label",
     source=_DEEPHASH,
     note="PASCAL VOC 2012, 20 classes. K: all.",
+  ),
+}
+
+
+_CDH = "CDH (Mu et al., IJCAI 2016), Sec. 4 'Datasets'"
+#: Data set name -> ``PaperPreset`` of layout ``"cross-view-mat"``: the cross-view sets of
+#: CDH's Table 1. Named ``*_cv`` so that ``mirflickr_cv`` (the 25,000 pairs' edge and text
+#: features) is not taken for ``mirflickr`` (the deep hashing papers' image lists), nor
+#: ``nuswide_cv`` (186,577 pairs, 10 tags) for ``nuswide_21`` / ``nuswide_81``; with an
+#: underscore, as a config override (``--config.datasets.NAME.root=``) must spell a Python
+#: name (ml_collections parses the path as one: ``cifar10-1`` there fails). A file's own
+#: ``tr`` / ``te`` / ``db`` splits are used as they are; a file without ``db`` has the
+#: training set as its database (CDH: "all database samples are ranked", the training
+#: items). mAP over the whole database, tie-aware.
+CROSS_VIEW_PRESETS = {
+  "wiki_cv": PaperPreset(
+    layout="cross-view-mat",
+    num_labels=(10,),
+    num_query=693,
+    num_train=2_173,
+    num_database=2_173,
+    map_at=None,
+    relevance="same_class",
+    source=f"{_CDH}: 2,866 pairs, 10 classes, 75% train / 25% queries; the split of "
+    "Rasiwasia et al. (ACM MM 2010) that the cross-modal toolboxes' wikiData.mat ships",
+    note="Images: 128-d SIFT; texts: 10-d LDA topics; class ids 1..10 (one label each). "
+    "wikiData.mat has no database split: the 2,173 training pairs are the database.",
+    file_name="wikiData.mat",
+  ),
+  "mirflickr_cv": PaperPreset(
+    layout="cross-view-mat",
+    num_labels=(24,),
+    num_query=1_250,
+    num_train=23_750,
+    num_database=23_750,
+    map_at=None,
+    relevance="share_label",
+    source=f"{_CDH}: 25,000 pairs, 24 categories, 95% train / 5% queries",
+    note="Images: 150-d edge histogram; texts: 500-d tags; 24 multi-hot labels. Without a "
+    "database split the training pairs are the database. Releases that drop pairs with no "
+    "label or few tags hold fewer (16,738 in the MIRFLICKR.mat some toolboxes load): used as "
+    "they are.",
+    file_name="mirflickr25k.mat",
+  ),
+  "nuswide_cv": PaperPreset(
+    layout="cross-view-mat",
+    num_labels=(10,),
+    num_query=1_866,
+    num_train=184_711,
+    num_database=184_711,
+    map_at=None,
+    relevance="share_label",
+    source=f"{_CDH}: 186,577 images with one of the 10 most common tags, 99% train / 1% "
+    "queries (1,866 after rounding), B-step on chunks of 10,000",
+    note="Images: 500-d SIFT bag of words; texts: 1,000-d binary tags; 10 multi-hot tags. "
+    "Without a database split the training pairs are the database; a file with one (I_db, "
+    "as in the nuswide_lssh.mat some toolboxes load) keeps it.",
+    file_name="nus-wide.mat",
   ),
 }

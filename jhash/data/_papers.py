@@ -5,8 +5,11 @@ mAP@K, its relevance rule and the peers they come from (the facts gathered in th
 project's ``PROTOCOLS.md``). Nothing is downloaded and nothing is unpickled: CIFAR-10 is
 read from its binary release (``read_cifar10_binary``, ``jhash.data._cifar10``), the
 others from the toolboxes' list files ``train.txt`` / ``test.txt`` / ``database.txt``
-(``load_paper_lists``; test = the queries). ``PAPER_PROTOCOLS`` are their
-``load_protocol`` entries: in-memory batches, ``root=`` the copy's folder.
+(``load_paper_lists``; test = the queries). ``CROSS_VIEW_PRESETS`` are CDH's cross-view
+sets, one ``.mat`` file each (``load_cross_modal_mat``: image and text features, the
+file's own splits). ``PAPER_PROTOCOLS`` are their ``load_protocol`` entries: in-memory
+batches, ``root=`` the copy's folder (a cross-view set: its file, or the folder holding it
+under its conventional name).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from jhash.data._cifar10 import cifar10_split
 from jhash.data._cifar10 import read_cifar10_binary
 from jhash.data._layouts import ImageList
 from jhash.data._layouts import check_image_files
+from jhash.data._layouts import load_cross_modal_mat
 from jhash.data._layouts import load_image_list
+from jhash.data._paper_presets import CROSS_VIEW_PRESETS
 from jhash.data._paper_presets import PAPER_PRESETS
 from jhash.data._paper_presets import PaperPreset
 from jhash.data._splits import _check_limit
@@ -40,21 +45,33 @@ LISTS_LAYOUT = (
 DEFAULT_IMAGE_SIZE = 224  # the papers' input side (resize 256, crop 224)
 
 
+CROSS_VIEW_LAYOUT = (
+  "a cross-modal hashing .mat file (v4 to v7.3) with I_tr, T_tr, L_tr (training), I_te, "
+  "T_te, L_te (queries) and optionally I_db, T_db, L_db (database): image features, text "
+  "features, labels"
+)
+_PRESETS = {**PAPER_PRESETS, **CROSS_VIEW_PRESETS}  # every paper protocol's preset
+
+
 def _preset(name: str, layout: str) -> PaperPreset:
-  names = [k for k, p in PAPER_PRESETS.items() if p.layout == layout]
+  names = [k for k, p in _PRESETS.items() if p.layout == layout]
   if name not in names:
     raise ValueError(f"name must be one of {', '.join(names)}; got {name!r}.")
-  return PAPER_PRESETS[name]
+  return _PRESETS[name]
 
 
 def _layout_text(name: str) -> str:
-  return CIFAR10_LAYOUT if PAPER_PRESETS[name].layout == "cifar-binary" else LISTS_LAYOUT
+  preset = _PRESETS[name]
+  if preset.layout == "cross-view-mat":
+    return f"{CROSS_VIEW_LAYOUT}; root is that file, or a folder holding it as {preset.file_name}"
+  return CIFAR10_LAYOUT if preset.layout == "cifar-binary" else LISTS_LAYOUT
 
 
 def missing_root(name: str) -> ValueError:
   """The error for paper protocol ``name`` called without ``root``: what to pass."""
+  what = "file or folder" if _PRESETS[name].layout == "cross-view-mat" else "folder"
   return ValueError(
-    f"protocol {name!r} needs root=..., the folder of your own copy of the data set: "
+    f"protocol {name!r} needs root=..., the {what} of your own copy of the data set: "
     f"{_layout_text(name)}. jhash never downloads it."
   )
 
@@ -249,8 +266,128 @@ def _list_protocol(name: str) -> Callable:
   return protocol
 
 
-#: Protocol name -> function of ``seed`` and options: the ``PAPER_PRESETS`` sets.
+# ----------------------------------------------------------------------------- cross-view sets
+
+
+def cross_view_file(name: str, root: str | os.PathLike) -> pathlib.Path:
+  """The ``.mat`` file of cross-view set ``name``: ``root`` itself when it is a file, else
+  ``root / file_name`` (the preset's conventional name); one error naming the path and the
+  expected file name when neither is there."""
+  preset = _preset(name, "cross-view-mat")
+  if root is None:
+    raise missing_root(name)
+  if not isinstance(root, (str, os.PathLike)):
+    raise ValueError(f"root must be a file or folder path; got {_checks.describe(root)}.")
+  path = pathlib.Path(root)
+  if path.is_dir():
+    path = path / preset.file_name
+  if not path.is_file():
+    raise FileNotFoundError(
+      f"protocol {name!r}: no file {os.fspath(path)!r}; expected {preset.file_name} (or "
+      f"root= the .mat file itself): {CROSS_VIEW_LAYOUT}."
+    )
+  return path
+
+
+def _cross_view_label_problem(preset: PaperPreset, labels: list[np.ndarray]) -> str | None:
+  """What makes ``labels`` (one array per split, as ``load_cross_modal_mat`` reads them)
+  unlike the preset's, in words, or None. A single-label set (relevance "same_class")
+  takes class ids of at most its classes or one-hot rows; a multi-label set multi-hot rows
+  of one of its widths."""
+  expected = " or ".join(str(c) for c in preset.num_labels)
+  single = preset.relevance == "same_class"
+  if labels[0].ndim == 1:
+    classes = max((int(y.max()) + 1 for y in labels if y.size), default=0)
+    if not single:
+      return f"class ids (one label an item), not the {expected} multi-hot label columns"
+    if classes > max(preset.num_labels):
+      return f"class ids of {classes} classes, not {expected}"
+    return None
+  width = labels[0].shape[1]
+  if width not in preset.num_labels:
+    return f"{width} label columns, not {expected}"
+  if single and any(np.any(y.sum(1) != 1) for y in labels):
+    return f"rows with other than one label; its {expected} classes are one label an item"
+  return None
+
+
+def _check_cross_view_labels(name: str, path: pathlib.Path, splits: dict) -> None:
+  """Labels as the preset's (``_cross_view_label_problem``), else one error naming both."""
+  problem = _cross_view_label_problem(_PRESETS[name], [ds.labels for ds in splits.values()])
+  if problem is not None:
+    raise _errors.DataFormatError(
+      f"{name}: {path} has {problem}. Is root the copy of this data set?"
+    )
+
+
+def _cross_view_note(name: str, sizes: dict[str, int], has_db: bool) -> str:
+  """A line naming each split size that differs from the preset's (files vary), or ""."""
+  preset = _PRESETS[name]
+  wanted = {"query": preset.num_query, "train": preset.num_train, "database": preset.num_database}
+  key = {"query": "te", "train": "tr", "database": "db" if has_db else "tr, no db"}
+  differ = [
+    f"{part} ({key[part]}) {sizes[part]:,} pairs, not {want:,}"
+    for part, want in wanted.items()
+    if want is not None and sizes[part] != want
+  ]
+  if not differ:
+    return ""
+  return (
+    f"{name}: the file's splits are used as they are, unlike the preset's: {'; '.join(differ)} "
+    f"({preset.source})."
+  )
+
+
+def _cross_view_batches(name, seed, root, limit):
+  """The (train, query, database) batches of a cross-view set (``_cross_view_protocol``)."""
+  _check_limit(limit)
+  path = cross_view_file(name, root)
+  splits = load_cross_modal_mat(path)
+  _check_cross_view_labels(name, path, splits)
+  has_db = "database" in splits
+  sizes = {"train": splits["train"].labels.shape[0], "query": splits["test"].labels.shape[0]}
+  sizes["database"] = splits["database" if has_db else "train"].labels.shape[0]
+  note = _cross_view_note(name, sizes, has_db)
+  if note:
+    warnings.warn(note, UserWarning, stacklevel=4)
+  take = lambda ds, idx: {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
+  database_ds = splits["database" if has_db else "train"]
+  database = _limit(np.arange(sizes["database"]), limit, seed)
+  train = np.arange(sizes["train"]) if has_db else database
+  query = np.arange(sizes["query"])
+  return take(splits["train"], train), take(splits["test"], query), take(database_ds, database)
+
+
+def _cross_view_protocol(name: str) -> Callable:
+  preset = _PRESETS[name]
+
+  def protocol(seed: int, *, root: str | os.PathLike, database_limit: int | None = None):
+    return _cross_view_batches(name, seed, root, database_limit)
+
+  protocol.__name__ = protocol.__qualname__ = name.replace("-", "_")
+  protocol.__doc__ = f"""``{name}``, a cross-view set from its ``.mat`` file: {preset.note}
+
+  Args:
+    seed: the seed of ``database_limit``'s subset (the split is the file's).
+    root: {CROSS_VIEW_LAYOUT}; the file itself, or a folder holding it as
+      ``{preset.file_name}``.
+    database_limit: None for the whole database, else a random subset (where the file
+      has no database split, of the training set too, as it is the database).
+  Returns:
+    (train, query, database) batches: views (image float32 [n, d_image], text float32
+    [n, d_text]); labels as ``load_cross_modal_mat`` reads them (class ids int32 [n] from
+    0, or multi-hot bool [n, C]). Sizes unlike the preset's give a ``UserWarning``.
+  """
+  return protocol
+
+
+_MAKERS = {
+  "cifar-binary": _cifar10_protocol,
+  "lists": _list_protocol,
+  "cross-view-mat": _cross_view_protocol,
+}
+#: Protocol name -> function of ``seed`` and options: the ``PAPER_PRESETS`` and
+#: ``CROSS_VIEW_PRESETS`` sets.
 PAPER_PROTOCOLS: dict[str, Callable] = {
-  name: (_cifar10_protocol if p.layout == "cifar-binary" else _list_protocol)(name)
-  for name, p in PAPER_PRESETS.items()
+  name: _MAKERS[p.layout](name) for name, p in _PRESETS.items()
 }

@@ -42,6 +42,14 @@ name               protocol
 ``imagenet100``
 ``mirflickr``
 ``voc2012``
+``wiki_cv``        CDH's cross-view sets, one ``.mat`` file each at ``root=`` (the file, or
+``mirflickr_cv``   the folder holding it as ``wikiData.mat``, ``mirflickr25k.mat``,
+``nuswide_cv``     ``nus-wide.mat``; required): two views, image and text features
+                   (``load_cross_modal_mat``), the file's own splits (``tr`` training, ``te``
+                   queries, ``db`` the database, else the training set is the database).
+                   Sizes, mAP (whole database) and relevance: ``CROSS_VIEW_PRESETS``, citing
+                   CDH; sizes unlike the preset's give a warning. ``_cv`` keeps them apart
+                   from the image sets ``mirflickr`` and ``nuswide_21`` / ``nuswide_81``.
 ================== =========================================================================
 
 ``database_limit`` (where offered) keeps a random subset of the database of that size,
@@ -66,6 +74,7 @@ from jhash.data._canvas import make_canvas_dataset
 from jhash.data._images import load_fashion_mnist
 from jhash.data._images import load_mnist_5k
 from jhash.data._mfeat import load_mfeat
+from jhash.data._paper_presets import CROSS_VIEW_PRESETS
 from jhash.data._paper_presets import PAPER_PRESETS
 from jhash.data._papers import PAPER_PROTOCOLS
 from jhash.data._papers import missing_root
@@ -447,10 +456,11 @@ def protocol_options(name: str) -> dict:
 
 
 def protocol_map_at(name: str) -> int | None:
-  """The K of protocol ``name``'s mAP@K: its paper preset's (``PAPER_PRESETS``), else
-  None (the whole database, as jhash's own protocols are scored)."""
+  """The K of protocol ``name``'s mAP@K: its paper preset's (``PAPER_PRESETS``,
+  ``CROSS_VIEW_PRESETS``), else None (the whole database, as jhash's own protocols are
+  scored)."""
   check_protocol(name)
-  preset = PAPER_PRESETS.get(name)
+  preset = PAPER_PRESETS.get(name) or CROSS_VIEW_PRESETS.get(name)
   return None if preset is None else preset.map_at
 
 
@@ -484,7 +494,8 @@ def load_protocol(name: str, seed: int, **options):
     name: one of ``PROTOCOLS``: "fashion-mnist", "mfeat", "mnist-5k", "yeast",
       "canvases", "scenes", "scene-singles", and the papers' sets (``root=`` their copy)
       "cifar10", "cifar10-1", "cifar10-2", "nuswide_21", "nuswide_81", "coco",
-      "imagenet100", "mirflickr", "voc2012".
+      "imagenet100", "mirflickr", "voc2012", and the cross-view ``.mat`` sets (``root=``
+      the file or its folder) "wiki_cv", "mirflickr_cv", "nuswide_cv".
     seed: the seed of the split (and of any random composition).
     **options: the protocol's options (``protocol_options(name)``).
   Returns:

@@ -89,7 +89,7 @@ def _check_mesh(mesh: Any, db_codes: Any) -> Mesh:
   return mesh
 
 
-def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | None = None) -> None:
+def _check_shape(codes: Any, name: str, num_bits: int | None) -> None:
   if (
     not hasattr(codes, "dtype")
     or np.ndim(codes) != 2
@@ -99,11 +99,16 @@ def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | No
     raise ValueError(
       f"{name} must be an array [n, {bits}] of codes in {{-1, +1}}; got {_checks.describe(codes)}."
     )
+
+
+def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | None = None) -> None:
+  _check_shape(codes, name, num_bits)
   if isinstance(codes, jax.core.Tracer):
     _checks.signed_codes(codes, name)  # shape and dtype; values are unknown in a trace
   elif not isinstance(codes, jax.Array) or codes.is_fully_addressable:
     # Values read only where this process holds them all; padding rows may hold anything.
-    _checks.signed_codes(codes if num_rows is None else codes[:num_rows], name)
+    # Rows cut in NumPy: a slice of an array over an Explicit mesh would need a sharding.
+    _checks.signed_codes(codes if num_rows is None else np.asarray(codes)[:num_rows], name)
 
 
 def _local(x: jax.Array) -> jax.Array:
@@ -150,6 +155,7 @@ def sharded_mean_average_precision(
     mAP as a Python float (read on every process); inside jit (traced codes or labels)
     a float32 scalar array, the values of the codes unchecked.
   """
+  _check_shape(db_codes, "db_codes", None)  # its rank before its rows are read
   mesh = _check_mesh(mesh, db_codes)
   n = np.shape(db_codes)[0]
   num_rows = n if num_rows is None else _checks.positive_int(num_rows, "num_rows")

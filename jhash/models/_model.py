@@ -157,6 +157,13 @@ def _prepare(module: nn.Module, input_shape: tuple[int, ...] | None, x: Any) -> 
   x = jnp.asarray(x, jnp.float32)
   image_rank = len(input_shape) if input_shape is not None else _item_rank(module)
   if image_rank == 3 and x.ndim == 3:
+    if isinstance(module, (AlexNet, VGG)) and min(x.shape[1:]) < _classic.min_side(module):
+      m = _classic.min_side(module)
+      raise ValueError(
+        f"x of shape {tuple(x.shape)} reads as {x.shape[0]} one-channel images of "
+        f"{x.shape[1]} x {x.shape[2]} (a batch [n, H, W]); {type(module).__name__} takes "
+        f"images [n, H, W, C] of at least {m} x {m}: give a batch axis."
+      )
     x = x[..., None]
   return x
 
@@ -253,7 +260,7 @@ def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
 def _resnet(
   num_bits: int, shape: tuple[int, ...], arch: str = "resnet18", stem: str | None = None
 ) -> ResNet:
-  if arch not in ARCHS:
+  if not isinstance(arch, str) or arch not in ARCHS:
     raise ValueError(
       f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r} (or, for the "
       f"classic networks, {' or '.join(map(repr, _classic.ARCHS))})."

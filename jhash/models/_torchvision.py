@@ -154,12 +154,23 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
       f"{str(error)[:200] or 'no message'}); it may be empty, truncated, of another "
       "format, or hold more than tensors (only weights are read: weights_only=True)."
     ) from None
-  if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+  if not isinstance(state, dict):
     raise ValueError(
       f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
       f"net.state_dict()); got {type(state).__name__}."
     )
-  return {k: v.detach().float().numpy() for k, v in state.items()}
+  for k, v in state.items():
+    if not torch.is_tensor(v):
+      raise ValueError(
+        f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
+        f"net.state_dict()); its key {k!r} holds a {type(v).__name__} (a checkpoint "
+        "wrapping the state dict? save the state dict itself)."
+      )
+  # Floating point as float32; other dtypes kept, for _check_values to refuse by name.
+  return {
+    k: (v.detach().float() if v.is_floating_point() else v.detach()).numpy()
+    for k, v in state.items()
+  }
 
 
 def _listed(names: Any) -> str:
@@ -268,9 +279,11 @@ def load_torchvision(path: str | pathlib.Path, variables: dict, arch: str) -> di
       beyond float32's range), or a negative ``running_var``.
     TypeError: ``path`` is not a file name, or ``variables`` not a dict of variables.
   """
-  if arch not in ARCHS:
+  if not isinstance(arch, str) or arch not in ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, ARCHS))}; got {arch!r}.")
-  if not isinstance(variables, Mapping):
+  if not isinstance(variables, Mapping) or not all(
+    isinstance(v, Mapping) for v in variables.values()
+  ):
     network = type(ARCHS[arch](1)).__name__
     raise TypeError(
       f"variables must be the {network}'s variables, a dict {{'params': ..., "
@@ -306,6 +319,6 @@ def load_torchvision_resnet(
   Raises:
     ValueError, TypeError: as ``load_torchvision``.
   """
-  if arch not in RESNET_ARCHS:
+  if not isinstance(arch, str) or arch not in RESNET_ARCHS:
     raise ValueError(f"arch must be one of {', '.join(map(repr, RESNET_ARCHS))}; got {arch!r}.")
   return load_torchvision(path, variables, arch)

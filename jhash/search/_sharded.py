@@ -83,7 +83,7 @@ def sharded_hamming_topk_unchecked(
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
   n = db_packed.shape[0] if num_rows is None else num_rows
-  rows = -(-n // shards)
+  rows = -(-db_packed.shape[0] // shards)  # every row kept; those past n count in no result
   local_k = min(k, rows)
   db = _blockmin.pad_rows(db_packed, rows * shards)
   # A mesh of Explicit axes (jax.make_mesh's default) takes only inputs sharded as

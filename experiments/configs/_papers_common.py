@@ -1,0 +1,103 @@
+"""What the configs on the papers' data sets share: the data set's entry, the deep base
+models' schedules, the evaluation and the one switch for every network's start and kind.
+
+Used by ``papers.py`` (the five deep base models), ``hbmp_papers.py`` and
+``mch_papers.py``; not a config itself (no ``get_config``). The configs import it as
+``experiments.configs._papers_common``, so they run from the repository root, as every
+config does (its trainer, ``experiments.retrieval``, is imported from there too).
+"""
+
+from ml_collections import config_dict
+
+import jhash
+
+#: The five deep base models of MCH's paper, each a ``jhash.methods.REGISTRY`` name.
+DEEP = ("ksh", "hashnet", "adsh", "dch", "mmhh")
+#: The N of P@N and R@N, as DeepHash-pytorch draws them.
+TOPN = (100, 200, 500, 1000, 2000, 5000)
+
+
+def label(name: str) -> str:
+  """The key of preset ``name`` in ``config.datasets``: its name as a Python name
+  (``cifar10_1`` for ``cifar10-1``), since ml_collections parses an override's path
+  (``--config.datasets.KEY.root=...``) as Python, where ``cifar10-1`` does not parse."""
+  return name.replace("-", "_")
+
+
+def dataset(name: str) -> dict:
+  """The entry of preset ``name`` (``jhash.data.PAPER_PRESETS``): its protocol, a root the
+  user must give, images decoded at 224 for the list sets, an optional database limit."""
+  spec = {"protocol": name, "root": config_dict.placeholder(str)}
+  if jhash.data.PAPER_PRESETS[name].layout == "lists":
+    spec["image_size"] = 224
+  spec["database_limit"] = config_dict.placeholder(int)
+  return spec
+
+
+def shrink_cifar10(spec) -> None:
+  """A CIFAR-10 entry cut down for a quick run: 2 queries and 5 training images per class
+  from a cut-down copy of the binary release (``records_per_file=None``)."""
+  spec.query_per_class = 2
+  spec.train_per_class = 5
+  spec.records_per_file = config_dict.placeholder(int)
+
+
+def base_options(
+  name: str,
+  epochs: int = 50,
+  adsh_rounds: int = 50,
+  adsh_steps: int = 100,
+  adsh_samples: int = 2000,
+) -> dict:
+  """The training schedule of the method ``name`` (everything but ``method``): Adam at
+  1e-3 (the methods' default), batch 64, ``epochs`` epochs; ADSH ``adsh_rounds`` rounds of
+  ``adsh_steps`` network steps over ``adsh_samples`` drawn items; ITQ 50 iterations. The
+  defaults are the papers' configs' (50 epochs; ADSH 50 rounds of 100 steps over 2,000)."""
+  if name == "adsh":
+    return {
+      "batch_size": 64,
+      "rounds": adsh_rounds,
+      "steps_per_round": adsh_steps,
+      "num_samples": adsh_samples,
+    }
+  if name == "itq":
+    return {"num_iters": 50}
+  if name == "lsh":
+    return {}
+  return {"batch_size": 64, "num_epochs": epochs}
+
+
+def methods(names, **schedule) -> dict:
+  """``{name: {"method": name, **base_options(name, **schedule)}}`` for each of ``names``."""
+  return {name: {"method": name, **base_options(name, **schedule)} for name in names}
+
+
+def evaluation(**changes) -> dict:
+  """The papers' evaluation: tie-aware mAP, mAP@K with the preset's K, P@1000, precision
+  and recall within Hamming radius 2, the P@N / R@N curves (``TOPN``); ``changes`` replace
+  or add keys (``experiments.retrieval``'s evaluation keys)."""
+  return {
+    "map_ties": ("aware",),
+    "map_at": "protocol",
+    "precision_at": (1000,),
+    "radius": 2,
+    "ndcg_at": config_dict.placeholder(int),
+    "weighted": False,
+    "topn": TOPN,
+    **changes,
+  }
+
+
+def link_networks(config) -> None:
+  """Point every network at ``config.pretrained`` (its start) and ``config.arch`` (its
+  kind): the deep methods' ``init_variables`` and ``backbone``, MCH's in its
+  ``base_options``, so one override moves them all."""
+  for spec in config.methods.values():
+    if spec.method in DEEP:
+      target = spec
+    elif spec.method == "mch":
+      target = spec.base_options
+    else:
+      continue
+    target.init_variables = config.get_ref("pretrained")
+    target.backbone = config.get_ref("arch")

@@ -1,0 +1,118 @@
+"""Bad input, round 8: what an eighth probe round found (about 440 cases)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jhash
+from jhash import distributed
+
+
+def _packed(rng, n, bits=20):
+  return rng.integers(0, 2**bits, (n, 1)).astype(np.uint32)
+
+
+@pytest.mark.parametrize("n, num_rows, k", [(7, 3, 3), (7, 6, 6), (8, 6, 4), (9, 1, 1)])
+def test_sharded_topk_takes_num_rows_below_the_padded_rows(n, num_rows, k):
+  # Was: "index can't contain negative values" whenever num_rows rounded up to the mesh
+  # stayed below the database's rows.
+  rng = np.random.default_rng(n * 10 + num_rows)
+  db, q = _packed(rng, n), _packed(rng, 4)
+  mesh = jax.make_mesh((1,), ("db",))
+  got = jhash.search.sharded_hamming_topk(q, db, k, mesh=mesh, num_rows=num_rows, num_bits=20)
+  want = jhash.search.hamming_topk(q, db[:num_rows], k, num_bits=20)
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_sharded_map_reads_global_rows_of_an_explicit_mesh_with_num_rows():
+  rng = np.random.default_rng(0)
+  codes = np.sign(rng.normal(size=(7, 20))).astype(np.int8)
+  queries = np.sign(rng.normal(size=(3, 20))).astype(np.int8)
+  labels, q_labels = rng.integers(0, 3, 7), rng.integers(0, 3, 3)
+  mesh = jax.make_mesh((1,), ("db",))
+  rows = distributed.global_rows(codes, 7, mesh)
+  got = jhash.metrics.sharded_mean_average_precision(  # was: ShardingTypeError
+    queries, rows, q_labels, distributed.global_rows(labels, 7, mesh), mesh=mesh, num_rows=7
+  )
+  want = jhash.metrics.mean_average_precision(queries, codes, q_labels, labels, ties="aware")
+  assert got == pytest.approx(want, abs=1e-6)
+  for bad in (None, np.int8(1)):  # was: IndexError
+    with pytest.raises(ValueError, match=r"db_codes must be an array \[n, K\]"):
+      jhash.metrics.sharded_mean_average_precision(queries, bad, q_labels, labels, mesh=mesh)
+
+
+def test_global_rows_refuses_values_jax_would_change_and_ragged_rows():
+  mesh = distributed.process_mesh()
+  for local in (np.array([2**40, 1, 5]), np.array([2**33, 1, 5], np.uint64)):
+    with pytest.raises(ValueError, match=r"local holds .* which (int|uint)32 .* cannot hold"):
+      distributed.global_rows(local, 3, mesh)  # was: 0 in its place
+  with pytest.raises(ValueError, match=r"which float32 .* cannot hold"):
+    distributed.global_rows(np.array([1e300, 1.0, 2.0]), 3, mesh)  # was: inf
+  np.testing.assert_array_equal(  # float64 that float32 holds: rounded, as JAX does
+    distributed.gather(distributed.global_rows(np.array([1.5, 2.0, 3.0]), 3, mesh))[:3],
+    [1.5, 2.0, 3.0],
+  )
+  with pytest.raises(ValueError, match=r"local must be an array of rows of one shape"):
+    distributed.global_rows([[1, 2], [3]], 2, mesh)  # was: NumPy's own message
+
+
+def test_the_host_functions_say_so_inside_jit():
+  mesh = distributed.process_mesh()
+  with pytest.raises(TypeError, match=r"global_rows runs on the host, outside jit"):
+    jax.jit(lambda x: distributed.global_rows(x, 3, mesh))(jnp.arange(3))
+  with pytest.raises(TypeError, match=r"gather runs on the host, outside jit"):
+    jax.jit(distributed.gather)(jnp.arange(3))
+  with pytest.raises(ValueError, match=r"x holds PRNG keys"):
+    distributed.gather(jax.random.key(0))  # was: "Cannot interpret 'key<fry>' as a data type"
+
+
+def test_unhashable_arch_and_variables_without_collections_are_named():
+  for arch in (["resnet18"], {"a": 1}):  # was: TypeError: unhashable type
+    with pytest.raises(ValueError, match=r"arch must be one of 'resnet18', 'resnet50'"):
+      jhash.models.backbone((64, 64, 3), 16, arch=arch)
+    with pytest.raises(ValueError, match=r"arch must be one of 'resnet18', 'resnet50', 'alexnet'"):
+      jhash.models.load_torchvision("x.pth", {}, arch)
+  with pytest.raises(TypeError, match=r"variables must be the ResNet's variables"):
+    jhash.models.load_torchvision("x.safetensors", {"params": 3}, "resnet18")  # was IndexError
+
+
+def test_a_single_image_given_to_alexnet_is_named_as_read():
+  net = jhash.models.model(jhash.models.alexnet(8))
+  with pytest.raises(ValueError, match=r"x of shape \(32, 32, 3\) reads as 32 one-channel images"):
+    net.init(jax.random.key(0), np.zeros((32, 32, 3), np.float32))  # was: (32, 32, 3, 1)
+
+
+@pytest.fixture(scope="module")
+def resnet_state():
+  torch = pytest.importorskip("torch")
+  from flax import traverse_util
+
+  from jhash.models import _torchvision
+
+  net = jhash.models.backbone((32, 32, 3), 4)
+  variables = jax.eval_shape(
+    net.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
+  )
+  flat = traverse_util.flatten_dict(variables)
+  state = {}
+  for name in _torchvision._torchvision_names("resnet18"):
+    shape = flat[_torchvision._flax_key(name)].shape
+    shape = (shape[3], shape[2], shape[0], shape[1]) if len(shape) == 4 else shape
+    state[name] = torch.full(shape, 0.5)
+  return torch, variables, state
+
+
+def test_pth_weights_must_be_floating_point_and_a_flat_state_dict(resnet_state, tmp_path):
+  torch, variables, state = resnet_state
+  for dtype in (torch.int32, torch.bool):  # was: loaded as floats
+    bad = dict(state, **{"conv1.weight": torch.ones(state["conv1.weight"].shape, dtype=dtype)})
+    torch.save(bad, tmp_path / "bad.pth")
+    with pytest.raises(ValueError, match=r"conv1.weight in .* must hold floating-point weights"):
+      jhash.models.load_torchvision(tmp_path / "bad.pth", variables, "resnet18")
+  torch.save({"state_dict": state}, tmp_path / "nested.pth")
+  with pytest.raises(ValueError, match=r"its key 'state_dict' holds a dict"):
+    jhash.models.load_torchvision(tmp_path / "nested.pth", variables, "resnet18")
+  torch.save(state, tmp_path / "good.pth")  # the same weights as floats load
+  jhash.models.load_torchvision(tmp_path / "good.pth", variables, "resnet18")
