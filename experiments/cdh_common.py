@@ -82,6 +82,7 @@ def validate(config, keys) -> None:
   """Raise ``ConfigError`` for an unknown key, CDH option, baseline or baseline option."""
   harness.check_keys(config, keys)
   harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
+  harness.check_distinct(config.get("bits", ()), "config.bits")
   grid = config.get("gamma_grid")
   if grid is not None and (
     not len(grid)

@@ -252,6 +252,14 @@ def check_int_ranges(config, where: str = "config") -> None:
         raise ConfigError(f"{path}: {what}; got {value}.")
 
 
+def check_distinct(values, where: str) -> None:
+  """Raise ``ConfigError`` when ``values`` (a config's code lengths, say) repeat one: a
+  table would hold the same column twice and the runs write one cell."""
+  seen = [v for i, v in enumerate(values) if v in list(values)[:i]]
+  if seen:
+    raise ConfigError(f"{where}: each value once; {seen[0]!r} repeats in {tuple(values)!r}.")
+
+
 def check_choice(value, allowed: Iterable, where: str) -> None:
   """Raise ``ConfigError`` unless ``value`` is one of ``allowed``."""
   allowed = list(allowed)

@@ -185,6 +185,7 @@ def validate(config) -> None:
   )
   harness.check_keys(config.plots, PLOT_KEYS + PLOT_OPTIONAL, "config.plots", required=PLOT_KEYS)
   _check_ints(config.bits, "config.bits", minimum=1)
+  harness.check_distinct(config.bits, "config.bits")
   _check_ints([config.seed], "config.seed", minimum=0)
   _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
   harness.check_int_ranges(config)

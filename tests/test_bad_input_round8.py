@@ -116,3 +116,87 @@ def test_pth_weights_must_be_floating_point_and_a_flat_state_dict(resnet_state, 
     jhash.models.load_torchvision(tmp_path / "nested.pth", variables, "resnet18")
   torch.save(state, tmp_path / "good.pth")  # the same weights as floats load
   jhash.models.load_torchvision(tmp_path / "good.pth", variables, "resnet18")
+
+
+def test_a_searcher_checks_the_result_arrays_fit_in_memory_at_each_call():
+  codes = np.sign(np.random.default_rng(0).normal(size=(50, 12))).astype(np.int8)
+  index = jhash.index.build_index(jhash.codes.pack_bits(codes), num_bits=12)
+  search = jhash.index.searcher(index, max_radius=1, max_results=2**31 - 1).search
+  with pytest.raises(ValueError, match=r"max_results=2,147,483,647 slots for 5 queries"):
+    search(jhash.codes.pack_bits(codes[:5]))  # was: XLA's RESOURCE_EXHAUSTED
+
+
+def test_python_dash_m_jhash_is_the_jhash_command():
+  import subprocess
+  import sys
+
+  out = subprocess.run(
+    [sys.executable, "-m", "jhash", "--help"], capture_output=True, text=True, timeout=120
+  )
+  assert out.returncode == 0 and "usage: jhash" in out.stdout, out.stderr  # was: no __main__
+
+
+def _papers_quick(tmp_path):
+  from _experiment_runs import load_config
+
+  config = load_config("papers", "quick").unlock()
+  config.datasets.cifar10.root = str(tmp_path)
+  return config
+
+
+def test_the_retrieval_configs_refuse_pretrained_without_networks_and_repeated_bits(tmp_path):
+  from _experiment_runs import run_config
+
+  from experiments import harness
+
+  config = _papers_quick(tmp_path)
+  config.pretrained = str(tmp_path)  # was: ignored (quick trains ITQ and LSH only)
+  with pytest.raises(harness.ConfigError, match=r"config.pretrained=.* starts the deep methods"):
+    run_config(config.lock(), tmp_path / "a")
+  config = _papers_quick(tmp_path)
+  config.bits = (16, 16)  # was: a table with the same column twice
+  with pytest.raises(harness.ConfigError, match=r"config.bits: each value once; 16 repeats"):
+    run_config(config.lock(), tmp_path / "b")
+
+
+def test_map_at_takes_an_int_or_none_from_the_command_line():
+  from experiments import retrieval
+
+  for given, want in (("5", 5), ("100000", 100000), ("None", None), ("protocol", 5000)):
+    evaluation = {"map_at": given}  # absl gives a config's str key the text as typed
+    assert retrieval.map_at(evaluation, "nuswide_21") == want, given
+  # was: "must be ints >= 1; got ['5']"
+
+
+def test_an_empty_root_is_refused_not_read_as_the_working_directory():
+  for name in ("cifar10", "nuswide_21", "wiki_cv"):
+    with pytest.raises(ValueError, match=r"root is empty"):
+      jhash.data.load_protocol(name, 0, root="")
+
+
+def test_a_single_label_list_set_refuses_rows_of_several_labels_or_none(tmp_path):
+  from PIL import Image
+
+  for i in range(4):
+    Image.new("RGB", (4, 4), (60 * i, 0, 0)).save(tmp_path / f"{i}.png")
+  one_hot = lambda c: " ".join("1" if j == c else "0" for j in range(100))
+  two = " ".join("1" if j in (1, 2) else "0" for j in range(100))
+  (tmp_path / "train.txt").write_text(f"0.png {one_hot(0)}\n1.png {two}\n")
+  (tmp_path / "test.txt").write_text(f"2.png {one_hot(3)}\n")
+  (tmp_path / "database.txt").write_text(f"3.png {one_hot(4)}\n0.png {one_hot(0)}\n")
+  with pytest.raises(
+    jhash.data.DataFormatError, match=r"train.txt, image 2 \(.*1.png\), has 2 labels set"
+  ):
+    jhash.data.load_paper_lists("imagenet100", tmp_path)  # was: read as multi-label
+
+
+def test_cifar10_files_without_every_class_are_refused(tmp_path):
+  folder = tmp_path / "cifar-10-batches-bin"
+  folder.mkdir()
+  names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+  for name in names:  # files of zeros: every label 0
+    (folder / name).write_bytes(bytes(20 * 3073))
+  with pytest.raises(jhash.data.DataFormatError, match=r"no image of class 1 \(classes absent"):
+    jhash.data.load_protocol(
+      "cifar10", 0, root=tmp_path, records_per_file=None, query_per_class=1, train_per_class=1
+    )  # was: a one-class split

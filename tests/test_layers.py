@@ -18,6 +18,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LAYERS = (  # top first
+  ("jhash.__main__",),
   ("jhash._cli",),
   ("jhash.evaluate",),
   ("jhash._evaluate_presets",),

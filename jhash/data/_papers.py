@@ -82,6 +82,10 @@ def _root(name: str, root) -> pathlib.Path:
     raise missing_root(name)
   if not isinstance(root, (str, os.PathLike)):
     raise ValueError(f"root must be a folder path; got {_checks.describe(root)}.")
+  if not os.fspath(root).strip():  # "" would read the working directory
+    raise ValueError(
+      f"protocol {name!r}: root is empty; give the folder of your copy: {_layout_text(name)}."
+    )
   if not pathlib.Path(root).is_dir():
     raise FileNotFoundError(
       f"protocol {name!r}: root {os.fspath(root)!r} is not a folder; expected {_layout_text(name)}."
@@ -154,6 +158,15 @@ def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = 
       f"{name}: the lists under {root} have {width} label columns; {name} has {expected}. "
       "Is root the copy of this data set?"
     )
+  if preset.relevance == "same_class":  # one class an image: one-hot rows
+    for part, lst in lists.items():
+      counts = lst.labels.sum(axis=1)
+      if (counts != 1).any():
+        i = int(np.flatnonzero(counts != 1)[0])
+        raise _errors.DataFormatError(
+          f"{name}: {root / LIST_FILES[part]}, image {i + 1} ({lst.paths[i]}), has "
+          f"{int(counts[i])} labels set; {name} is single-label: each row one-hot."
+        )
   if check_files:
     paths = list(dict.fromkeys(p for lst in lists.values() for p in lst.paths))
     check_image_files(paths, f"{name}'s lists under {root}")
@@ -167,6 +180,12 @@ def _cifar10_batches(name, seed, root, query_per_class, train_per_class, limit, 
   """The (train, query, database) batches of a CIFAR-10 protocol (``_cifar10_protocol``)."""
   _check_limit(limit)
   images, labels = read_cifar10_binary(_root(name, root), records_per_file=records)
+  absent = sorted(set(range(10)) - set(np.unique(labels).tolist()))
+  if absent:  # e.g. files of zeros: every label 0
+    raise _errors.DataFormatError(
+      f"{name}: the batch files under {root} hold no image of class {absent[0]} (classes "
+      f"absent: {absent}); CIFAR-10's binary release holds all 10. Are they its files?"
+    )
   split = cifar10_split(labels, name, seed, query_per_class, train_per_class)
   database = _limit(split["database"], limit, seed)
   train = database if name == "cifar10-2" else split["train"]
@@ -278,6 +297,8 @@ def cross_view_file(name: str, root: str | os.PathLike) -> pathlib.Path:
     raise missing_root(name)
   if not isinstance(root, (str, os.PathLike)):
     raise ValueError(f"root must be a file or folder path; got {_checks.describe(root)}.")
+  if not os.fspath(root).strip():  # "" would read the working directory
+    raise ValueError(f"protocol {name!r}: root is empty; give the file or its folder.")
   path = pathlib.Path(root)
   if path.is_dir():
     path = path / preset.file_name

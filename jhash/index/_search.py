@@ -389,13 +389,17 @@ def _check_search_args(index, query_packed, max_radius, max_results):
   _probe.check_queries(index, query_packed)
   max_radius = _check_radius(index, max_radius, "max_radius")
   max_results = _check_max_results(max_results)
-  num_queries = int(query_packed.shape[0])
+  check_slots(int(query_packed.shape[0]), max_results)
+  return max_radius, max_results
+
+
+def check_slots(num_queries: int, max_results: int) -> None:
+  """Refuse result arrays [q, max_results] (ids and radii) past the machine's memory."""
   _checks.fits_in_memory(
     {"item ids and radii": 8 * num_queries * max_results},
     f"max_results={max_results:,} slots for {num_queries:,} queries",
     "ask for fewer slots (num_found still counts every item found)",
   )
-  return max_radius, max_results
 
 
 def _check_max_results(max_results) -> int:

@@ -113,7 +113,11 @@ def searcher(
   words, num_bits = prepared.keys.shape[1], prepared.num_bits
   check_padding = functools.partial(codes_lib.check_padding, num_bits=num_bits, name="query_packed")
 
+  most_queries = _checks.memory_bytes() // (8 * max_results)  # their results fit
+
   def search(query_packed):
+    if np.shape(query_packed)[0] > most_queries:
+      _search.check_slots(np.shape(query_packed)[0], max_results)
     if (
       type(query_packed) is np.ndarray
       and query_packed.dtype == np.uint32
