@@ -82,7 +82,9 @@ def validate(config, keys) -> None:
   """Raise ``ConfigError`` for an unknown key, CDH option, baseline or baseline option."""
   harness.check_keys(config, keys)
   harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
-  harness.check_distinct(config.get("bits", ()), "config.bits")
+  bits = config.get("bits", ())
+  if isinstance(bits, (tuple, list)):  # (cdh_figure1 has one length, an int)
+    harness.check_distinct(bits, "config.bits")
   grid = config.get("gamma_grid")
   if grid is not None and (
     not len(grid)

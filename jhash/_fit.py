@@ -33,6 +33,7 @@ from jax.sharding import Mesh
 from jhash import _api
 from jhash import _checks
 from jhash import _order
+from jhash import _shards
 from jhash._loops import DATA_AXIS
 from jhash._loops import _jit_init
 from jhash._loops import _jit_loop
@@ -345,7 +346,11 @@ def fit(
     num_items: the training set's size, needed with an iterable ``data`` when a phase's
       length is in epochs (``init`` sees the first minibatch and this number).
     mesh: a ``jax.sharding.Mesh`` with a ``"data"`` axis: minibatches are split over its
-      devices, the state replicated.
+      devices, the state replicated. Its devices may span several processes
+      (``jhash.distributed``): an in-memory batch is then the whole set on every process;
+      an iterable gives each process its own rows of every global minibatch, process
+      ``p`` of ``P`` the ``p``-th block of ``batch_size / P`` (as
+      ``jhash.data.image_pipeline`` reads them).
   Returns:
     (state, history): the final state and a dict of metric name -> NumPy array, one
     entry per step run of the phases that report it.
@@ -566,6 +571,8 @@ def _fit_stream(run, stream, start, state):
     if first is None:
       raise ValueError("data: the iterable is empty and no state was given.")
     sample = {k: v for k, v in first.items() if k != "index"}
+    if run.mesh is not None:  # every process inits from the whole first minibatch
+      sample = _shards.whole_minibatch(sample)
     return init(run.method, run.key, sample, num_items=run.n)
 
   state = _start_state(run, state, make)
@@ -586,14 +593,17 @@ def _fit_stream(run, stream, start, state):
       _checks.batch(minibatch, "minibatch")
       _check_index(minibatch, run.n)
       _check_same_views(first, minibatch, step)
-      if np.shape(minibatch["index"])[0] != span.phase.batch_size:
+      size = span.phase.batch_size
+      rows = size if run.mesh is None else _shards.local_rows(_split(run.mesh), size)
+      if np.shape(minibatch["index"])[0] != rows:
+        share = "" if rows == size else f" ({rows} of each global minibatch's {size} here)"
         raise ValueError(
-          f"minibatch must hold batch_size = {span.phase.batch_size} items "
+          f"minibatch must hold this process's rows of batch_size = {size} items{share} "
           f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}."
         )
       minibatch = dict(minibatch)
-      if run.mesh is not None:
-        minibatch = jax.device_put(minibatch, _split(run.mesh))
+      if run.mesh is not None:  # this process's rows of one global minibatch
+        minibatch = _shards.global_minibatch(minibatch, _split(run.mesh), size)
       state, metrics = fn(state, minibatch, _order.step_key(run.key, step))
       pending.append(metrics)
       step += 1

@@ -44,3 +44,8 @@ def fit_data():
   batch = {"views": (x,), "labels": rng.integers(0, 4, 128).astype(np.int32)}
   net = jhash.models.backbone((20,), 8, batch_norm=True)
   return batch, jhash.methods.pairwise(8, backbone=net, batch_size=32, num_epochs=2)
+
+
+def stream_steps() -> int:
+  """The steps of the run fed by an iterable: two epochs of ``fit_data``'s set."""
+  return 2 * 128 // 32

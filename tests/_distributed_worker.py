@@ -80,6 +80,30 @@ def fit_case():
   return dict(loss=np.asarray(history["loss"]), **leaves)
 
 
+def stream_case():
+  """The deep train step over both processes' devices from an iterable: each process
+  passes only its own rows of every global minibatch (process p the p-th half)."""
+  from jax.sharding import Mesh  # pylint: disable=import-outside-toplevel
+
+  from _distributed_data import fit_data  # pylint: disable=import-outside-toplevel
+  from _distributed_data import stream_steps  # pylint: disable=import-outside-toplevel
+
+  batch, method = fit_data()
+  size = method.phases[0].batch_size
+  half = size // jax.process_count()
+  rows = slice(jax.process_index() * half, (jax.process_index() + 1) * half)
+  local = (
+    jax.tree.map(lambda x: x[rows], m)
+    for m in jhash.minibatches(batch, size, jax.random.key(0), stream_steps())
+  )
+  mesh = Mesh(distributed.process_mesh().devices, ("data",))
+  state, history = jhash.fit(
+    method, jax.random.key(0), local, stream_steps(), progress=False, mesh=mesh, num_items=128
+  )
+  leaves = {f"leaf{i}": distributed.gather(x) for i, x in enumerate(jax.tree.leaves(state))}
+  return dict(loss=np.asarray(history["loss"]), **leaves)
+
+
 def die():
   """Process 1 dies; process 0 then waits on it in a collective, which must end in an
   error within about the heartbeat timeout, not hang."""
@@ -95,7 +119,8 @@ def main():
   case, out_dir = sys.argv[1], sys.argv[2]
   distributed.initialize(heartbeat_timeout_s=HEARTBEAT_S, initialization_timeout_s=120)
   assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()
-  out = {"search": search_case, "cdh": cdh_case, "fit": fit_case}[case]()
+  cases = {"search": search_case, "cdh": cdh_case, "fit": fit_case, "stream": stream_case}
+  out = cases[case]()
   path = os.path.join(out_dir, f"{case}-{jax.process_index()}.npz")
   np.savez(path + ".tmp.npz", **out)
   os.replace(path + ".tmp.npz", path)

@@ -23,6 +23,7 @@ from jhash import distributed
 from _distributed_data import cdh_data
 from _distributed_data import fit_data
 from _distributed_data import map_data
+from _distributed_data import stream_steps
 from _distributed_data import search_data
 
 WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
@@ -118,6 +119,26 @@ def test_train_step_data_parallel_over_two_processes_equals_one(tmp_path):
   leaves = jax.tree.leaves(one)
   for rank in range(2):
     got = np.load(tmp_path / f"fit-{rank}.npz")
+    # Float sums over 4 devices in another order: equal up to rounding.
+    np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
+    for i, leaf in enumerate(leaves):
+      np.testing.assert_allclose(got[f"leaf{i}"], np.asarray(leaf), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow  # ~9 s; test_training's 8-device test runs the same code in one process
+def test_a_stream_of_process_local_minibatches_trains_as_one_process(tmp_path):
+  # Each process passes only its half of every global minibatch; the run equals one
+  # process fed the whole minibatches (jhash.minibatches; its state made from the first).
+  results = launch("stream", tmp_path)
+  for rc, out, _ in results:
+    assert rc == 0, out[-3000:]
+  batch, method = fit_data()
+  key, steps = jax.random.key(0), stream_steps()
+  whole = jhash.minibatches(batch, method.phases[0].batch_size, key, steps)
+  one, history = jhash.fit(method, key, whole, steps, progress=False, num_items=128)
+  leaves = jax.tree.leaves(one)
+  for rank in range(2):
+    got = np.load(tmp_path / f"stream-{rank}.npz")
     # Float sums over 4 devices in another order: equal up to rounding.
     np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
     for i, leaf in enumerate(leaves):

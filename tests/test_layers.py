@@ -26,7 +26,7 @@ LAYERS = (  # top first
   ("jhash._grid", "jhash._train", "jhash._saving"),
   ("jhash._encode",),
   ("jhash._fit", "jhash._network"),
-  ("jhash._loops",),
+  ("jhash._loops", "jhash._shards"),
   ("jhash.methods",),
   ("jhash.coder",),
   ("jhash.training",),

@@ -19,6 +19,10 @@ def quick(tmp_path_factory):
   return config, results, workdir
 
 
+# ~31 s; faster runs cover the same code: test_papers_configs' mch_papers quick run (MCH
+# over DCH on the retrieval trainer, its sweep of sigma, F1-bucket curves and plots) and
+# test_mch_scenes' scenes-quick run (the mch.py config family, with its controls).
+@pytest.mark.slow
 def test_mch_quick_run_learns_and_writes_its_files(quick):
   config, results, workdir = quick
   cell = results["metrics"]["canvases/mch_dch/16"]

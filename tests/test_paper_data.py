@@ -2,6 +2,7 @@
 splits, the toolboxes' list files, and their protocols, on small files written here."""
 
 import inspect
+import itertools
 
 import numpy as np
 import pytest
@@ -314,11 +315,10 @@ def test_the_guide_table_is_the_presets():
   import pathlib
 
   page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "papers-datasets.md"
-  rows = [
-    [c.strip() for c in line.strip().strip("|").split("|")]
-    for line in page.read_text().splitlines()
-    if line.startswith("| ") and not line.startswith("| name")
-  ]
+  lines = page.read_text().splitlines()
+  start = next(i for i, line in enumerate(lines) if line.startswith("| name"))
+  table = itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2 :])
+  rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table]
   shown = lambda v, none: none if v is None else str(v)
   want = [
     [

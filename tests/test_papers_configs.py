@@ -124,6 +124,12 @@ def test_mch_papers_quick_learns_on_nuswide_shaped_lists(tmp_path):
   for r in (0, 2):
     assert cell[f"recall_radius_{r}_multi"] >= cell[f"recall_radius_{r}"]
   assert 1.0 <= cell["codes_per_item_multi"] <= 6.0 and "map_at_k_multi" in cell
+  # sigma = 1: the crops are the image, every repeated code dropped: the base model.
+  for metric in retrieval.SWEEP_METRICS:
+    single = 1.0 if metric == "codes_per_item" else cell[metric]
+    assert cell[f"{metric}_multi@sigma=1.0"] == single, metric
+  assert cell["map_multi@sigma=0.5"] == cell["map_multi"]  # the config's own sigma
+  assert np.all(np.isfinite(cell["per_seed"]["0"]["history"]["agent_loss"]))
   per_seed = cell["per_seed"]["0"]
   assert len(per_seed["f1_buckets_multi"]["f1"]) == 17 and per_seed["topn"]["n"] == [1, 5, 10, 20]
   runs.assert_pngs(tmp_path / "run", ["f1_buckets.png", "topn.png", "agent.png"])

@@ -255,6 +255,13 @@ SHARDED_SCRIPT = textwrap.dedent("""
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(many)):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(h1["loss"], h8["loss"], rtol=1e-5)
+    # An iterable of minibatches over the mesh (this process's rows: all of them here).
+    stream = lambda: jhash.minibatches(batch, 32, key, 8)
+    one, h1 = jhash.fit(method, key, stream(), 8, progress=False, num_items=128)
+    many, h8 = jhash.fit(method, key, stream(), 8, progress=False, num_items=128, mesh=mesh)
+    for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(many)):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(h1["loss"], h8["loss"], rtol=1e-5)
     try:
       jhash.fit(jhash.methods.pairwise(8, backbone=net, batch_size=20), key, batch, 1,
                 progress=False, mesh=mesh)

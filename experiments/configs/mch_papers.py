@@ -11,7 +11,8 @@ Command:  python -m experiments.main --config experiments/configs/mch_papers.py:
           resnet50) builds them as that network instead of VGG-16.
 Quick:    ... mch_papers.py:quick --config.datasets.nuswide_21.root=DIR   (MCH-DCH at 16
           bits on NUS-WIDE-shaped lists of tiny images decoded at 28 x 28, the small CNN, a
-          few base and agent epochs; the tests run it on lists they write)
+          few base and agent epochs, the database re-encoded at sigma 0.5 and 1.0; the tests run it
+          on lists they write)
 Runtime:  quick: seconds. The others train VGG-16 at 224 x 224, five bases and their
           agents at three lengths: a GPU's work.
 Expected: no result is reported from these configs (jhash ships none of these sets); the
@@ -109,6 +110,7 @@ def get_config(arg=None):
     config.methods.mch_dch.base_options.batch_size = 32
     config.evaluation.precision_at = (5,)
     config.evaluation.topn = (1, 5, 10, 20)
+    config.evaluation.sweep = {"sigma": (0.5, 1.0)}  # re-encoded: 1.0 gives the base's codes
     config.plots.pr_curve_bits = 16
     config.plots.f1_bucket_bits = 16
     config.plots.curves = {"agent": {"metric": "reward", "methods": ("mch_dch",)}}
