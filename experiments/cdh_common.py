@@ -83,8 +83,20 @@ def validate(config, keys) -> None:
   harness.check_keys(config, keys)
   harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
   bits = config.get("bits", ())
-  if isinstance(bits, (tuple, list)):  # (cdh_figure1 has one length, an int)
-    harness.check_distinct(bits, "config.bits")
+  lengths = list(bits) if isinstance(bits, (tuple, list)) else [bits]  # cdh_figure1: an int
+  if any(
+    isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= jhash.methods.MAX_NUM_BITS
+    for b in lengths
+  ):
+    raise harness.ConfigError(
+      f"config.bits: code lengths must be ints in [1, {jhash.methods.MAX_NUM_BITS}]; got {bits!r}."
+    )
+  harness.check_distinct(lengths, "config.bits")
+  for key in ("checkpoint_every", "baseline_checkpoint_every"):
+    every = config.get(key, 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+      raise harness.ConfigError(f"config.{key}: must be an int >= 1; got {every!r}.")
+  _check_builds(config, min(lengths, default=8))
   grid = config.get("gamma_grid")
   if grid is not None and (
     not len(grid)
@@ -99,6 +111,21 @@ def validate(config, keys) -> None:
   for name, options in config.get("baseline_options", {}).items():
     harness.check_choice(name, list(config.baselines), "config.baseline_options")
     harness.check_kwargs(jhash.methods.REGISTRY[name], options, f"config.baseline_options.{name}")
+
+
+def _check_builds(config, bits: int) -> None:
+  """Every method the config names built once (its options checked) before any data is
+  read: a ``ConfigError`` naming ``config.cdh`` or ``config.baseline_options.NAME``."""
+  try:
+    cdh_method(bits, config.cdh, 0.0)
+  except (TypeError, ValueError) as e:
+    raise harness.ConfigError(f"config.cdh: {e}") from None
+  for name in config.get("baselines", ()):
+    options = config.get("baseline_options", {}).get(name, {})
+    try:
+      baseline_method(name, bits, options)
+    except (TypeError, ValueError) as e:
+      raise harness.ConfigError(f"config.baseline_options.{name}: {e}") from None
 
 
 def database_of(data) -> dict:
@@ -145,9 +172,14 @@ def centre_and_scale(train: dict, *others: dict) -> tuple[dict, ...]:
   ``cdh_fashion.fashion_data``. Returns the batches in the order given, views float32.
   """
   stats = []
-  for x in train["views"]:
+  for i, x in enumerate(train["views"]):
     mean = x.mean(axis=0)
     stats.append((mean, float(np.sqrt(np.mean((x - mean) ** 2)))))
+    if not stats[-1][1] > 0:
+      raise ValueError(
+        f"view {i} is the same for every one of the {x.shape[0]} training items (spread 0): "
+        "it cannot be scaled, and codes from it could not tell items apart."
+      )
   scale = lambda batch: {
     **batch,
     "views": tuple(((x - m) / s).astype(np.float32) for x, (m, s) in zip(batch["views"], stats)),

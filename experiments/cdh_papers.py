@@ -115,11 +115,14 @@ def paper_data(name: str, spec, seed: int) -> dict:
   for batch, what in ((train, "training"), (query, "query"), (database, "database")):
     if batch["labels"].shape[0] == 0:
       raise harness.ConfigError(f"{where}: the file's {what} split holds no item.")
-  if same_items(train, database):
-    train, query = centre_and_scale(train, query)
-    database = train
-  else:
-    train, query, database = centre_and_scale(train, query, database)
+  try:
+    if same_items(train, database):
+      train, query = centre_and_scale(train, query)
+      database = train
+    else:
+      train, query, database = centre_and_scale(train, query, database)
+  except ValueError as e:
+    raise harness.ConfigError(f"{where}: {e}") from None
   return {
     "train": train,
     "query": query,

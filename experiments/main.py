@@ -116,6 +116,16 @@ def _parse_flags(argv: list[str]) -> list[str]:
   spec = _config_spec(argv[1:])
   if spec is not None and "--help" not in argv and "--helpfull" not in argv:
     _check_config_file(spec)
+  for arg in argv[1:]:
+    if arg.startswith("--config."):
+      path = arg[len("--config.") :].split("=", 1)[0]
+      bad = [p for p in path.split(".") if not p.isidentifier() and "[" not in p]
+      if bad:
+        sys.exit(
+          f"error: {arg.split('=', 1)[0]}: {bad[0]!r} is not a Python name (an override's "
+          "path is read as Python); the configs name their keys with _ for - "
+          f"({bad[0].replace('-', '_')!r})."
+        )
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:  # a flag's value (--config.seed=abc) or a missing flag

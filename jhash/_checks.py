@@ -361,6 +361,8 @@ def batch(value: Any, name: str = "batch") -> int:
     may be ``None`` (a view not observed for this batch), but not all of them.
   * ``labels`` (optional; absent or ``None`` for unsupervised data): integer
     class ids ``[n]`` (each >= 0) or multi-hot bool ``[n, C]``.
+  * any other entry (``index``, ``targets``, ...): ``None`` or an array of numbers or
+    bools (one row per item; the methods that read one check it).
 
   Errors name ``views``, ``views[i]`` or ``labels``.
   """
@@ -405,6 +407,16 @@ def batch(value: Any, name: str = "batch") -> int:
       )
     label_array(labels, "labels", num_items=n)
     int32_ids(labels, "labels")
+  for key, entry in value.items():  # per-item entries ("index", "targets", ...)
+    if key in ("views", "labels", "num_items") or entry is None:
+      continue
+    if not (hasattr(entry, "shape") and hasattr(entry, "dtype")) or (
+      np.dtype(entry.dtype).kind not in "biuf"
+    ):
+      raise ValueError(
+        f"{name}[{key!r}] must be an array of numbers or bools, one row per item (NumPy or "
+        f"JAX; np.asarray a list first); got {describe(entry)}."
+      )
   return int(n)
 
 

@@ -119,10 +119,14 @@ def check_method(method) -> None:
     raise TypeError(f"method must be a jhash.HashingMethod{hint}; got {_checks.describe(method)}.")
 
 
-def check_state(method: _api.HashingMethod, key, batch: Mapping, state) -> None:
-  """``state`` is one ``method`` makes for ``batch``: its type, arrays' shapes and dtypes
-  (the first that differs is named), and its training record."""
-  want = jax.eval_shape(lambda k: _jit_init(method, None)(k, dict(batch)), _order.init_key(key))
+def check_state(
+  method: _api.HashingMethod, key, batch: Mapping, state, num_items: int | None = None
+) -> None:
+  """``state`` is one ``method`` makes for ``batch`` (a stream's first minibatch, with
+  ``num_items``): its type, arrays' shapes and dtypes (the first that differs is named),
+  and its training record."""
+  make = _jit_init(method, num_items)
+  want = jax.eval_shape(lambda k: make(k, dict(batch)), _order.init_key(key))
   if jax.tree.structure(state) != jax.tree.structure(want) or any(
     np.shape(a) != b.shape or getattr(a, "dtype", None) != b.dtype
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want))
@@ -187,6 +191,14 @@ def _check_mesh(mesh, batch_size: int | None) -> None:
     return
   if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.axis_names:
     raise ValueError(f"mesh must be a jax.sharding.Mesh with a '{DATA_AXIS}' axis; got {mesh!r}.")
+  types = getattr(mesh, "axis_types", None)
+  if types is not None and jax.sharding.AxisType.Explicit in types:
+    raise ValueError(
+      f"mesh must have Auto axes (fit leaves the placement to XLA); its axes are {types} "
+      "(jax.make_mesh's default is Explicit): make it with jax.make_mesh(shape, names, "
+      "axis_types=(jax.sharding.AxisType.Auto,) * len(names)) or jax.sharding.Mesh(devices, "
+      "names)."
+    )
   size = mesh.shape[DATA_AXIS]
   if batch_size is not None and batch_size % size:
     raise ValueError(
@@ -575,6 +587,8 @@ def _fit_stream(run, stream, start, state):
       sample = _shards.whole_minibatch(sample)
     return init(run.method, run.key, sample, num_items=run.n)
 
+  if state is not None and first is not None:  # as fit checks an in-memory run's
+    check_state(run.method, run.key, {k: v for k, v in first.items() if k != "index"}, state, run.n)
   state = _start_state(run, state, make)
   step = start
   for span in run.spans:
@@ -603,6 +617,7 @@ def _fit_stream(run, stream, start, state):
         )
       minibatch = dict(minibatch)
       if run.mesh is not None:  # this process's rows of one global minibatch
+        _check_rows(minibatch, rows)
         minibatch = _shards.global_minibatch(minibatch, _split(run.mesh), size)
       state, metrics = fn(state, minibatch, _order.step_key(run.key, step))
       pending.append(metrics)
@@ -612,6 +627,16 @@ def _fit_stream(run, stream, start, state):
         _record(run, span.phase, stacked, step, state, len(pending))
         pending = []
   return state
+
+
+def _check_rows(minibatch, rows: int) -> None:
+  """Every array of a minibatch split over a mesh: ``rows`` rows, as its ``index``."""
+  for path, x in jax.tree_util.tree_leaves_with_path(minibatch):
+    if np.ndim(x) < 1 or np.shape(x)[0] != rows:
+      raise ValueError(
+        f"minibatch{jax.tree_util.keystr(path)} must hold one row per item ({rows}, as "
+        f"'index') to be split over the mesh; got {_checks.describe(x)}."
+      )
 
 
 def _item_shapes(batch) -> list:
@@ -638,6 +663,14 @@ def _check_same_views(first, minibatch, step: int) -> None:
       f"from the first minibatch's {want}; every minibatch of a stream must "
       "have the same views."
     )
+  if labelled[0]:
+    layout = lambda m: (np.shape(m["labels"])[1:], np.dtype(m["labels"].dtype).kind)
+    if layout(first) != layout(minibatch):
+      raise ValueError(
+        f"minibatch of step {step}: its labels (item shape, dtype kind) {layout(minibatch)} "
+        f"differ from the first minibatch's {layout(first)}; every minibatch of a stream "
+        "must label items the same way (class ids [b] or multi-hot [b, C] of one C)."
+      )
 
 
 def _check_index(minibatch, num_items: int | None = None) -> None:

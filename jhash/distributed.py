@@ -28,6 +28,7 @@ import os
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
@@ -54,7 +55,7 @@ def _from_env(value: Any, var: str, name: str, integer: bool) -> Any:
     where = name
   if not integer:
     host, _, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
-    if not host or not port.isdigit() or not 1 <= int(port) <= _MAX_PORT:
+    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= _MAX_PORT:
       raise ValueError(
         f"{where} must be 'host:port' of process 0 (a host name or address, a port in "
         f"1..{_MAX_PORT}); got {value!r}."
@@ -215,7 +216,7 @@ def global_rows(local: Any, num_rows: int, mesh: Mesh) -> jax.Array:
     raise ValueError(
       f"local must be an array of rows of one shape; got {_checks.describe(local)} ({error})."
     ) from None
-  if local.dtype.kind not in "biuf":
+  if local.dtype.kind not in "biuf" and local.dtype != jnp.bfloat16:
     raise ValueError(
       f"local must be an array of numbers or bools (codes, labels, features); got "
       f"{_checks.describe(local)}."

@@ -39,9 +39,11 @@ def _batches_folder(root: str | os.PathLike) -> pathlib.Path:
     raise FileNotFoundError(
       f"CIFAR-10 root {str(root)!r} is not a folder; expected {CIFAR10_LAYOUT}."
     )
+  lacking = lambda folder: [name for name in CIFAR10_FILES if not (folder / name).is_file()]
   child = root / CIFAR10_FOLDER
-  folder = child if child.is_dir() else root
-  missing = [name for name in CIFAR10_FILES if not (folder / name).is_file()]
+  # The child when it is there, unless it lacks files that root itself holds.
+  folder = child if child.is_dir() and (lacking(root) or not lacking(child)) else root
+  missing = lacking(folder)
   if missing:
     raise FileNotFoundError(
       f"{folder} lacks {len(missing)} of CIFAR-10's binary batch files: {', '.join(missing)}; "

@@ -77,6 +77,11 @@ def _read_hdf5_entry(path: pathlib.Path, key: str, entry: Any) -> np.ndarray:
     import scipy.sparse
 
     # A MATLAB sparse matrix: compressed columns, ``MATLAB_sparse`` = row count.
+    if "MATLAB_sparse" not in entry.attrs:
+      raise _errors.DataFormatError(
+        f"{path}: '{key}' looks like a MATLAB sparse matrix (data, ir, jc) but lacks its "
+        "MATLAB_sparse attribute (the row count): the file is damaged or not MATLAB's."
+      )
     num_rows = int(entry.attrs["MATLAB_sparse"])
     jc = np.asarray(entry["jc"][()]).ravel()
     matrix = scipy.sparse.csc_matrix(
@@ -118,6 +123,11 @@ def _label_matrix(
   value: np.ndarray, n: int, key: str, path: pathlib.Path
 ) -> tuple[str, np.ndarray]:
   """(``"ids"``, float [n]) for class indices, (``"multi_hot"``, [n, C]) otherwise."""
+  if value.dtype.kind not in "biuf":  # a cell array reads as objects
+    raise _errors.DataFormatError(
+      f"{path}: '{key}' must be a numeric label matrix; got dtype {value.dtype} (a cell "
+      "array? store the labels as a numeric matrix)."
+    )
   if value.ndim == 1 and value.size == n:
     return "ids", value
   if value.ndim == 2 and value.shape[0] == n and value.shape[1] == 1:
@@ -153,6 +163,24 @@ def _decode_class_ids(
   return {k: (v - class_index_base).astype(np.int32) for k, v in ids.items()}
 
 
+def _check_same_widths(path, splits, features, labels, kinds) -> None:
+  """Every split of the file with the same feature widths per view and label columns."""
+  first = splits[0]
+  for s in splits[1:]:
+    for v, name in enumerate("IT"):
+      a, b = features[first][v].shape[1], features[s][v].shape[1]
+      if a != b:
+        raise _errors.DataFormatError(
+          f"{path}: {name}_{s} has {b} columns but {name}_{first} has {a}; every split must "
+          "describe its items with the same features."
+        )
+    if kinds[s] == kinds[first] == "multi_hot" and labels[s].shape[1] != labels[first].shape[1]:
+      raise _errors.DataFormatError(
+        f"{path}: L_{s} has {labels[s].shape[1]} label columns but L_{first} has "
+        f"{labels[first].shape[1]}; every split must label the same classes."
+      )
+
+
 def load_cross_modal_mat(
   path: str | os.PathLike, *, class_index_base: int | None = None
 ) -> dict[str, Dataset]:
@@ -186,7 +214,11 @@ def load_cross_modal_mat(
     has it; each with views ``("image", "text")`` float32 and the labels above.
   """
   path = _arguments.existing_file(path, "path", "a .mat file")
-  if class_index_base not in (None, 0, 1):
+  if class_index_base is not None and (
+    isinstance(class_index_base, bool)
+    or class_index_base not in (0, 1)
+    or not isinstance(class_index_base, (int, np.integer))
+  ):
     raise ValueError(f"class_index_base must be None, 0 or 1; got {class_index_base!r}.")
   keys = [f"{p}_{s}" for s in _MAT_SPLITS for p in "ITL"]
   contents = _read_mat(path, keys)
@@ -209,6 +241,7 @@ def load_cross_modal_mat(
       )
     features[s] = (image, text)
     kinds[s], labels[s] = _label_matrix(contents[f"L_{s}"], image.shape[0], f"L_{s}", path)
+  _check_same_widths(path, splits, features, labels, kinds)
   if len(set(kinds.values())) > 1:
     raise _errors.DataFormatError(
       f"{path}: some splits hold multi-hot labels and others class indices ({kinds})."

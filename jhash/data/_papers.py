@@ -366,6 +366,9 @@ def _cross_view_batches(name, seed, root, limit):
   splits = load_cross_modal_mat(path)
   _check_cross_view_labels(name, path, splits)
   has_db = "database" in splits
+  for part, ds in splits.items():
+    if ds.labels.shape[0] == 0:
+      raise _errors.DataFormatError(f"{name}: {path}'s {part} split holds no item.")
   sizes = {"train": splits["train"].labels.shape[0], "query": splits["test"].labels.shape[0]}
   sizes["database"] = splits["database" if has_db else "train"].labels.shape[0]
   note = _cross_view_note(name, sizes, has_db)

@@ -160,6 +160,16 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
       f"net.state_dict()); got {type(state).__name__}."
     )
   for k, v in state.items():
+    if not isinstance(k, str):
+      raise ValueError(
+        f"{path.name} must map parameter names (str) to tensors; it has the key {k!r} "
+        f"({type(k).__name__})."
+      )
+    if torch.is_tensor(v) and v.layout != torch.strided:
+      raise ValueError(
+        f"{path.name}: {k} is a {v.layout} tensor; torchvision saves dense weights (save "
+        "the state dict of the network itself, or .to_dense() it)."
+      )
     if not torch.is_tensor(v):
       raise ValueError(
         f"{path.name} must hold a state dict (a dict of name -> tensor, e.g. "
