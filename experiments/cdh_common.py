@@ -96,7 +96,6 @@ def validate(config, keys) -> None:
     every = config.get(key, 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
       raise harness.ConfigError(f"config.{key}: must be an int >= 1; got {every!r}.")
-  _check_builds(config, min(lengths, default=8))
   grid = config.get("gamma_grid")
   if grid is not None and (
     not len(grid)
@@ -111,6 +110,7 @@ def validate(config, keys) -> None:
   for name, options in config.get("baseline_options", {}).items():
     harness.check_choice(name, list(config.baselines), "config.baseline_options")
     harness.check_kwargs(jhash.methods.REGISTRY[name], options, f"config.baseline_options.{name}")
+  _check_builds(config, min(lengths, default=8))
 
 
 def _check_builds(config, bits: int) -> None:

@@ -407,17 +407,28 @@ def batch(value: Any, name: str = "batch") -> int:
       )
     label_array(labels, "labels", num_items=n)
     int32_ids(labels, "labels")
-  for key, entry in value.items():  # per-item entries ("index", "targets", ...)
+  for key, entry in value.items():  # other entries ("index", "targets", CDH's pairs ...)
     if key in ("views", "labels", "num_items") or entry is None:
       continue
-    if not (hasattr(entry, "shape") and hasattr(entry, "dtype")) or (
-      np.dtype(entry.dtype).kind not in "biuf"
+    leaves = _leaves(entry)
+    if not leaves or not all(
+      hasattr(x, "shape") and hasattr(x, "dtype") and np.dtype(x.dtype).kind in "biuf"
+      for x in leaves
     ):
       raise ValueError(
-        f"{name}[{key!r}] must be an array of numbers or bools, one row per item (NumPy or "
-        f"JAX; np.asarray a list first); got {describe(entry)}."
+        f"{name}[{key!r}] must be an array of numbers or bools (or a tuple of them; NumPy "
+        f"or JAX: np.asarray a list first); got {describe(entry)}."
       )
   return int(n)
+
+
+def _leaves(entry: Any) -> list:
+  """The arrays of a batch entry: itself, or those of a tuple, list or dict of them."""
+  if isinstance(entry, (tuple, list)):
+    return [x for e in entry for x in _leaves(e)]
+  if isinstance(entry, Mapping):
+    return [x for e in entry.values() for x in _leaves(e)]
+  return [] if entry is None else [entry]
 
 
 def labelled_rows(labels: Any, name: str = "labels") -> None:
