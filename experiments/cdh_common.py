@@ -92,6 +92,19 @@ def validate(config, keys) -> None:
       f"config.bits: code lengths must be ints in [1, {jhash.methods.MAX_NUM_BITS}]; got {bits!r}."
     )
   harness.check_distinct(lengths, "config.bits")
+  for key in ("seeds", "baselines", "gamma_grid"):
+    if isinstance(config.get(key), (tuple, list)):
+      harness.check_distinct(config.get(key), f"config.{key}")
+  gamma = config.get("gamma")
+  if gamma is not None and (
+    isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < np.inf
+  ):
+    raise harness.ConfigError(f"config.gamma: must be a finite number >= 0; got {gamma!r}.")
+  select = config.get("select_bits")
+  if select is not None and (
+    isinstance(select, bool) or not isinstance(select, int) or not 1 <= select <= 65536
+  ):
+    raise harness.ConfigError(f"config.select_bits: must be None or a code length; got {select!r}.")
   for key in ("checkpoint_every", "baseline_checkpoint_every"):
     every = config.get(key, 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:

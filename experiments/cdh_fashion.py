@@ -37,7 +37,10 @@ def train_and_evaluate(config, workdir) -> dict:
   common.validate(config, KEYS)
   harness.check_keys(config.dataset, ("train_per_class", "query_per_class"), "config.dataset")
   started = time.time()
-  data = fashion_data(config.dataset, config.seed)
+  try:
+    data = fashion_data(config.dataset, config.seed)
+  except ValueError as e:  # a split count the protocol cannot draw
+    raise harness.ConfigError(f"config.dataset: {e}") from None
   print(common.describe(data), flush=True)
   with harness.Workdir(workdir, config) as wd:
     cells = []

@@ -130,7 +130,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
     return flags.FLAGS(argv)
   except flags.Error as error:  # a flag's value (--config.seed=abc) or a missing flag
     sys.exit(f"error: {_last_line(error)}")
-  except (AttributeError, KeyError) as error:
+  except (AttributeError, KeyError, IndexError) as error:
     args = argv[1:]
     overrides = [a for a in args if a.startswith("--config.")]
     found = re.search(r"'([^'\\]+)", str(error))
@@ -147,7 +147,11 @@ def _parse_flags(argv: list[str]) -> list[str]:
       sys.exit(
         f"error: {override}: {where} has no key {missing!r}{hint}; its keys: {', '.join(keys)}."
       )
-    raise
+    shown = " ".join(overrides) or "the overrides"
+    sys.exit(
+      f"error: {shown}: no such key in the config ({type(error).__name__}: {error}); an "
+      "override names its key by dotted Python names, --config.datasets.NAME.root=..."
+    )
 
 
 def _last_line(error: BaseException) -> str:

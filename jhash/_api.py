@@ -332,7 +332,7 @@ def num_items(batch: Batch) -> int:
 
 def take(batch: Batch, index) -> Batch:
   """The items ``index`` (int [b]) of a batch: views, labels and any other per-item
-  array; adds ``"index"`` (int32 [b]) unless the batch carries one (then it is taken
+  array (other entries, such as tuples, as they are); adds ``"index"`` (int32 [b]) unless the batch carries one (then it is taken
   too). Works on arrays and tracers alike."""
   n = batch_size_of(batch)
   out = {}
@@ -341,8 +341,8 @@ def take(batch: Batch, index) -> Batch:
       out[name] = tuple(None if v is None else v[index] for v in value)
     elif name == "num_items":
       out[name] = value
-    elif value is not None and np.ndim(value) >= 1 and np.shape(value)[0] == n:
-      out[name] = value[index]
+    elif hasattr(value, "shape") and len(value.shape) >= 1 and value.shape[0] == n:
+      out[name] = value[index]  # (a tuple, as CDH's pairs, is whole-set data: kept)
     else:
       out[name] = value
   if "index" not in out:

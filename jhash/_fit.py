@@ -192,7 +192,7 @@ def _check_mesh(mesh, batch_size: int | None) -> None:
   if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.axis_names:
     raise ValueError(f"mesh must be a jax.sharding.Mesh with a '{DATA_AXIS}' axis; got {mesh!r}.")
   types = getattr(mesh, "axis_types", None)
-  if types is not None and jax.sharding.AxisType.Explicit in types:
+  if types is not None and any(t != jax.sharding.AxisType.Auto for t in types):
     raise ValueError(
       f"mesh must have Auto axes (fit leaves the placement to XLA); its axes are {types} "
       "(jax.make_mesh's default is Explicit): make it with jax.make_mesh(shape, names, "

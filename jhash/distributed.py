@@ -55,13 +55,16 @@ def _from_env(value: Any, var: str, name: str, integer: bool) -> Any:
     where = name
   if not integer:
     host, _, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
-    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= _MAX_PORT:
+    bad_host = not host or (":" in host and not (host.startswith("[") and host.endswith("]")))
+    if bad_host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= _MAX_PORT:
       raise ValueError(
         f"{where} must be 'host:port' of process 0 (a host name or address, a port in "
         f"1..{_MAX_PORT}); got {value!r}."
       )
     return value
   try:
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+      raise ValueError(value)
     number = int(value) if isinstance(value, str) else _checks.nonneg_int(value, name)
   except ValueError:
     number = -1
@@ -243,7 +246,7 @@ def gather(x: Any) -> np.ndarray:
   _host_only(x, "gather", "x")
   if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
     raise ValueError(f"x holds PRNG keys ({x.dtype}); gather jax.random.key_data(x) instead.")
-  if not hasattr(x, "shape") or not hasattr(x, "dtype") or np.dtype(x.dtype) == object:
+  if not isinstance(x, (np.ndarray, np.generic, jax.Array)) or np.dtype(x.dtype) == object:
     raise ValueError(
       f"x must be an array (a global jax.Array, a jax.Array or a NumPy array); got {_checks.describe(x)}."
     )

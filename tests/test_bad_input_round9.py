@@ -185,3 +185,78 @@ def test_small_ones(tmp_path):
   with pytest.raises(jhash.data.DataFormatError) as error:  # was: "... lacks 6 files"
     jhash.data.read_cifar10_binary(tmp_path, records_per_file=None)
   assert "lacks" not in str(error.value)
+
+
+# ----------------------------------------------------------------------------- round 10
+
+
+def test_a_whole_set_tuple_entry_is_kept_by_the_minibatches():
+  method, batch = _pairwise()
+  pairs = (np.arange(64), np.arange(64))  # not per item: kept whole (was: a tracer error)
+  state, _ = jhash.fit(method, jax.random.key(0), {**batch, "foo": pairs}, 4, progress=False)
+  want, _ = jhash.fit(method, jax.random.key(0), batch, 4, progress=False)
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_cdh_configs_refuse_repeats_and_bad_gamma_or_selection_length():
+  cases = [
+    ("cdh_multilabel", "seeds", (0, 0), r"config.seeds: each value once"),  # was: ± 0.0000
+    ("cdh_mfeat", "gamma_grid", (0.1, 0.1), r"config.gamma_grid: each value once"),
+    ("cdh_fashion", "baselines", ("scm", "scm"), r"config.baselines: each value once"),
+    ("cdh_fashion", "gamma", -1.0, r"config.gamma: must be a finite number >= 0"),  # was: ran
+    ("cdh_mfeat", "select_bits", -4, r"config.select_bits: must be None or a code length"),
+  ]
+  for name, key, value, match in cases:
+    config = runs.load_config(name, "quick").unlock()
+    config[key] = value
+    with pytest.raises(harness.ConfigError, match=match):
+      cdh_common.validate(config.lock(), tuple(config.keys()))
+
+
+def test_meshes_of_manual_axes_and_shape_only_gathers_are_named():
+  method, batch = _pairwise()
+  manual = Mesh(np.array(jax.devices()[:1]), ("data",), axis_types=(jax.sharding.AxisType.Manual,))
+  with pytest.raises(ValueError, match=r"mesh must have Auto axes"):  # was: AssertionError
+    jhash.fit(method, jax.random.key(0), batch, 1, progress=False, mesh=manual)
+  with pytest.raises(ValueError, match=r"x must be an array"):  # was: an object array
+    jhash.distributed.gather(jax.ShapeDtypeStruct((2,), np.float32))
+  for address in ("h:1234:5",):  # was: tried to connect
+    with pytest.raises(ValueError, match=r"coordinator_address must be 'host:port'"):
+      jhash.distributed.initialize(address, 2, 0)
+  for count in ("+2", "2_0"):
+    with pytest.raises(ValueError, match=r"num_processes must be an integer in"):
+      jhash.distributed.initialize("h:1234", count, 0)
+
+
+def test_bracketed_override_paths_are_named_without_a_traceback():
+  out = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.main",
+      "--config",
+      "experiments/configs/cdh_papers.py:quick",
+      "--config.datasets[wiki_cv].root=/x",
+      "--workdir",
+      "/nonexistent/w",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+  assert "--config.datasets[wiki_cv].root=/x: no such key" in out.stderr
+
+
+def test_quantized_and_meta_tensors_in_pth_files_are_named(tmp_path):
+  torch = pytest.importorskip("torch")
+  weight = torch.ones(4, 3)
+  for name, tensor, match in (
+    ("q.pth", torch.quantize_per_tensor(weight, 0.1, 0, torch.qint8), r"is a quantized tensor"),
+    ("m.pth", torch.empty_like(weight, device="meta"), r"is a meta tensor"),
+  ):
+    torch.save({"fc.weight": tensor}, tmp_path / name)
+    with pytest.raises(ValueError, match=match):  # was: torch's TypeError
+      jhash.models.load_torchvision(tmp_path / name, {"params": {}}, "resnet18")

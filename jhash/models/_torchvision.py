@@ -165,6 +165,11 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
         f"{path.name} must map parameter names (str) to tensors; it has the key {k!r} "
         f"({type(k).__name__})."
       )
+    if torch.is_tensor(v) and (v.is_quantized or v.is_meta):
+      raise ValueError(
+        f"{path.name}: {k} is a {'quantized' if v.is_quantized else 'meta'} tensor; "
+        "torchvision's weights are plain float32 tensors (save the float network's state dict)."
+      )
     if torch.is_tensor(v) and v.layout != torch.strided:
       raise ValueError(
         f"{path.name}: {k} is a {v.layout} tensor; torchvision saves dense weights (save "
