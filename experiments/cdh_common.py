@@ -101,10 +101,12 @@ def validate(config, keys) -> None:
   ):
     raise harness.ConfigError(f"config.gamma: must be a finite number >= 0; got {gamma!r}.")
   select = config.get("select_bits")
-  if select is not None and (
-    isinstance(select, bool) or not isinstance(select, int) or not 1 <= select <= 65536
+  if select is not None and (  # 0: gamma chosen at each code length
+    isinstance(select, bool) or not isinstance(select, int) or not 0 <= select <= 65536
   ):
-    raise harness.ConfigError(f"config.select_bits: must be None or a code length; got {select!r}.")
+    raise harness.ConfigError(
+      f"config.select_bits: must be 0 (choose at each length) or a code length; got {select!r}."
+    )
   for key in ("checkpoint_every", "baseline_checkpoint_every"):
     every = config.get(key, 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:

@@ -205,7 +205,12 @@ def test_the_cdh_configs_refuse_repeats_and_bad_gamma_or_selection_length():
     ("cdh_mfeat", "gamma_grid", (0.1, 0.1), r"config.gamma_grid: each value once"),
     ("cdh_fashion", "baselines", ("scm", "scm"), r"config.baselines: each value once"),
     ("cdh_fashion", "gamma", -1.0, r"config.gamma: must be a finite number >= 0"),  # was: ran
-    ("cdh_mfeat", "select_bits", -4, r"config.select_bits: must be None or a code length"),
+    (
+      "cdh_mfeat",
+      "select_bits",
+      -4,
+      r"config.select_bits: must be 0 \(choose at each length\) or a code length",
+    ),
   ]
   for name, key, value, match in cases:
     config = runs.load_config(name, "quick").unlock()
