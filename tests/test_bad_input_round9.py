@@ -265,3 +265,11 @@ def test_quantized_and_meta_tensors_in_pth_files_are_named(tmp_path):
     torch.save({"fc.weight": tensor}, tmp_path / name)
     with pytest.raises(ValueError, match=match):  # was: torch's TypeError
       jhash.models.load_torchvision(tmp_path / name, {"params": {}}, "resnet18")
+
+
+def test_nan_features_in_a_cross_view_file_name_the_file_and_variable(tmp_path):
+  features = np.ones((6, 8))
+  features[2, 3] = np.nan
+  path = _wiki(tmp_path, I_te=features)
+  with pytest.raises(jhash.data.DataFormatError, match=r"'I_te' holds NaN or inf .* row 2"):
+    jhash.data.load_cross_modal_mat(path)  # was: "views[0] must hold finite values"

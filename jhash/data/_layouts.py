@@ -116,7 +116,15 @@ def _as_features(value: np.ndarray, key: str, path: pathlib.Path) -> np.ndarray:
       f"{path}: '{key}' must be a 2-D numeric matrix [n, d]; got shape {value.shape}, "
       f"dtype {value.dtype}."
     )
-  return value.astype(np.float32)
+  with np.errstate(over="ignore"):
+    value = value.astype(np.float32)
+  if not np.isfinite(value).all():
+    row = int(np.flatnonzero(~np.isfinite(value).all(axis=1))[0])
+    raise _errors.DataFormatError(
+      f"{path}: '{key}' holds NaN or inf (or values beyond float32's range), first in row "
+      f"{row}; features must be finite."
+    )
+  return value
 
 
 def _label_matrix(
