@@ -595,6 +595,8 @@ def _fit_stream(run, stream, start, state):
     step = max(step, span.start)
     _check_mesh(run.mesh, span.phase.batch_size)
     fn = _jit_step(span.phase.update, run.donate, run.n)
+    size = span.phase.batch_size  # this process's rows of each: once per phase, not per step
+    rows = size if run.mesh is None else _shards.local_rows(_split(run.mesh), size)
     every = _every(run, span.phase)
     pending: list = []
     while step < span.stop:
@@ -607,8 +609,6 @@ def _fit_stream(run, stream, start, state):
       _checks.batch(minibatch, "minibatch")
       _check_index(minibatch, run.n)
       _check_same_views(first, minibatch, step)
-      size = span.phase.batch_size
-      rows = size if run.mesh is None else _shards.local_rows(_split(run.mesh), size)
       if np.shape(minibatch["index"])[0] != rows:
         share = "" if rows == size else f" ({rows} of each global minibatch's {size} here)"
         raise ValueError(

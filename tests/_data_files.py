@@ -110,3 +110,26 @@ def cross_view_arrays(
     views = [hot @ m + noise * rng.normal(size=(n, m.shape[1])) for m in mixing]
     arrays.update({f"I_{split}": views[0], f"T_{split}": views[1], f"L_{split}": labels})
   return arrays
+
+
+def resnet18_torchvision_state():
+  """A ResNet-18's variables (shapes only) and a valid torchvision state dict for them
+  (every entry 0.5, float32, in torchvision's OIHW layout)."""
+  import jax
+  from flax import traverse_util
+
+  import jhash
+  from jhash.models import _torchvision
+
+  net = jhash.models.backbone((32, 32, 3), 4)
+  variables = jax.eval_shape(
+    net.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
+  )
+  flat = traverse_util.flatten_dict(variables)
+  state = {}
+  for name in _torchvision._torchvision_names("resnet18"):
+    shape = flat[_torchvision._flax_key(name)].shape
+    if len(shape) == 4:  # HWIO -> OIHW
+      shape = (shape[3], shape[2], shape[0], shape[1])
+    state[name] = np.full(shape, 0.5, np.float32)
+  return variables, state

@@ -9,12 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import traverse_util
 
+import _data_files
 import jhash
 from jhash import data
 from jhash.data import _protocols
-from jhash.models import _torchvision
 
 
 @pytest.fixture
@@ -130,18 +129,7 @@ def test_weights_beyond_float32_are_refused(tmp_path):
 @pytest.fixture(scope="module")
 def resnet():
   """A ResNet-18's variables (shapes only) and a valid torchvision state dict for them."""
-  net = jhash.models.backbone((32, 32, 3), 4)
-  variables = jax.eval_shape(
-    net.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
-  )
-  flat = traverse_util.flatten_dict(variables)
-  state = {}
-  for name in _torchvision._torchvision_names("resnet18"):
-    shape = flat[_torchvision._flax_key(name)].shape
-    if len(shape) == 4:  # HWIO -> OIHW
-      shape = (shape[3], shape[2], shape[0], shape[1])
-    state[name] = np.full(shape, 0.5, np.float32)
-  return variables, state
+  return _data_files.resnet18_torchvision_state()
 
 
 @pytest.mark.parametrize(

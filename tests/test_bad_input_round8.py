@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import _data_files
 import jhash
 from jhash import distributed
 
@@ -87,21 +88,8 @@ def test_a_single_image_given_to_alexnet_is_named_as_read():
 @pytest.fixture(scope="module")
 def resnet_state():
   torch = pytest.importorskip("torch")
-  from flax import traverse_util
-
-  from jhash.models import _torchvision
-
-  net = jhash.models.backbone((32, 32, 3), 4)
-  variables = jax.eval_shape(
-    net.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
-  )
-  flat = traverse_util.flatten_dict(variables)
-  state = {}
-  for name in _torchvision._torchvision_names("resnet18"):
-    shape = flat[_torchvision._flax_key(name)].shape
-    shape = (shape[3], shape[2], shape[0], shape[1]) if len(shape) == 4 else shape
-    state[name] = torch.full(shape, 0.5)
-  return torch, variables, state
+  variables, state = _data_files.resnet18_torchvision_state()
+  return torch, variables, {k: torch.from_numpy(v) for k, v in state.items()}
 
 
 def test_pth_weights_must_be_floating_point_and_a_flat_state_dict(resnet_state, tmp_path):

@@ -99,24 +99,21 @@ def test_a_constant_view_is_named_not_divided_by_zero():
     cdh_common.centre_and_scale(train)  # was: NaN features, then "must hold finite values"
 
 
-def test_an_override_path_with_a_dash_names_the_python_name():
+def _refused(config: str, override: str) -> subprocess.CompletedProcess:
+  """``python -m experiments.main`` with ``override``: refused with status 1, no traceback."""
   out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.main",
-      "--config",
-      "experiments/configs/papers.py:cifar10-1",
-      "--config.datasets.cifar10-1.root=/nonexistent",
-      "--workdir",
-      "/nonexistent/w",
-    ],
+    [sys.executable, "-m", "experiments.main", "--config", config, override, "--workdir", "/no/w"],
     cwd=ROOT,
     capture_output=True,
     text=True,
     timeout=120,
   )
   assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+  return out
+
+
+def test_an_override_path_with_a_dash_names_the_python_name():
+  out = _refused("experiments/configs/papers.py:cifar10-1", "--config.datasets.cifar10-1.root=/x")
   assert "'cifar10-1' is not a Python name" in out.stderr and "'cifar10_1'" in out.stderr
 
 
@@ -235,23 +232,7 @@ def test_meshes_of_manual_axes_and_shape_only_gathers_are_named():
 
 
 def test_bracketed_override_paths_are_named_without_a_traceback():
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.main",
-      "--config",
-      "experiments/configs/cdh_papers.py:quick",
-      "--config.datasets[wiki_cv].root=/x",
-      "--workdir",
-      "/nonexistent/w",
-    ],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+  out = _refused("experiments/configs/cdh_papers.py:quick", "--config.datasets[wiki_cv].root=/x")
   assert "--config.datasets[wiki_cv].root=/x: no such key" in out.stderr
 
 
