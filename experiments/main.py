@@ -119,12 +119,13 @@ def _parse_flags(argv: list[str]) -> list[str]:
   for arg in argv[1:]:
     if arg.startswith("--config."):
       path = arg[len("--config.") :].split("=", 1)[0]
-      bad = [p for p in path.split(".") if not p.isidentifier() and "[" not in p]
+      parts = path.split(".")
+      bad = [i for i, p in enumerate(parts) if not p.isidentifier() and "[" not in p]
       if bad:
+        name = parts[bad[0]]
         sys.exit(
-          f"error: {arg.split('=', 1)[0]}: {bad[0]!r} is not a Python name (an override's "
-          "path is read as Python); the configs name their keys with _ for - "
-          f"({bad[0].replace('-', '_')!r})."
+          f"error: {arg.split('=', 1)[0]}: {name!r} is not a Python name (an override's "
+          f"path is read as Python){_python_name_hint(spec, parts[: bad[0]], name)}."
         )
   try:
     return flags.FLAGS(argv)
@@ -152,6 +153,23 @@ def _parse_flags(argv: list[str]) -> list[str]:
       f"error: {shown}: no such key in the config ({type(error).__name__}: {error}); an "
       "override names its key by dotted Python names, --config.datasets.NAME.root=..."
     )
+
+
+def _python_name_hint(spec: str | None, parent: list[str], name: str) -> str:
+  """For an override path's part ``name`` that is not a Python name: the config's key at
+  ``parent`` it most likely means, else ``name`` with each other character as ``_``."""
+  keys: list[str] = []
+  if spec is not None:
+    try:
+      keys = _config_keys(spec, tuple(parent))
+    except Exception:  # a parent that is not in the config: no keys to offer
+      keys = []
+  plain = re.sub(r"\W", "_", name.strip().strip("'\"")) or "_"
+  plain = f"_{plain}" if plain[0].isdigit() else plain
+  close = difflib.get_close_matches(plain, keys, n=1, cutoff=0.5)
+  if close:
+    return f"; did you mean {close[0]!r}? (its keys there: {', '.join(keys)})"
+  return f"; the configs name their keys with _ for other characters ({plain!r})"
 
 
 def _last_line(error: BaseException) -> str:

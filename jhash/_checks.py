@@ -423,11 +423,10 @@ def batch(value: Any, name: str = "batch") -> int:
 
 
 def _leaves(entry: Any) -> list:
-  """The arrays of a batch entry: itself, or those of a tuple, list or dict of them."""
+  """The arrays of a batch entry: itself, or those of a tuple or list of them (a dict, or
+  any other container, is returned whole, so that the caller refuses it)."""
   if isinstance(entry, (tuple, list)):
     return [x for e in entry for x in _leaves(e)]
-  if isinstance(entry, Mapping):
-    return [x for e in entry.values() for x in _leaves(e)]
   return [] if entry is None else [entry]
 
 

@@ -646,7 +646,19 @@ def _item_shapes(batch) -> list:
 
 
 def _check_same_views(first, minibatch, step: int) -> None:
-  """Every minibatch of a stream has the first one's views: item shapes and dtypes."""
+  """Every minibatch of a stream has the first one's entries, and its views: item shapes
+  and dtypes."""
+  skip = {"num_items", "labels"}  # labels: told apart below
+  entries = [{k for k, v in m.items() if v is not None} - skip for m in (first, minibatch)]
+  if entries[0] != entries[1]:
+    added, dropped = sorted(entries[1] - entries[0]), sorted(entries[0] - entries[1])
+    what = "; ".join(
+      f"{label} {keys}" for label, keys in (("adds", added), ("drops", dropped)) if keys
+    )
+    raise ValueError(
+      f"minibatch of step {step} {what} against the first minibatch's entries "
+      f"{sorted(entries[0])}; every minibatch of a stream must carry the same entries."
+    )
   labelled = [m.get("labels") is not None for m in (first, minibatch)]
   if labelled[0] != labelled[1]:
     what = (

@@ -254,3 +254,53 @@ def test_nan_features_in_a_cross_view_file_name_the_file_and_variable(tmp_path):
   path = _wiki(tmp_path, I_te=features)
   with pytest.raises(jhash.data.DataFormatError, match=r"'I_te' holds NaN or inf .* row 2"):
     jhash.data.load_cross_modal_mat(path)  # was: "views[0] must hold finite values"
+
+
+# ----------------------------------------------------------------------------- left from round 10
+
+
+def test_a_dict_batch_entry_is_refused():
+  method, batch = _pairwise()
+  nested = {"a": np.zeros(64), "b": np.ones(64)}
+  with pytest.raises(ValueError, match=r"batch\['foo'\] must be an array of numbers or bools"):
+    jhash.fit(method, jax.random.key(0), {**batch, "foo": nested}, 4, progress=False)  # was kept
+
+
+def test_a_stream_entry_that_appears_after_the_first_minibatch_is_refused():
+  method, batch = _pairwise()
+  key = jax.random.key(0)
+
+  def growing():
+    for i, minibatch in enumerate(jhash.minibatches(batch, 16, key, 4)):
+      yield {**minibatch, "extra": np.zeros(16)} if i == 2 else minibatch
+
+  with pytest.raises(ValueError, match=r"minibatch of step 2 adds \['extra'\] against"):
+    jhash.fit(method, key, growing(), 4, num_items=64, progress=False)  # was: trained on
+
+
+def test_an_override_path_with_spaces_or_quotes_suggests_the_configs_key():
+  for override in ("--config.data sets.x=1", "--config.'datasets'.x=1"):
+    out = _refused("experiments/configs/papers.py:cifar10-1", override)
+    assert "did you mean 'datasets'?" in out.stderr, out.stderr  # was: 'data_sets', "'datasets'"
+
+
+def test_list_protocols_read_lists_in_another_encoding(tmp_path):
+  from PIL import Image
+
+  (tmp_path / "imgs").mkdir()
+  names = ["caf\u00e9_0.png", "caf\u00e9_1.png"]
+  for i, name in enumerate(names):
+    Image.new("RGB", (4, 4), (40 * i, 0, 0)).save(tmp_path / "imgs" / name)
+  for part in ("train.txt", "test.txt", "database.txt"):
+    lines = [
+      f"imgs/{n} " + " ".join("1" if c == i else "0" for c in range(21))
+      for i, n in enumerate(names)
+    ]
+    (tmp_path / part).write_bytes("\n".join(lines).encode("latin-1"))
+  with pytest.raises(jhash.data.DataFormatError, match=r"the list protocols of load_protocol"):
+    jhash.data.load_protocol("nuswide_21", 0, root=tmp_path, image_size=4)
+  with pytest.warns(UserWarning):  # sizes unlike the preset's
+    train, _, _ = jhash.data.load_protocol(
+      "nuswide_21", 0, root=tmp_path, image_size=4, encoding="latin-1"
+    )  # was: no way to say the encoding
+  np.testing.assert_array_equal(train["views"][0][:, 0, 0, 0], [0, 40])

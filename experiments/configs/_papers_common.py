@@ -26,10 +26,12 @@ def label(name: str) -> str:
 
 def dataset(name: str) -> dict:
   """The entry of preset ``name`` (``jhash.data.PAPER_PRESETS``): its protocol, a root the
-  user must give, images decoded at 224 for the list sets, an optional database limit."""
+  user must give, images decoded at 224 and the lists' text encoding for the list sets, an
+  optional database limit."""
   spec = {"protocol": name, "root": config_dict.placeholder(str)}
   if jhash.data.PAPER_PRESETS[name].layout == "lists":
     spec["image_size"] = 224
+    spec["encoding"] = "utf-8"  # of the list files ("latin-1" for lists of older tools)
   spec["database_limit"] = config_dict.placeholder(int)
   return spec
 

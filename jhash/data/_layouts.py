@@ -356,7 +356,8 @@ def _read_text_lines(path: pathlib.Path, encoding: str) -> io.StringIO:
     raise _errors.DataFormatError(
       f"{path}, line {line}: not valid {encoding} text (byte {raw[e.start]:#04x} at "
       f"column {column}: {e.reason}). If the list was written in another encoding, say "
-      f"which, e.g. load_image_list(path, encoding='latin-1')."
+      "which with encoding= (e.g. encoding='latin-1'): load_image_list, load_paper_lists "
+      "and the list protocols of load_protocol take it."
     ) from e
   return io.StringIO(text.removeprefix("\ufeff"), newline=None)
 

@@ -121,7 +121,9 @@ def _size_notes(name: str, lists: dict[str, ImageList]) -> tuple[str, ...]:
   )
 
 
-def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = True) -> PaperLists:
+def load_paper_lists(
+  name: str, root: str | os.PathLike, *, check_files: bool = True, encoding: str = "utf-8"
+) -> PaperLists:
   """The split of list set ``name`` from the list files under ``root`` (module docstring).
 
   Args:
@@ -131,6 +133,7 @@ def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = 
       image paths are relative to it.
     check_files: True to check that every listed image exists (one error for all
       missing); False not to.
+    encoding: the list files' text encoding (as ``load_image_list``'s).
   Returns:
     ``PaperLists(train, query, database, notes)``. Missing list files, label widths
     that differ between the files or from the preset's (``num_labels``), and missing
@@ -143,7 +146,9 @@ def load_paper_lists(name: str, root: str | os.PathLike, *, check_files: bool = 
   missing = [f for f in LIST_FILES.values() if not (root / f).is_file()]
   if missing:
     raise FileNotFoundError(f"{name}: {root} lacks {', '.join(missing)}; expected {LISTS_LAYOUT}.")
-  lists = {part: load_image_list(root / f, root=root) for part, f in LIST_FILES.items()}
+  lists = {
+    part: load_image_list(root / f, root=root, encoding=encoding) for part, f in LIST_FILES.items()
+  }
   widths = {LIST_FILES[part]: lst.labels.shape[1] for part, lst in lists.items()}
   if len(set(widths.values())) > 1:
     shown = ", ".join(f"{f}: {w}" for f, w in widths.items())
@@ -225,13 +230,13 @@ def _cifar10_protocol(name: str) -> Callable:
   return protocol
 
 
-def _list_batches(name, seed, root, image_size, limit):
+def _list_batches(name, seed, root, image_size, limit, encoding):
   """The (train, query, database) batches of a list set (``_list_protocol``)."""
   from jhash.data._stream import read_images  # here: PIL loads only when images are read
 
   side = _checks.positive_int(image_size, "image_size")
   _check_limit(limit)
-  lists = load_paper_lists(name, root)
+  lists = load_paper_lists(name, root, encoding=encoding)
   everything = lambda images: np.arange(len(images.paths))
   parts = {
     "train": (lists.train, everything(lists.train)),
@@ -266,8 +271,9 @@ def _list_protocol(name: str) -> Callable:
     root: str | os.PathLike,
     image_size: int = DEFAULT_IMAGE_SIZE,
     database_limit: int | None = None,
+    encoding: str = "utf-8",
   ):
-    return _list_batches(name, seed, root, image_size, database_limit)
+    return _list_batches(name, seed, root, image_size, database_limit, encoding)
 
   protocol.__name__ = protocol.__qualname__ = name
   protocol.__doc__ = f"""``{name}`` from its list files (``load_paper_lists``): {preset.note}
@@ -277,6 +283,8 @@ def _list_protocol(name: str) -> Callable:
     root: the copy's folder: {LISTS_LAYOUT}.
     image_size: the side every image is resized to (224, the papers').
     database_limit: None for the whole database, else a random subset.
+    encoding: the list files' text encoding ("utf-8"; "latin-1" for lists written by
+      older tools).
   Returns:
     (train, query, database) batches: uint8 images [n, image_size, image_size, 3],
     multi-hot bool labels [n, C]. Sizes unlike the preset's give a ``UserWarning``;
