@@ -228,11 +228,17 @@ def _check_arch(config) -> None:
 
 
 def _networks(config, key: str) -> list[str]:
-  """The methods whose spec (or MCH's ``base_options``) sets ``key``: those a
-  top-level ``config.arch`` or ``config.pretrained`` reaches."""
+  """The methods whose spec (or MCH's ``base_options``, or HBMP's ``hash_options``, where
+  the network's kind is ``model``) sets ``key``: those a top-level ``config.arch`` or
+  ``config.pretrained`` reaches."""
   out = []
   for label, spec in config.methods.items():
-    if key in spec or key in (spec.get("base_options") or {}):
+    hashing = spec.get("hash_options") or {}
+    if (
+      key in spec
+      or key in (spec.get("base_options") or {})
+      or {"backbone": "model"}.get(key, key) in hashing
+    ):
       out.append(label)
   return out
 

@@ -260,6 +260,30 @@ def test_network_methods_start_from_the_torchvision_file(alexnet_file, name):
   assert not np.allclose(features, fresh.features, atol=1e-3)
 
 
+def test_hbmp_hash_functions_start_from_the_torchvision_file(alexnet_file):
+  """HBMP's stage ii network (``hash_options``' ``model`` and ``init_variables``) is the
+  file's backbone with a fresh hash layer, as the paper fine-tunes a pretrained network."""
+  path, _ = alexnet_file
+  module, shape = NARROW["alexnet"]
+  batch = _images(shape)
+  net = models.model(module.clone(num_bits=4), shape)  # 3 classes: at most 4 bits
+  options = {"model": net, "init_variables": str(path), "num_epochs": 1}
+  method = jhash.methods.hbmp(4, num_items=3, hash_function="cnn", hash_options=options)
+  started = jhash.init(method, jax.random.key(5), batch).hashing
+  variables = jhash.training.variables(started.train)
+  loaded = models.load_torchvision(path, variables, "alexnet")
+  got = traverse_util.flatten_dict(variables)
+  for key, value in traverse_util.flatten_dict(loaded).items():
+    np.testing.assert_array_equal(got[key], value, err_msg=str(key))
+  fresh = jhash.init(
+    jhash.methods.hbmp(4, num_items=3, hash_function="cnn", hash_options={"model": net}),
+    jax.random.key(5),
+    batch,
+  ).hashing
+  backbone = lambda state: traverse_util.flatten_dict(state.train.params)[("features_0", "kernel")]
+  assert not np.allclose(backbone(started), backbone(fresh))
+
+
 def test_coder_starts_vgg_from_the_torchvision_file(tmp_path):
   net, shape = _narrow("vgg16")
   path = _save(_random_state("vgg16"), tmp_path / "vgg16.SAFETENSORS")

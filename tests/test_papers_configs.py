@@ -60,6 +60,19 @@ def test_hbmp_papers_pursues_classes_on_cifar10_and_label_sets_on_nuswide():
   )
 
 
+def test_hbmp_papers_network_follows_pretrained_and_arch(tmp_path):
+  config = runs.load_config("hbmp_papers", "cifar10-1").unlock()
+  options = config.methods.hbmp.hash_options
+  assert (options.model, options.init_variables) == ("vgg16", None)
+  weights = tmp_path / "w.npz"
+  weights.write_bytes(b"")
+  config.arch, config.pretrained = "alexnet", str(weights)
+  assert (options.model, options.init_variables) == ("alexnet", str(weights))
+  retrieval.validate(config)  # HBMP is a network method: arch and pretrained reach it
+  quick = runs.load_config("hbmp_papers", "quick").methods.hbmp.hash_options
+  assert quick.model is None  # the small CNN
+
+
 @pytest.mark.slow  # faster tests cover its parts: the config's checks above, the CIFAR-10
 # copy in test_paper_experiment.py, HBMP's CNN in test_hbmp_experiments.py
 def test_hbmp_papers_quick_learns_on_a_copy_of_cifar10(tmp_path):

@@ -93,13 +93,16 @@ def evaluation(**changes) -> dict:
 def link_networks(config) -> None:
   """Point every network at ``config.pretrained`` (its start) and ``config.arch`` (its
   kind): the deep methods' ``init_variables`` and ``backbone``, MCH's in its
-  ``base_options``, so one override moves them all."""
+  ``base_options``, HBMP's hash functions' ``init_variables`` and ``model`` in its
+  ``hash_options``, so one override moves them all."""
   for spec in config.methods.values():
     if spec.method in DEEP:
-      target = spec
+      target, kind = spec, "backbone"
     elif spec.method == "mch":
-      target = spec.base_options
+      target, kind = spec.base_options, "backbone"
+    elif spec.method == "hbmp":
+      target, kind = spec.hash_options, "model"
     else:
       continue
     target.init_variables = config.get_ref("pretrained")
-    target.backbone = config.get_ref("arch")
+    target[kind] = config.get_ref("arch")

@@ -8,8 +8,11 @@ Command:  python -m experiments.main --config experiments/configs/hbmp_papers.py
           nuswide_21: an override's path must parse as Python). Roots as ``papers.py``
           takes them (the binary release's folder ``cifar-10-batches-bin`` or its parent;
           the folder of the NUS-WIDE lists).
-          ``--config.methods.hbmp.hash_options.model=alexnet`` (or resnet18, resnet50)
-          builds the hash functions as that network instead of VGG-16.
+          ``--config.pretrained=FILE`` starts the hash functions' network from a weights
+          file: torchvision's ImageNet VGG-16 (``.safetensors`` or ``.pth``, see
+          ``jhash.models.load_torchvision``) or a ``jhash.coder.save_weights`` file.
+          ``--config.arch=alexnet`` (or resnet18, resnet50) builds it as that network
+          instead of VGG-16 (give the weights of the same architecture).
 Quick:    ... hbmp_papers.py:quick --config.datasets.cifar10_1.root=DIR   (split 1 at 2
           queries and 5 training images per class of a cut-down binary release, 12 bits,
           HBMP with the small CNN beside LSH; the tests run it on a copy they write)
@@ -40,10 +43,9 @@ Protocol: the presets of ``jhash.data.PAPER_PRESETS``, which follow MIHash's and
           (Adam at 1e-3, batch 64, 50 epochs), ranking by the weighted Hamming distance
           (``map_weighted``) beside the plain one. The paper fine-tunes VGG-F pretrained on
           ImageNet; jhash has no VGG-F, so the network is VGG-16 (the nearest: 32 x 32
-          CIFAR images are too small for AlexNet, the other VGG-F relative), trained from
-          a fresh start: HBMP's hash functions take no ``init_variables``, so neither
-          ``--config.pretrained`` nor ImageNet weights reach them (``--config.arch``
-          neither: the retrieval trainer reads it only for methods with a ``backbone``).
+          CIFAR images are too small for AlexNet, the other VGG-F relative), from
+          ``--config.pretrained`` when given (ImageNet weights, as the paper), else from
+          a fresh start.
           ITQ (on the CIFAR-10 splits only: on NUS-WIDE's 224 x 224 pixels its 150,528 x
           150,528 covariance would take 90 GB) and LSH on the pixels, as baselines.
           Reported: ``map_at_k`` (tie-aware mAP over each query's first K; K the whole
@@ -83,9 +85,11 @@ def get_config(arg=None):
   config.seed = 0
   config.num_seeds = 1
   config.bits = (12, 24, 32, 48)  # as the other HBMP configs
+  config.pretrained = config_dict.placeholder(str)
+  config.arch = "vgg16"  # jhash's nearest to the paper's VGG-F
   config.datasets = {common.label(name): common.dataset(name)}
   config.methods = {
-    "hbmp": hbmp(LEVELS[name], model="vgg16", batch_size=64, num_epochs=50),
+    "hbmp": hbmp(LEVELS[name], batch_size=64, num_epochs=50),
     **common.methods(("itq", "lsh") if LEVELS[name] == "class" else ("lsh",)),
   }
   config.evaluation = common.evaluation(weighted=True)
@@ -97,9 +101,9 @@ def get_config(arg=None):
   config.checkpoint_every = 400
   if arg == "quick":
     config.bits = (12,)
+    config.arch = config_dict.placeholder(str)  # the small CNN
     common.shrink_cifar10(config.datasets.cifar10_1)
     config.methods.hbmp.hash_options = {
-      "model": config_dict.placeholder(str),  # the small CNN
       "channels": (8, 16),
       "dense": 32,
       "batch_size": 25,
@@ -110,4 +114,5 @@ def get_config(arg=None):
     config.evaluation.topn = (1, 5, 10, 20)
     config.tables = ("map_at_k", "map", "map_weighted", "precision_at_5", "precision_radius_2")
     config.plots.pr_curve_bits = 12
+  common.link_networks(config)  # --config.pretrained and --config.arch reach the network
   return config.lock()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -78,7 +78,9 @@ def hash_functions(
   channels: Sequence[int] = (16, 32),
   dense: int = 128,
   encode_chunk: int = 2048,
-  model: models.Model | None = None,
+  model: models.Model | str | None = None,
+  init_variables: Any = None,
+  trainable: str = "all",
 ) -> coder_lib.Coder:
   """Hash functions ``f(x) = sign(psi(x))`` as a network coder (Eq. 11).
 
@@ -94,7 +96,14 @@ def hash_functions(
     channels, dense: the CNN's convolution widths and dense width.
     encode_chunk: instances per chunk when scoring (bounds the activations' memory).
     model: a ``jhash.models.Model`` with ``num_bits`` outputs to use instead of the
-      network of ``kind`` (``kind`` still says how inputs are read: "cnn" reads images).
+      network of ``kind``, or an architecture's name ("resnet18", "resnet50", "alexnet",
+      "vgg16": ``jhash.models.backbone``); ``kind`` still says how inputs are read: "cnn"
+      reads images.
+    init_variables: where the network starts (``jhash.coder.coder``'s): None, fresh; a
+      Flax variables tree, a network method's state, a ``.npz`` of ``save_weights`` or a
+      torchvision weights file (``.safetensors``, ``.pth``) for a ``model`` of that
+      architecture. The paper fine-tunes a network pretrained on ImageNet.
+    trainable: "all", or "head": the backbone frozen, only the hash layer trains.
   Returns:
     A ``jhash.coder.Coder``; train it with ``hinge_step`` (``hbmp``, ``fit_to_targets``).
   """
@@ -121,6 +130,8 @@ def hash_functions(
     _checks.positive_int(dense, "dense"),
     encode_chunk,
     model,
+    init_variables,
+    trainable,
   )
   try:
     hash(args)
@@ -133,7 +144,18 @@ def hash_functions(
 # HBMP methods) built with the same settings share their compiled steps.
 @functools.lru_cache(maxsize=64)
 def _hash_functions(
-  kind, num_bits, view, rate, weight_decay, hidden, channels, dense, encode_chunk, model
+  kind,
+  num_bits,
+  view,
+  rate,
+  weight_decay,
+  hidden,
+  channels,
+  dense,
+  encode_chunk,
+  model,
+  init_variables,
+  trainable,
 ) -> coder_lib.Coder:
   def net(item_shape):
     return network(kind, num_bits, item_shape, hidden=hidden, channels=channels, dense=dense)
@@ -145,6 +167,8 @@ def _hash_functions(
     images=kind in IMAGE_KINDS,
     optimizer=optax.adamw(rate, weight_decay=weight_decay),
     encode_chunk=encode_chunk,
+    init_variables=init_variables,
+    trainable=trainable,
     name=f"the {kind} hash functions",
   )
 
