@@ -51,6 +51,14 @@ def _static_hint(value: Any) -> str:
   return "; it sets shapes, so pass it as a static argument" if _is_tracer(value) else ""
 
 
+def static_value(value: Any) -> str:
+  """How an error shows a static option's bad value: its repr for a Python or NumPy
+  scalar, else what it is (an array, with why a traced one cannot be used)."""
+  if isinstance(value, (int, float, str, bool, np.generic)) or value is None:
+    return repr(value)
+  return f"{describe(value)}{_static_hint(value) or ' (not a Python int)'}"
+
+
 def positive_int(value: Any, name: str) -> int:
   """``value`` as a Python int >= 1, or a ValueError naming ``name``."""
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

@@ -101,7 +101,7 @@ def check_bits(bits, name: str = "bits") -> None:
   a = np.asarray(bits)
   if a.dtype == np.bool_:
     return
-  if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+  if not (a.dtype.kind in "iuf" or a.dtype.name == "bfloat16"):
     raise ValueError(f"{name} must be bool or 0/1 numbers; got {_checks.describe(a)}.")
   bad = (a != 0) & (a != 1)
   if bad.any():
@@ -268,6 +268,11 @@ def check_padding(packed, num_bits: int, name: str) -> None:
   must have ``num_words(num_bits)`` words (a ValueError otherwise).
   """
   words = num_words(_checks.positive_int(num_bits, "num_bits"))
+  if _dtype_of(packed).kind not in "iu":
+    raise ValueError(
+      f"{name} must be packed codes, integer words (uint32, as jhash.codes.pack_bits makes "
+      f"them); got {_checks.describe(packed)}."
+    )
   if np.ndim(packed) < 1 or np.shape(packed)[-1] != words:
     raise ValueError(
       f"{name} must have {words} words for num_bits={num_bits}, [..., {words}]; got "

@@ -976,14 +976,14 @@ def test_cutoff_past_the_database_is_an_error():
   data = make_class_data(q=6, n=40)
   want = r"in \[1, 40\] \(the database holds 40 items\); got 1000"
   with pytest.raises(
-    ValueError, match=r"top_k must be None \(the whole ranking\) or an int " + want
+    ValueError, match=r"top_k must be None \(the whole ranking\) or a Python int " + want
   ):
     metrics.mean_average_precision(*data, top_k=1000)
   with pytest.raises(ValueError, match=r"top_k must be None .*" + want):
     metrics.average_precisions(*data, top_k=1000, ties="index")
-  with pytest.raises(ValueError, match=r"ks must be an int " + want):
+  with pytest.raises(ValueError, match=r"ks must be a Python int " + want):
     metrics.precision_at_k(*data, [5, 1000])
-  with pytest.raises(ValueError, match=r"k must be an int " + want):
+  with pytest.raises(ValueError, match=r"k must be a Python int " + want):
     metrics.ndcg_at_k(*data, 1000)
   dists, rel = jnp.zeros((2, 5), jnp.int32), jnp.ones((2, 5), bool)
   with pytest.raises(ValueError, match=r"top_k must be None .*\[1, 5\].*got 6"):
@@ -1121,12 +1121,12 @@ def test_harmonic_difference_equals_exact_float64_sums():
 
 def test_items_holding_no_code_rank_after_items_at_distance_k():
   # The whole ranking (k = n) by the (distance, index) sort key: an item holding no code
-  # (distance past max_distance K = 4) at index 0 goes after the items at distance exactly
-  # K, however low its index; it is never retrieved, so the AP counts only the relevant
-  # item at index 4, ranked fourth: 1 / 4.
+  # (the largest int32, past max_distance K = 4) at index 0 goes after the items at
+  # distance exactly K, however low its index; it is never retrieved, so the AP counts only
+  # the relevant item at index 4, ranked fourth: 1 / 4.
   from jhash.metrics import _ap
 
-  distances = jnp.asarray([[11, 1, 4, 0, 4]], jnp.int32)
+  distances = jnp.asarray([[np.iinfo(np.int32).max, 1, 4, 0, 4]], jnp.int32)
   order = _ap.ranked_positions(distances, 5, max_distance=4)
   np.testing.assert_array_equal(order, [[3, 1, 2, 4, 0]])
   relevant = jnp.asarray([[True, False, False, False, True]])

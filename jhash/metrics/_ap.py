@@ -61,7 +61,7 @@ def _tie_aware_sum(groups: _groups.TieGroups, top_k: int | None) -> jax.Array:
   big_p = _groups.exclusive_cumsum(p)
   m = jnp.where(n > 1, (p - 1.0) / jnp.maximum(n - 1.0, 1.0), 0.0)
   c = big_p + 1.0 - m
-  inner = m * big_j + (c - m * big_n) * _groups.harmonic_difference(big_n, big_n + big_j)
+  inner = m * big_j + (c - m * big_n) * _groups.harmonic_span(big_n, big_j)
   term = jnp.where((n > 0) & (p > 0), p / jnp.maximum(n, 1.0) * inner, 0.0)
   return jnp.sum(term, axis=-1)
 
@@ -72,9 +72,11 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
   Args:
     distances: int32 or float32 [q, n].
     k: how many positions, 1 <= k <= n.
-    max_distance: a bound on integer distances, which allows the fast sort key.
+    max_distance: a bound on integer distances, which allows the fast sort key (checked
+      as ``average_precision``'s).
   """
   _inputs.check_chunk(distances, distances, "distances")
+  _inputs.check_distances(distances, max_distance)
   n = distances.shape[1]
   if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
     raise ValueError(

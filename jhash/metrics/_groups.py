@@ -141,15 +141,26 @@ def harmonic_difference(a: jax.Array, b: jax.Array) -> jax.Array:
         raise ValueError(f"{name} must be finite whole numbers (counts); got {given!r}.")
     if np.any(lo < 0) or np.any(lo > hi):
       raise ValueError(f"harmonic_difference needs 0 <= a <= b; got a={a!r}, b={b!r}.")
-  a = jnp.asarray(a, jnp.float32)
-  b = jnp.asarray(b, jnp.float32)
+  if _checks.is_concrete(a) and _checks.is_concrete(b):  # the span exactly, in float64
+    span = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+  else:  # exact for integer counts (int32 arithmetic)
+    span = jnp.asarray(b) - jnp.asarray(a)
+  return harmonic_span(jnp.asarray(a, jnp.float32), jnp.asarray(span, jnp.float32))
+
+
+def harmonic_span(a: jax.Array, span: jax.Array) -> jax.Array:
+  """``H(a + span) - H(a)`` for counts ``a, span >= 0`` (float32, unchecked).
+
+  The span is given apart from ``a``: past 2**24 float32 cannot tell ``a`` from
+  ``a + 1``, but the span of a few items stays exact, and with it the result's relative
+  precision (``harmonic_difference``)."""
   shift = 6.0
   x = a + 1.0
-  y = b + 1.0
+  y = x + span
   # psi(z) = psi(z + 6) - sum_{i<6} 1/(z + i); difference the sums term by term.
-  small = sum((x - y) / ((x + i) * (y + i)) for i in range(int(shift)))
+  small = sum(-span / ((x + i) * (y + i)) for i in range(int(shift)))
   xs, ys = x + shift, y + shift
-  big = jnp.log1p((ys - xs) / xs) + (_psi_shifted(ys) - _psi_shifted(xs))
+  big = jnp.log1p(span / xs) + (_psi_shifted(ys) - _psi_shifted(xs))
   return big - small
 
 

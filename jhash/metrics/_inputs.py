@@ -109,7 +109,8 @@ def check_cutoff(value, name: str, n: int, allow_none: bool = False) -> int | No
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= n:
     whole = "None (the whole ranking) or " if allow_none else ""
     raise ValueError(
-      f"{name} must be {whole}an int in [1, {n}] (the database holds {n} items); got {value!r}."
+      f"{name} must be {whole}a Python int in [1, {n}] (the database holds {n} items); got "
+      f"{_checks.static_value(value)}."
     )
   return int(value)
 
@@ -330,20 +331,65 @@ def check_chunk(distances, values, name: str) -> None:
     )
 
 
+#: The largest ``max_distance`` (a code length in bits: distances are counted 0..D).
+MAX_COUNTED_DISTANCE = 2**16
+
+
+def _float32_keeps_order(d: np.ndarray) -> None:
+  """float64 distances [q, n] whose float32 rounding (the kernels') overflows, or ties two
+  distinct values of a row, change the ranking: refused."""
+  with np.errstate(over="ignore"):
+    rounded = d.astype(np.float32)
+  if np.isinf(rounded).any() and not np.isinf(d[np.isinf(rounded)]).all():
+    raise ValueError(
+      f"distances overflow float32 (the kernels compare in float32); found {np.nanmax(d)} "
+      "in float64 distances. Scale them down."
+    )
+  s = np.sort(d, axis=1)
+  t = s.astype(np.float32)
+  merged = (s[:, 1:] != s[:, :-1]) & (t[:, 1:] == t[:, :-1])
+  if merged.any():
+    row, col = np.argwhere(merged)[0]
+    raise ValueError(
+      f"distances: float32 (the kernels') cannot tell {float(s[row, col])!r} from "
+      f"{float(s[row, col + 1])!r} (query {row}), so the ranking would change; round them to the "
+      "precision that matters, or give float32 distances."
+    )
+
+
 def check_distances(distances, max_distance) -> None:
-  """A chunk kernel's distances: at least one item; no negative or NaN value (checked
-  when concrete); ``max_distance`` None or an int >= 0 with integer distances."""
+  """A chunk kernel's distances: at least one item, numbers (not bools); no negative or
+  NaN value, integers within int32 and floats whose float32 rounding keeps their order and
+  ties (checked when concrete; the kernels compare in int32 or float32); ``max_distance``
+  None or an int in [0, ``MAX_COUNTED_DISTANCE``] with integer distances."""
   if np.shape(distances)[1] < 1:
     raise ValueError(
       f"distances must hold at least one database item; got shape {tuple(np.shape(distances))}."
     )
+  dtype = _checks.dtype_of(distances)
+  if dtype.kind == "b":
+    raise ValueError(
+      f"distances must be numbers (int32 Hamming distances or float32); got {_checks.describe(distances)}."
+    )
   if max_distance is not None:
     if isinstance(max_distance, bool) or not isinstance(max_distance, (int, np.integer)):
       raise ValueError(f"max_distance must be None or an int >= 0; got {max_distance!r}.")
-    if max_distance < 0 or not np.issubdtype(_checks.dtype_of(distances), np.integer):
+    if max_distance < 0 or not np.issubdtype(dtype, np.integer):
       raise ValueError(
         f"max_distance (an int >= 0) bounds integer distances; got {max_distance!r} with "
-        f"distances of dtype {_checks.dtype_of(distances)}."
+        f"distances of dtype {dtype}."
+      )
+    if max_distance > MAX_COUNTED_DISTANCE:
+      raise ValueError(
+        f"max_distance must be at most {MAX_COUNTED_DISTANCE:,} (a code length: distances "
+        f"are counted 0..max_distance); got {max_distance!r}. Pass None for larger "
+        "distances: they are grouped by sorting."
+      )
+    q = np.shape(distances)[0]
+    if q * (max_distance + 2) * 2 > np.iinfo(np.int32).max:  # the counting's int32 bins
+      raise ValueError(
+        f"{q:,} queries at max_distance={max_distance} need {q * (max_distance + 2) * 2:,} "
+        "counting bins, past int32: give the queries in chunks, or max_distance=None."
       )
   if _checks.is_concrete(distances):
     d = np.asarray(distances)
@@ -351,6 +397,13 @@ def check_distances(distances, max_distance) -> None:
       raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
     if d.size and d.min() < 0:
       raise ValueError(f"distances must be >= 0; found {d.min()} in shape {d.shape}.")
+    if d.dtype.kind in "iu" and d.size and d.max() > np.iinfo(np.int32).max:
+      raise ValueError(
+        f"distances must fit in int32 (the kernels compare in int32); found {d.max()} in "
+        f"{_checks.describe(d)}."
+      )
+    if d.dtype == np.float64:
+      _float32_keeps_order(d)
     # Past max_distance only the no-code sentinel (``multi_code_hamming``'s largest int32).
     past = (d > max_distance) & (d != np.iinfo(np.int32).max) if max_distance is not None else None
     if past is not None and past.any():

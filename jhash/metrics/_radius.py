@@ -174,7 +174,10 @@ def precision_recall_at_radius(
   _inputs.check_codes_and_labels(query_codes, db_codes, query_labels, db_labels)  # codes first
   k = int(np.shape(query_codes)[-1])
   if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= k:
-    raise ValueError(f"radius must be an int in [0, {k}] (the code length); got {radius!r}.")
+    raise ValueError(
+      f"radius must be a Python int in [0, {k}] (the code length); got "
+      f"{_checks.static_value(radius)}."
+    )
   options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
   curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
   if _inputs.traced(curve):

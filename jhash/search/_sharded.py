@@ -65,6 +65,18 @@ def place(x: jax.Array, spec: P, *, mesh: Mesh) -> jax.Array:
   return jax.sharding.reshard(x, NamedSharding(mesh, spec))
 
 
+def _check_num_rows(num_rows, db_packed) -> int | None:
+  """``num_rows``: None, or a Python int in [1, the database's rows] (static)."""
+  if num_rows is None:
+    return None
+  num_rows = _checks.positive_int(num_rows, "num_rows")
+  if num_rows > db_packed.shape[0]:
+    raise ValueError(
+      f"num_rows must be <= the database's {db_packed.shape[0]} rows; got {num_rows}."
+    )
+  return num_rows
+
+
 def sharded_hamming_topk_unchecked(
   query_packed: jax.Array,
   db_packed: jax.Array,
@@ -79,6 +91,9 @@ def sharded_hamming_topk_unchecked(
   """``sharded_hamming_topk`` without the checks of values (for use inside jit; sizes
   static); ``mesh`` None is ``default_mesh()``, as there."""
   _topk.check_static(query_packed, db_packed, k)
+  num_rows = _check_num_rows(num_rows, db_packed)
+  if num_rows is not None and k > num_rows:
+    raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
   mesh = _check_mesh(mesh)
   axis = mesh.axis_names[0]
   shards = mesh.shape[axis]
@@ -153,12 +168,7 @@ def sharded_hamming_topk(
     (over several processes: ``jhash.distributed.gather`` reads them).
   """
   num_bits = _distance.check_pair(query_packed, db_packed, num_bits)
-  if num_rows is not None:
-    num_rows = _checks.positive_int(num_rows, "num_rows")
-    if num_rows > db_packed.shape[0]:
-      raise ValueError(
-        f"num_rows must be <= the database's {db_packed.shape[0]} rows; got {num_rows}."
-      )
+  num_rows = _check_num_rows(num_rows, db_packed)
   k = _topk.check_topk_args(
     k, db_packed.shape[0] if num_rows is None else num_rows, query_chunk, db_block
   )
