@@ -107,7 +107,14 @@ def validate(config, keys) -> None:
     raise harness.ConfigError(
       f"config.select_bits: must be 0 (choose at each length) or a code length; got {select!r}."
     )
-  for key in ("checkpoint_every", "baseline_checkpoint_every"):
+  # Intervals and counts (cdh_figure1's sweeps and queries among them).
+  for key in (
+    "checkpoint_every",
+    "baseline_checkpoint_every",
+    "num_sweeps",
+    "gamma_sweeps",
+    "train_queries",
+  ):
     every = config.get(key, 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
       raise harness.ConfigError(f"config.{key}: must be an int >= 1; got {every!r}.")

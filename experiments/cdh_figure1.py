@@ -48,6 +48,11 @@ def train_and_evaluate(config, workdir) -> dict:
   started = time.time()
   key = harness.cell_key(config.seed, config.bits)  # cdh_mfeat's key at this length
   data = common.mfeat_data(config.dataset, config.seed)
+  n = data["train"]["labels"].shape[0]
+  if config.train_queries > n:
+    raise harness.ConfigError(
+      f"config.train_queries: must be at most the {n} training items; got {config.train_queries}."
+    )
   print(common.describe(data), flush=True)
   method = common.cdh_method(config.bits, config.cdh, config.gamma)
   with harness.Workdir(workdir, config) as wd:

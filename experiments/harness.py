@@ -46,9 +46,11 @@ import hashlib
 import importlib.metadata
 import inspect
 import json
+import math
 import os
 import pathlib
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -356,6 +358,37 @@ def _lock(path: pathlib.Path) -> int:
   return fd
 
 
+#: What a run writes in its workdir: files, and folders (each holding a folder a cell).
+_WORKDIR_FILES = ("progress.json", "config.json", "results.json", ".lock")
+_WORKDIR_FOLDERS = ("checkpoints", "tensorboard")
+#: The suffixes of the other files a run writes (tables, plots, the report).
+_WRITTEN_SUFFIXES = (".json", ".png", ".md", ".txt", ".csv")
+
+
+def _check_entries(path: pathlib.Path) -> None:
+  """A ``WorkdirError`` naming the first entry of a workdir that is of the wrong kind: a
+  folder where a run writes a file, a file where it keeps folders."""
+  if not path.is_dir():
+    return
+  wrong = None
+  for entry in sorted(path.iterdir()):
+    name = entry.name
+    if entry.is_dir() and (name in _WORKDIR_FILES or entry.suffix in _WRITTEN_SUFFIXES):
+      wrong = (entry, "a folder", "a file")
+    elif name in _WORKDIR_FOLDERS and not entry.is_dir():
+      wrong = (entry, "a file", "a folder")
+    elif name in _WORKDIR_FOLDERS:
+      inner = next((e for e in sorted(entry.iterdir()) if not e.is_dir()), None)
+      wrong = None if inner is None else (inner, "a file", "a folder (one a cell)")
+    if wrong is not None:
+      where, got, want = wrong
+      raise WorkdirError(
+        f"{where} is {got}, where a run keeps {want}; something other than jhash made it. "
+        "Move it out of the workdir (or delete it) and run again; the run's other work "
+        "is kept."
+      )
+
+
 class Workdir:
   """One run directory: its lock, config, finished cells, checkpoints and curves.
 
@@ -373,6 +406,8 @@ class Workdir:
     # The folders this run makes (the workdir and missing parents), removed again by a
     # run that stops with an error before writing anything but config.json and the lock.
     self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
+    self._lock_fd = None
+    _check_entries(self.path)
     try:
       self.path.mkdir(parents=True, exist_ok=True)
       self._lock_fd = _lock(self.path / ".lock")
@@ -456,6 +491,10 @@ class Workdir:
       self._check_recorded(recorded, config)
     elif saved is not None and saved["fingerprint"] != self.fingerprint and holds_work:
       self._refuse_other_config(saved["fingerprint"], saved["config"], config)
+    elif saved is not None:  # the work must be this config's too (not copied in)
+      for name, fingerprint in recorded.items():
+        if fingerprint != self.fingerprint:
+          self._refuse_other_config(fingerprint, None, config, name)
     if saved is None or saved["fingerprint"] != self.fingerprint:
       atomic_write_json(path, {"fingerprint": self.fingerprint, "config": config})
 
@@ -812,7 +851,15 @@ def metric_problem(result: Mapping, names: Iterable[str] = ()) -> str | None:
     scalar = not isinstance(value, (dict, list))
     if (scalar or name in names) and not is_number(value):
       return f"has {name!r} = {json.dumps(value)[:60]}; expected a number"
+    if isinstance(value, float) and math.isnan(value):  # jhash writes NaN as null
+      return f"has {name!r} = NaN, which jhash writes as null"
+    if _FRACTION.match(name) and isinstance(value, (int, float)) and not 0 <= value <= 1:
+      return f"has {name!r} = {value!r}; a mAP, precision, recall or NDCG is in [0, 1]"
   return None
+
+
+#: The names of a cell's numbers that are fractions in [0, 1] (not ``map_k``, the K).
+_FRACTION = re.compile(r"^(?!map_k(_|$))(map|precision|recall|ndcg)(_|$)")
 
 
 def summary_line(result: Mapping) -> str:

@@ -42,6 +42,16 @@ def validate(config) -> None:
   """Raise ``ConfigError`` for an unknown key or solver option, or ``map_bits`` past
   ``max_bits``."""
   harness.check_keys(config, KEYS)
+  for key in ("repeats", "num_classes", "instances_per_class", "num_queries", "max_bits"):
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise harness.ConfigError(f"config.{key}: must be an int >= 1; got {value!r}.")
+  total = config.num_classes * config.instances_per_class
+  if config.num_queries >= total:
+    raise harness.ConfigError(
+      f"config.num_queries: must leave database items of the {total} (num_classes x "
+      f"instances_per_class); got {config.num_queries}."
+    )
   for solver, options in config.solvers.items():
     harness.check_kwargs(jhash.methods.hbmp, options, f"config.solvers.{solver}")
   try:

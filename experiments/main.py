@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.machinery
 import importlib.util
 import pathlib
 import re
@@ -33,13 +34,19 @@ flags.mark_flags_as_required(["config", "workdir"])
 def _config_keys(spec: str, path: tuple[str, ...]) -> list[str]:
   """The keys of the config ``spec`` (FILE[:ARG]) at ``path`` (empty: the top level)."""
   file, _, arg = spec.partition(":")
-  loader = importlib.util.spec_from_file_location("_config", file)
-  module = importlib.util.module_from_spec(loader)
-  loader.loader.exec_module(module)
-  node = module.get_config(arg or None)
+  node = _load_module(pathlib.Path(file), "_config").get_config(arg or None)
   for name in path:
     node = node[name]
   return sorted(node.keys()) if hasattr(node, "keys") else []
+
+
+def _load_module(path: pathlib.Path, name: str):
+  """The Python file ``path`` run as a module (any suffix: ml_collections reads a config
+  file whatever its name)."""
+  loader = importlib.machinery.SourceFileLoader(name, str(path))
+  module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+  loader.exec_module(module)
+  return module
 
 
 def _config_spec(args: list[str]) -> str | None:
@@ -61,13 +68,16 @@ def _check_config_file(spec: str) -> None:
   if not file:
     return
   path = pathlib.Path(file)
+  where = f"--config {spec}"
+  if not path.is_file() and pathlib.Path(spec).is_file():
+    sys.exit(
+      f"error: {where}: the config file's name holds ':', which separates the file from "
+      "its argument (FILE:ARG); rename the file."
+    )
   if not path.is_file():
     return  # absl's own message names a missing file or a folder
-  where = f"--config {spec}"
   try:
-    loader = importlib.util.spec_from_file_location("_config_check", path)
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    module = _load_module(path, "_config_check")
   except SyntaxError as error:
     sys.exit(f"error: {where}: {file} is not valid Python ({error.msg}, line {error.lineno}).")
   except Exception as error:
@@ -77,6 +87,8 @@ def _check_config_file(spec: str) -> None:
     sys.exit(f"error: {where}: {file} defines no function get_config(arg).")
   try:
     config = get_config(arg or None)
+  except SystemExit as error:
+    sys.exit(f"error: {where}: get_config({arg or None!r}) of {file} exited ({error.code!r}).")
   except Exception as error:
     sys.exit(
       f"error: {where}: get_config({arg or None!r}) of {file} failed "
@@ -134,6 +146,13 @@ def _parse_flags(argv: list[str]) -> list[str]:
   except (AttributeError, KeyError, IndexError) as error:
     args = argv[1:]
     overrides = [a for a in args if a.startswith("--config.")]
+    indexed = next((a for a in overrides if "[" in a.split("=", 1)[0]), None)
+    if isinstance(error, IndexError) and indexed is not None:
+      key = indexed[len("--config.") :].split("[", 1)[0]
+      sys.exit(
+        f"error: {indexed.split('=', 1)[0]}: config.{key} is a tuple, which cannot be "
+        f"changed one entry at a time; give it whole, e.g. --config.{key}='(8, 16)'."
+      )
     found = re.search(r"'([^'\\]+)", str(error))
     missing = found.group(1) if found else ""
     for override in overrides:
@@ -201,6 +220,11 @@ def main(argv) -> None:
     trainer.train_and_evaluate(config, workdir)
   except (harness.ConfigError, harness.WorkdirError) as e:
     sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit(
+      f"interrupted: the run stopped. Run the same command again to go on: finished cells "
+      f"are kept in {workdir}, and a cell in progress resumes from its last checkpoint."
+    )
 
 
 if __name__ == "__main__":

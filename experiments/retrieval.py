@@ -295,6 +295,11 @@ def _check_evaluation(config) -> None:
   spec = map_at_spec(ev)
   if spec is not None and spec != "protocol":
     _check_ints([spec], "config.evaluation.map_at (an int K, 'protocol' or None)", minimum=1)
+  if not len(ev.map_ties):
+    raise harness.ConfigError(
+      f"config.evaluation.map_ties: must name at least one of {', '.join(map(repr, MAP_NAMES))} "
+      "(the mAP's tie rules); got ()."
+    )
   for ties in ev.map_ties:
     harness.check_choice(ties, MAP_NAMES, "config.evaluation.map_ties")
   _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
@@ -310,7 +315,8 @@ def _check_evaluation(config) -> None:
     raise harness.ConfigError(
       f"config.evaluation.radius: must be None, or an int or a tuple "
       f"of ints in [0, {min(config.bits)}] (the shortest code); got "
-      f"{rs!r}."
+      f"{rs!r}. On the command line the key takes the form the config gives it (an int "
+      "where the config's radius is an int, a tuple such as '(0, 2)' where it is a tuple)."
     )
   for param, values in sweep(ev).items():
     for label in config.methods:
@@ -374,7 +380,9 @@ def pr_curve_bits(config) -> int | None:
 def _check_plots(config) -> None:
   bits = pr_curve_bits(config)
   if bits is not None:
-    harness.check_choice(bits, list(config.bits), "config.plots.pr_curve_bits (one of bits)")
+    harness.check_choice(
+      bits, [*config.bits, 0], "config.plots.pr_curve_bits (one of bits, or 0 for no curves)"
+    )
   f1_bits = config.plots.get("f1_bucket_bits")
   if f1_bits is not None:
     harness.check_choice(f1_bits, list(config.bits), "config.plots.f1_bucket_bits (one of bits)")

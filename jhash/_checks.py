@@ -27,6 +27,15 @@ def describe(x: Any) -> str:
   return f"array of shape {tuple(shape)} and dtype {dtype}"
 
 
+def folder_note(path: Any) -> str:
+  """`` (a folder, not a file)`` when ``path`` names a folder, else ``""``: for the
+  errors that say a file is missing."""
+  try:
+    return " (a folder, not a file)" if os.path.isdir(path) else ""
+  except (TypeError, ValueError):
+    return ""
+
+
 def _is_tracer(x: Any) -> bool:
   import jax  # here: the checks module stays importable without initialising JAX
 

@@ -70,6 +70,8 @@ def _read_mat(path: pathlib.Path, option: str, key: str | None, key_option: str)
       names = sorted(contents)
     if key is None and len(names) == 1:
       key = names[0]
+    if not names:
+      raise InputError(f"{option} {path}: the .mat file holds no variables.")
     if key is None or key not in names:
       asked = f"no variable {key!r}" if key is not None else f"{len(names)} variables"
       raise InputError(

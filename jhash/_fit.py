@@ -107,6 +107,8 @@ def _check_key(key) -> None:
   hint = ""
   if typed or (isinstance(key, jax.Array) and key.ndim == 2 and key.shape[-1] == 2):
     hint = " (several keys, e.g. from jax.random.split: one fit per key, or vmap a make_train)"
+  if isinstance(key, np.ndarray) and key.shape == (2,) and key.dtype == np.uint32:
+    hint = " (a NumPy array: a raw key must be a JAX array, jnp.asarray(key))"
   raise ValueError(
     f"key must be one JAX PRNG key (jax.random.key(seed)); got {_checks.describe(key)}{hint}."
   )
@@ -577,6 +579,8 @@ def _fit_stream(run, stream, start, state):
   if first is not None:
     _checks.batch(first, "minibatch")
     _check_index(first, run.n)
+    if run.n is None:
+      _check_sized_without_num_items(run, {k: v for k, v in first.items() if k != "index"})
     it = itertools.chain([first], it)
 
   def make():
@@ -609,6 +613,7 @@ def _fit_stream(run, stream, start, state):
       _checks.batch(minibatch, "minibatch")
       _check_index(minibatch, run.n)
       _check_same_views(first, minibatch, step)
+      _check_by_method(run.method, minibatch, step)
       if np.shape(minibatch["index"])[0] != rows:
         share = "" if rows == size else f" ({rows} of each global minibatch's {size} here)"
         raise ValueError(
@@ -627,6 +632,35 @@ def _fit_stream(run, stream, start, state):
         _record(run, span.phase, stacked, step, state, len(pending))
         pending = []
   return state
+
+
+def _check_sized_without_num_items(run, sample) -> None:
+  """A method whose state holds a row per training item (a memory bank) cannot learn the
+  training set's size from a stream: refused unless ``num_items`` is given."""
+  rows = _checks.batch(sample, "minibatch")
+  method = _api.bound(run.method, sample)
+  shapes = [
+    jax.tree.map(lambda x: x.shape, jax.eval_shape(_jit_init(method, m), run.key, sample))
+    for m in (rows, rows + 1)
+  ]
+  if shapes[0] != shapes[1]:
+    raise ValueError(
+      f"num_items: {run.method.name}'s state holds a row per training item (a memory "
+      "bank), so training from an iterable of minibatches needs num_items=, the training "
+      "set's size (fit(..., num_items=N)); without it the state would be sized to one "
+      "minibatch."
+    )
+
+
+def _check_by_method(method, minibatch, step: int) -> None:
+  """The method's own check of every minibatch of a stream (its labels' classes, ...), as
+  an in-memory batch gets, naming the step."""
+  if method.check_batch is None:
+    return
+  try:
+    method.check_batch(minibatch)
+  except ValueError as e:
+    raise ValueError(f"minibatch of step {step}: {e}") from None
 
 
 def _check_rows(minibatch, rows: int) -> None:

@@ -544,7 +544,9 @@ def load_weights(path) -> Weights:
   path = _weights_path(path, "init_variables")
   where = f"init_variables: {str(path)!r}"
   if not path.is_file():
-    raise ValueError(f"init_variables: no weights file at {str(path)!r}.")
+    raise ValueError(
+      f"init_variables: no weights file at {str(path)!r}{_checks.folder_note(path)}."
+    )
   try:
     with np.load(path, allow_pickle=False) as data:
       arrays = {name: np.asarray(data[name]) for name in data.files}

@@ -41,6 +41,7 @@ import math
 import os
 import pathlib
 import sys
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -130,12 +131,17 @@ def _ks(text: str | None, n: int) -> list[int]:
   if text is None:
     return sorted({min(k, n) for k in DEFAULT_KS})
   try:
-    ks = [int(k) for k in text.split(",") if k.strip()]
+    ks = [int(k) for k in text.split(",")]
   except ValueError:
-    raise InputError(f"--ks {text}: expected comma-separated ints, e.g. 100,1000.") from None
+    raise InputError(
+      f"--ks {text}: expected comma-separated ints, e.g. 100,1000 (no empty entries)."
+    ) from None
   bad = [k for k in ks if not 1 <= k <= n]
   if not ks or bad:
     raise InputError(f"--ks {text}: expected ints in [1, {n}], the database size; got {bad}.")
+  repeated = sorted({k for k in ks if ks.count(k) > 1})
+  if repeated:
+    raise InputError(f"--ks {text}: each cut-off once; {repeated[0]} repeats.")
   return ks
 
 
@@ -144,6 +150,24 @@ def _run(preset: Preset, data: tuple, top_k: int | None) -> float:
     return preset.compute(*data, top_k)
   except ValueError as e:  # jhash's checks of an option combination
     raise InputError(f"{preset.name} ({preset.summary}): {e}") from None
+
+
+def without_relevant(query_labels: np.ndarray, db_labels: np.ndarray) -> int:
+  """How many queries share no label with any database item (class ids, or multi-hot)."""
+  if query_labels.ndim == 1:
+    return int((~np.isin(query_labels, db_labels)).sum())
+  present = np.asarray(db_labels, bool).any(axis=0)
+  return int((~(np.asarray(query_labels, bool) & present[None, :]).any(axis=1)).sum())
+
+
+def _quiet(fn, *args):
+  """``fn(*args)`` without the metrics' warning that no query has a relevant item: the
+  report says so in a note of its own."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings(
+      "ignore", message=".*no query has a relevant item", category=RuntimeWarning
+    )
+    return fn(*args)
 
 
 def compute(data: tuple, convention: Convention, ks: list[int], compare: bool, top_k=None) -> dict:
@@ -244,6 +268,18 @@ def format_report(report: dict, convention: Convention) -> str:
   lines.append(f"convention: {c.name} ({c.summary}); source: {c.source}")
   if convention.note:
     lines.append(f"  note: {convention.note}")
+  lost = report.get("queries_without_relevant", 0)
+  if lost:
+    rule = c.options.get("no_relevant", "zero")
+    effect = (
+      "each counts as 0 in the mAP (--no-relevant zero)"
+      if rule == "zero"
+      else "they are left out of the mAP (--no-relevant skip; nan when every query is)"
+    )
+    lines.append(
+      f"  note: {lost} of the {report['queries']} queries have no relevant item in the "
+      f"database; {effect}."
+    )
   lines += ["", _format_table(_metric_rows(report["metrics"], convention))]
   if "presets" in report["metrics"]:
     lines += [
@@ -303,6 +339,14 @@ def check_outputs(args) -> None:
     p = pathlib.Path(path)
     if p.is_dir() or not p.name or p.name in (".", "..") or path.endswith(("/", os.sep)):
       raise InputError(f"{option} {path}: names a folder; expected a file path (e.g. out.json).")
+    parent = next((q for q in p.parents if q.exists()), None)
+    if parent is not None and not parent.is_dir():
+      raise InputError(f"{option} {path}: {parent} is a file, not a folder.")
+    if option == "--curves" and p.suffix.lower() == ".png":
+      raise InputError(
+        f"{option} {path}: expected the JSON file's path (e.g. curves.json); the PNG is "
+        "written beside it with the suffix .png."
+      )
     outputs.append((option, path))
     if option == "--curves":
       outputs.append(("--curves (its PNG)", _png_path(path)))
@@ -458,7 +502,8 @@ def evaluate(args) -> tuple[dict, Convention]:
     "items": n,
     "bits": int(data[0].shape[1]),
     "convention": {"name": c.name, "source": c.source, **c.options, "top_k": convention.top_k},
-    "metrics": compute(data, convention, ks, args.compare_presets, args.top_k),
+    "queries_without_relevant": without_relevant(data[2], data[3]),
+    "metrics": _quiet(compute, data, convention, ks, args.compare_presets, args.top_k),
   }
   if args.json:
     _write(args.json, "--json", json.dumps(_jsonable(report), indent=2).encode())

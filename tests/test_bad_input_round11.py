@@ -113,3 +113,133 @@ def test_the_unchecked_sharded_topk_checks_its_static_sizes():
     search.sharded_hamming_topk_unchecked(packed[:3], packed, 2, mesh=mesh, num_rows=99)
   _, idx = search.sharded_hamming_topk_unchecked(packed[:3], packed, 5, mesh=mesh, num_rows=5)
   assert np.asarray(idx).max() < 5
+
+
+# ----------------------------------------------------------------------------- data, models, fit
+
+
+def _small_batch():
+  x = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
+  return {"views": (x,), "labels": np.arange(40) % 4}
+
+
+def test_a_memory_bank_stream_without_num_items_is_refused():
+  import jhash
+
+  batch, key = _small_batch(), jax.random.key(0)
+  method = jhash.methods.pairwise(8, batch_size=8, num_epochs=1, memory=True)
+  stream = lambda: jhash.minibatches(batch, 8, key, 5)
+  for state in (None, jhash.init(method, key, batch)):  # was: a bank of one minibatch's
+    with pytest.raises(ValueError, match=r"num_items: pairwise's state holds a row per"):
+      jhash.fit(method, key, stream(), 5, state=state, progress=False)  # rows, or blamed
+  state, _ = jhash.fit(method, key, stream(), 5, num_items=40, progress=False)  # the state
+  assert state.memory.outputs.shape == (40, 8)
+  plain = jhash.methods.pairwise(8, batch_size=8, num_epochs=1)  # no bank: no num_items
+  jhash.fit(plain, key, stream(), 5, progress=False)
+
+
+def test_every_minibatch_of_a_stream_gets_the_methods_own_check():
+  import jhash
+
+  batch, key = _small_batch(), jax.random.key(0)
+  method = jhash.methods.classifier(4, batch_size=8, num_epochs=1)
+  state = jhash.init(method, key, batch)
+
+  def shifted():
+    for i, minibatch in enumerate(jhash.minibatches(batch, 8, key, 5)):
+      yield minibatch if i == 0 else {**minibatch, "labels": minibatch["labels"] + 3}
+
+  with pytest.raises(ValueError, match=r"minibatch of step 1: labels: classifier has num_"):
+    jhash.fit(method, key, shifted(), 5, state=state, progress=False)  # was: "diverged"
+
+
+def test_channels_of_the_image_readers_must_be_an_int(tmp_path):
+  from PIL import Image
+
+  import jhash
+
+  paths = []
+  for i in range(2):
+    Image.new("RGB", (5, 4), (50 * i, 0, 0)).save(tmp_path / f"{i}.png")
+    paths.append(str(tmp_path / f"{i}.png"))
+  for bad in (True, 3.0):  # was: NumPy's TypeError from np.empty
+    with pytest.raises(ValueError, match=r"channels must be 3 \(RGB\) or 1 \(grayscale\)"):
+      jhash.data.read_images(paths, (8, 8), channels=bad)
+  assert jhash.data.read_images(paths, (8, 8), channels=np.int64(1)).shape == (2, 8, 8, 1)
+
+
+def test_a_plain_hdf5_mat_file_is_read_row_major(tmp_path):
+  h5py = pytest.importorskip("h5py")
+  import _data_files
+
+  import jhash
+
+  arrays = _data_files.cross_view_arrays(np.random.default_rng(0), {"tr": 30, "te": 12}, 3)
+  with h5py.File(tmp_path / "plain.mat", "w") as f:  # NumPy's row-major arrays, no header
+    for name, value in arrays.items():
+      f[name] = value
+  data = jhash.data.load_cross_modal_mat(tmp_path / "plain.mat")  # was: read transposed
+  np.testing.assert_allclose(data["train"].views[0], arrays["I_tr"].astype(np.float32))
+  np.testing.assert_allclose(data["test"].views[1], arrays["T_te"].astype(np.float32))
+  matlab = _data_files.write_mat_v73(tmp_path / "matlab.mat", arrays)  # column-major
+  np.testing.assert_allclose(
+    jhash.data.load_cross_modal_mat(matlab)["train"].views[0], data["train"].views[0]
+  )
+
+
+def test_source_images_are_named_as_images():
+  import jhash
+
+  images = np.random.default_rng(0).integers(0, 255, (20, 8, 8)).astype(np.uint8)
+  labels = np.arange(20) % 3
+  with pytest.raises(ValueError, match=r"^images must be pixels"):  # was: "views[0] ..."
+    jhash.data.make_canvas_dataset(images > 5, labels)
+  with pytest.raises(ValueError, match=r"^images must hold finite values"):
+    jhash.data.make_canvas_dataset(np.full((20, 8, 8), np.nan), labels)
+  with pytest.raises(ValueError, match=r"images must be at least 2 rows high"):
+    jhash.data.make_two_view(images[:, :1], labels)  # was: "views[0] ... non-empty"
+  with pytest.raises(ValueError, match=r"images must be at least 2 columns wide"):
+    jhash.data.make_two_view(images[:, :, :1], labels, split="left_right")
+
+
+def test_swapped_views_at_encode_are_named_without_speaking_of_tracing():
+  import jhash
+
+  rng = np.random.default_rng(0)
+  a, b = rng.normal(size=(40, 6)).astype(np.float32), rng.normal(size=(40, 4)).astype(np.float32)
+  method = jhash.methods.cvh(4)
+  state = jhash.init(method, jax.random.key(0), {"views": (a, b), "labels": np.arange(40) % 3})
+  with pytest.raises(ValueError, match=r"views\[0\] must have 6 features .*; got 4") as error:
+    jhash.encode(method, state, {"views": (b, a)})
+  assert "traced" not in str(error.value)  # was: "got a traced value ... inside jit"
+
+
+def test_folders_where_files_belong_are_named_as_folders(tmp_path):
+  import jhash
+  from jhash.data import _layouts
+
+  (tmp_path / "w.pth").mkdir()
+  (tmp_path / "w.safetensors").mkdir()
+  for name in ("w.pth", "w.safetensors"):
+    with pytest.raises(ValueError, match=r"no weights file at .* \(a folder, not a file\)"):
+      jhash.models.load_torchvision(tmp_path / name, {"params": {}}, "resnet18")
+  (tmp_path / "img.png").mkdir()
+  with pytest.raises(FileNotFoundError, match=r"'.*img\.png' \(a folder, not a file\)"):
+    _layouts.check_image_files([str(tmp_path / "img.png")])  # load_paper_lists' check
+  cifar = tmp_path / "cifar"
+  cifar.mkdir()
+  for name in [f"data_batch_{i}.bin" for i in range(1, 6)]:
+    (cifar / name).write_bytes(b"")
+  (cifar / "test_batch.bin").mkdir()
+  with pytest.raises(FileNotFoundError, match=r"test_batch\.bin \(a folder, not a file\)"):
+    jhash.data.read_cifar10_binary(cifar, records_per_file=None)
+
+
+def test_small_ones_of_round_11():
+  import jhash
+
+  with pytest.raises(ValueError, match=r"the SmallCNN is built for 28 x 28 and 56 x 56"):
+    jhash.models.backbone((12, 12), 8, channels=(4,), dense=8)  # was: ResNet's options only
+  method = jhash.methods.lsh(4)
+  with pytest.raises(ValueError, match=r"a NumPy array: a raw key must be a JAX array"):
+    jhash.fit(method, np.zeros(2, np.uint32), _small_batch(), progress=False)

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import _data_files
 import _evaluate_reference as er
 import _metrics_reference as ref
 from jhash import _cli
@@ -225,17 +226,24 @@ def test_mat_files_classic_and_v73(files, capsys, tmp_path):
   query, db, q_labels, db_labels = tied_data()
   both = tmp_path / "codes.mat"
   scipy.io.savemat(both, {"qB": query.astype(np.float64), "rB": db.astype(np.float64)})
-  labels = tmp_path / "labels.h5.mat"  # HDF5 (v7.3): MATLAB's column-major, so transposed
-  with h5py.File(labels, "w") as f:
-    f["q_l"] = q_labels.astype(np.float64).T
-    f["r_l"] = db_labels.astype(np.float64).T
-  argv = ["--query-codes", str(both), "--query-key", "qB", "--db-codes", str(both)]
-  argv += ["--db-key", "rB", "--query-labels", str(labels), "--query-labels-key", "q_l"]
-  argv += ["--db-labels", str(labels), "--db-labels-key", "r_l", "--json", str(tmp_path / "m.json")]
-  status, _, err = _run(argv + ["--top-k", "20"], capsys)
-  assert status == 0, err
+  # v7.3 as MATLAB writes it (header, column-major arrays: read transposed), and a plain
+  # HDF5 file written from NumPy (row-major: read as it is).
+  matlab = _data_files.write_mat_v73(
+    tmp_path / "labels.v73.mat", {"q_l": q_labels.astype(np.float64), "r_l": db_labels}
+  )
+  plain = tmp_path / "labels.h5.mat"
+  with h5py.File(plain, "w") as f:
+    f["q_l"] = q_labels.astype(np.float64)
+    f["r_l"] = db_labels.astype(np.float64)
   want, _ = _json_run(files, capsys, "float")
-  assert json.loads((tmp_path / "m.json").read_text())["metrics"] == want["metrics"]
+  for labels in (matlab, plain):
+    argv = ["--query-codes", str(both), "--query-key", "qB", "--db-codes", str(both)]
+    argv += ["--db-key", "rB", "--query-labels", str(labels), "--query-labels-key", "q_l"]
+    argv += ["--db-labels", str(labels), "--db-labels-key", "r_l"]
+    argv += ["--json", str(tmp_path / "m.json")]
+    status, _, err = _run(argv + ["--top-k", "20"], capsys)
+    assert status == 0, err
+    assert json.loads((tmp_path / "m.json").read_text())["metrics"] == want["metrics"]
 
 
 # ------------------------------------------------------------------------------------------

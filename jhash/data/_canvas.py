@@ -17,12 +17,22 @@ from jhash.data._dataset import Dataset
 from jhash.data._dataset import make_dataset
 
 
-def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+def _check_pixels(images: Any) -> np.ndarray:
+  """Source images: real numbers (not bool), finite, ``[n, H, W]`` or ``[n, H, W, C]``
+  with sides >= 1; errors name ``images``."""
+  images = _checks.as_array(images, "images")
   images = np.asarray(images)
-  labels = np.asarray(labels)
   _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
+  _checks.real_array(images, "images", "pixels, integer or floating numbers")
   if 0 in images.shape[1:]:
     raise ValueError(f"images must have sides >= 1; got {_checks.describe(images)}.")
+  _checks.finite(images, "images")
+  return images
+
+
+def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+  images = _check_pixels(images)
+  labels = np.asarray(labels)
   if _checks.label_array(labels, "labels", num_items=images.shape[0]) != "class_ids":
     raise ValueError(
       f"labels must be integer class ids [n] (single-label source images); "
@@ -150,7 +160,7 @@ def make_canvas_dataset(
   objects to find.
 
   Args:
-    images: uint8 (or any dtype) ``[N, h, w]`` or ``[N, h, w, C]`` source images,
+    images: uint8 (or any integer or floating dtype) ``[N, h, w]`` or ``[N, h, w, C]`` source images,
       e.g. Fashion-MNIST's ``[60000, 28, 28]``.
     labels: integer class ids ``[N]`` of the source images.
     grid: ``(grid_h, grid_w)`` cells.
@@ -236,10 +246,15 @@ def make_two_view(
     ``view_names`` ``("top", "bottom")`` or ``("left", "right")``, labels as
     given.
   """
-  images = np.asarray(images)
+  images = _check_pixels(images)
   labels = np.asarray(labels)
-  _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
   _checks.label_array(labels, "labels", num_items=images.shape[0])
+  if split in ("halves", "left_right"):
+    axis, side = (1, "rows high") if split == "halves" else (2, "columns wide")
+    if images.shape[axis] < 2:
+      raise ValueError(
+        f"images must be at least 2 {side} to split into {split!r}; got {_checks.describe(images)}."
+      )
   if split == "halves":
     cut = images.shape[1] // 2
     parts, names = (images[:, :cut], images[:, cut:]), ("top", "bottom")

@@ -46,7 +46,8 @@ def _batches_folder(root: str | os.PathLike) -> pathlib.Path:
   missing = lacking(folder)
   if missing:
     raise FileNotFoundError(
-      f"{folder} lacks {len(missing)} of CIFAR-10's binary batch files: {', '.join(missing)}; "
+      f"{folder} lacks {len(missing)} of CIFAR-10's binary batch files: "
+      f"{', '.join(name + _checks.folder_note(folder / name) for name in missing)}; "
       f"expected {CIFAR10_LAYOUT}."
     )
   return folder

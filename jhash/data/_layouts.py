@@ -35,6 +35,10 @@ _IMAGE_LIST = "an image list file (one image a line: its path, then its 0/1 labe
 def mat_file_format(path: str | os.PathLike) -> str:
   """``"hdf5"`` for a v7.3 MAT-file (or plain HDF5), else ``"classic"`` (v4 to v7).
 
+  A v7.3 file's arrays are column-major (MATLAB's) and are read transposed; a plain HDF5
+  file's (written by h5py from NumPy, with no MATLAB header and no ``MATLAB_class``
+  attribute) are row-major and read as they are: rows are items in both.
+
   A v7.3 MAT-file is an HDF5 file with a 512-byte user block: it begins with the
   text ``MATLAB 7.3 MAT-file`` and has the HDF5 signature at byte 512.
   """
@@ -67,12 +71,14 @@ def _read_classic(path: pathlib.Path) -> dict[str, np.ndarray]:
   return out
 
 
-def _read_hdf5_entry(path: pathlib.Path, key: str, entry: Any) -> np.ndarray:
+def _read_hdf5_entry(path: pathlib.Path, key: str, entry: Any, matlab: bool) -> np.ndarray:
   import h5py
 
   if isinstance(entry, h5py.Dataset):
-    # MATLAB writes column-major arrays; h5py reads them with the axes reversed.
-    return np.asarray(entry[()]).T
+    # MATLAB writes column-major arrays, which h5py reads with the axes reversed; a plain
+    # HDF5 file (h5py's, NumPy's row-major arrays) is read as it is.
+    value = np.asarray(entry[()])
+    return value.T if matlab or "MATLAB_class" in entry.attrs else value
   if isinstance(entry, h5py.Group) and {"data", "ir", "jc"} <= set(entry.keys()):
     import scipy.sparse
 
@@ -99,8 +105,10 @@ def _read_hdf5(path: pathlib.Path, keys: list[str]) -> dict[str, np.ndarray]:
     f = h5py.File(path, "r")
   except OSError as e:
     raise _errors.DataFormatError(f"{path} could not be read as a v7.3 MAT-file ({e}).") from e
+  with open(path, "rb") as raw:
+    matlab = raw.read(10) == b"MATLAB 7.3"  # the header of MATLAB's user block
   with f:
-    return {k: _read_hdf5_entry(path, k, f[k]) for k in keys if k in f}
+    return {k: _read_hdf5_entry(path, k, f[k], matlab) for k in keys if k in f}
 
 
 def _read_mat(path: pathlib.Path, keys: list[str]) -> dict[str, np.ndarray]:
@@ -200,8 +208,9 @@ def load_cross_modal_mat(
   ``[n, d_text]``. Both MAT-file formats are read, told apart by the header:
   v4 to v7 with ``scipy.io.loadmat``, v7.3 (HDF5 with a 512-byte MATLAB header)
   with ``h5py``, transposing each array back, since MATLAB stores arrays
-  column-major and h5py reads them with the axes reversed. Sparse matrices are
-  made dense.
+  column-major and h5py reads them with the axes reversed; a plain HDF5 file written
+  from NumPy (no MATLAB header, no ``MATLAB_class`` attributes) is row-major and read
+  as it is. Sparse matrices are made dense.
 
   Labels, one rule for all splits of the file:
 
@@ -368,7 +377,7 @@ def check_image_files(paths: list[str], source: str = "the image list") -> None:
   missing = [p for p in paths if not os.path.isfile(p)]
   if not missing:
     return
-  shown = ", ".join(repr(p) for p in missing[:_SHOWN_MISSING])
+  shown = ", ".join(f"{p!r}{_checks.folder_note(p)}" for p in missing[:_SHOWN_MISSING])
   more = f" and {len(missing) - _SHOWN_MISSING} more" if len(missing) > _SHOWN_MISSING else ""
   hint = ""
   if not any(os.path.isabs(p) for p in missing[:_SHOWN_MISSING]):

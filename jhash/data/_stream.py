@@ -127,8 +127,15 @@ class _ImageReader:
 
 
 def _image_reader(paths, size, channels, dtype) -> _ImageReader:
-  if channels not in (1, 3):
-    raise ValueError(f"channels must be 3 (RGB) or 1 (grayscale); got {channels!r}.")
+  if (
+    isinstance(channels, bool)
+    or not isinstance(channels, (int, np.integer))
+    or channels not in (1, 3)
+  ):
+    raise ValueError(
+      f"channels must be 3 (RGB) or 1 (grayscale), an int; got {_checks.describe(channels)}."
+    )
+  channels = int(channels)
   if _dtype_or_none(dtype) not in _DTYPES:
     raise ValueError(f"dtype must be np.uint8 or np.float32; got {dtype!r}.")
   if size is not None:

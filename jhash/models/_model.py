@@ -241,8 +241,15 @@ def _backbone_shape(input_shape: Any) -> tuple[int, ...]:
 def _options(kind: str, shape: tuple[int, ...], kwargs: dict) -> dict:
   unknown = sorted(set(kwargs) - set(_OPTIONS[kind]))
   if unknown:
+    small = " x ".join(map(str, shape[:2]))
+    why = (
+      f" (the SmallCNN is built for {' and '.join(f'{h} x {w}' for h, w in SMALL_IMAGES)} "
+      f"images only; these are {small})"
+      if kind == "ResNet" and set(unknown) & set(_OPTIONS["SmallCNN"])
+      else ""
+    )
     raise ValueError(
-      f"backbone builds {kind} for input_shape {shape}; its options are "
+      f"backbone builds {kind} for input_shape {shape}{why}; its options are "
       f"{', '.join(_OPTIONS[kind])}; got unknown option(s) {', '.join(unknown)}."
     )
   out = dict(kwargs)

@@ -123,7 +123,7 @@ def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
         "reading .safetensors weights needs the safetensors package (pip install safetensors)."
       ) from None
     if not path.is_file():
-      raise ValueError(f"path: no weights file at {str(path)!r}.")
+      raise ValueError(f"path: no weights file at {str(path)!r}{_checks.folder_note(path)}.")
     try:
       return dict(load_file(str(path)))
     except Exception as error:  # safetensors' own error types: a damaged or foreign file
@@ -145,7 +145,7 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
       "once to .safetensors, which needs only the safetensors package."
     ) from None
   if not path.is_file():
-    raise ValueError(f"path: no weights file at {str(path)!r}.")
+    raise ValueError(f"path: no weights file at {str(path)!r}{_checks.folder_note(path)}.")
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
   except Exception as error:  # torch's errors on a damaged or foreign file

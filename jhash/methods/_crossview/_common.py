@@ -162,8 +162,8 @@ def check_encode_views(batch: dict, means: Sequence[jax.Array], method: str) -> 
     d = int(np.prod(np.shape(x)[1:]))
     if d != m.shape[0]:
       raise ValueError(
-        f"views[{i}] must have {m.shape[0]} features per item, as in training; "
-        f"got {_checks.describe(x)}."
+        f"views[{i}] must have {m.shape[0]} features per item, as in training; got "
+        f"{d} (shape {tuple(np.shape(x))}). Are the views in the training order?"
       )
     out.append(_api.view_features(batch, i))
   return out
