@@ -20,6 +20,16 @@ def search_data():
   return queries, db, num_bits, 300
 
 
+def multi_code_data():
+  """Two codes an item (the search data's codes and each one's neighbour), the second
+  held by about half of the items."""
+  queries, db, num_bits, k = search_data()
+  codes = np.stack([db, np.roll(db, 1, axis=0)], axis=1)
+  held = np.ones((db.shape[0], 2), bool)
+  held[:, 1] = np.random.default_rng(1).random(db.shape[0]) < 0.5
+  return queries, codes, held, num_bits, k
+
+
 def map_data():
   """Query and database codes in {-1, +1} with multi-hot labels: 20 queries, 1,001 items."""
   rng = np.random.default_rng(1)

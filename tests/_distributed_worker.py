@@ -34,6 +34,20 @@ def search_case():
   d, idx = jhash.search.sharded_hamming_topk(
     queries, table, k, mesh=mesh, num_bits=num_bits, num_rows=db.shape[0]
   )
+  # Several codes an item, split by items the same way.
+  from _distributed_data import multi_code_data  # pylint: disable=import-outside-toplevel
+
+  queries, codes, held, num_bits, k = multi_code_data()
+  start, stop = distributed.row_range(codes.shape[0], mesh)
+  d_multi, idx_multi = jhash.search.sharded_multi_code_topk(
+    queries,
+    distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
+    distributed.global_rows(held[start:stop], codes.shape[0], mesh),
+    k,
+    mesh=mesh,
+    num_bits=num_bits,
+    num_rows=codes.shape[0],
+  )
   # Tie-aware mAP@100 with the database codes and labels split the same way.
   from _distributed_data import map_data  # pylint: disable=import-outside-toplevel
 
@@ -51,6 +65,8 @@ def search_case():
   return dict(
     d=distributed.gather(d),
     idx=distributed.gather(idx),
+    d_multi=distributed.gather(d_multi),
+    idx_multi=distributed.gather(idx_multi),
     rows=np.array([start, stop]),
     mean_ap=np.float64(mean_ap),
   )

@@ -24,6 +24,7 @@ from _distributed_data import cdh_data
 from _distributed_data import fit_data
 from _distributed_data import map_data
 from _distributed_data import stream_steps
+from _distributed_data import multi_code_data
 from _distributed_data import search_data
 
 WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
@@ -82,6 +83,12 @@ def test_search_over_two_processes_equals_one_and_a_dead_process_stops_the_other
     np.testing.assert_array_equal(got["idx"], idx)
     rows.append(tuple(got["rows"]))
   assert rows == [(0, 502), (502, 1001)]  # each loaded its own rows: 2 shards of 251
+  queries, codes, held, num_bits, k = multi_code_data()
+  want = jhash.search.multi_code_topk(queries, codes, held, k, num_bits=num_bits)
+  for rank in range(2):
+    got = np.load(tmp_path / f"search-{rank}.npz")
+    np.testing.assert_array_equal(got["d_multi"], np.asarray(want[0]))
+    np.testing.assert_array_equal(got["idx_multi"], np.asarray(want[1]))
   q, codes, q_labels, labels = map_data()
   one = jhash.metrics.mean_average_precision(q, codes, q_labels, labels, top_k=100)
   for rank in range(2):

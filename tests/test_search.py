@@ -381,6 +381,29 @@ SHARDED_SCRIPT = textwrap.dedent("""
       mesh = jax.make_mesh((8,), ("data",), axis_types=(types,))
       for a, b in zip(want, search.sharded_hamming_topk(q, db, k, mesh=mesh, db_block=256)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # Several codes an item (up to 3): equal to multi_code_topk, and to a NumPy
+    # minimum over each item's codes, at k past a shard's size and at k = n.
+    codes = pool[rng.integers(0, 50, size=(n, 3))]
+    held = rng.random((n, 3)) < 0.6
+    held[:, 0] |= ~held.any(1)
+    for kk in (k, n):
+      want_m = search.multi_code_topk(q, codes, held, kk, db_block=256)
+      got_m = search.sharded_multi_code_topk(q, codes, held, kk, db_block=256)
+      for a, b in zip(want_m, got_m):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    per_code = np.bitwise_count(q[:, None, None, :] ^ codes[None]).sum(-1)
+    items = np.where(held[None], per_code, 99).min(-1)
+    order = np.stack([np.lexsort((np.arange(n), r))[:k] for r in items])
+    got_m = search.sharded_multi_code_topk(q, codes, held, k, db_block=256)
+    np.testing.assert_array_equal(np.asarray(got_m[1]), order)
+    # Padding rows past num_rows (no code, as jhash.distributed.global_rows pads) never
+    # come back, even at k = num_rows.
+    padded = np.concatenate([codes, np.zeros((5, 3, 2), np.uint32)])
+    mask = np.concatenate([held, np.zeros((5, 3), bool)])
+    got_p = search.sharded_multi_code_topk(q, padded, mask, n, num_rows=n)
+    want_p = search.multi_code_topk(q, codes, held, n)
+    for a, b in zip(want_p, got_p):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     print("sharded ok")
 """)
 

@@ -12,6 +12,8 @@ from jhash.search._distance import weight_units
 from jhash.search._distance import weighted_hamming_distance
 from jhash.search._sharded import sharded_hamming_topk
 from jhash.search._sharded import sharded_hamming_topk_unchecked
+from jhash.search._sharded import sharded_multi_code_topk
+from jhash.search._sharded import sharded_multi_code_topk_unchecked
 from jhash.search._topk import hamming_topk
 from jhash.search._topk import hamming_topk_unchecked
 from jhash.search._topk import multi_code_topk
@@ -30,8 +32,10 @@ __all__ = [
   "multi_code_topk",
   "weighted_hamming_topk",
   "sharded_hamming_topk",
+  "sharded_multi_code_topk",
   "hamming_topk_unchecked",
   "multi_code_topk_unchecked",
   "weighted_hamming_topk_unchecked",
   "sharded_hamming_topk_unchecked",
+  "sharded_multi_code_topk_unchecked",
 ]
