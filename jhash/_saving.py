@@ -56,6 +56,10 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   else: files added to it (notes, a state saved inside it) are named in a
   ``FileExistsError``, and nothing is deleted. A state is not saved inside another.
 
+  Over several processes (``jhash.distributed``) every process calls it with the same
+  ``path`` on a file system they share: a state split over processes is gathered, process 0
+  writes the folder, and every process returns once it is written (or raises its error).
+
   Args:
     path: the folder to create.
     state: the state; its arrays are fetched to the host.
@@ -73,8 +77,6 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
     >>> bool((jhash.encode(method, again, batch) == jhash.encode(method, state, batch)).all())
     True
   """
-  import orbax.checkpoint as ocp  # imported here: `import jhash` stays light
-
   path = _as_path(path)
   if path.exists() and not path.is_dir():
     raise FileExistsError(f"path {path} is a file; jhash.save writes a folder.")
@@ -91,7 +93,52 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   if path.exists():
     _check_only_ours(path)
   _check_savable(state)
-  name, num_bits = _record(state)
+  host = _host_state(state)  # over processes: a collective, so before any write
+  if jax.process_count() == 1:
+    return _write(path, host, _record(state))
+  # Several processes: process 0 writes, the others wait for it and hear whether it did.
+  error = None
+  if jax.process_index() == 0:
+    try:
+      _write(path, host, _record(state))
+    except Exception as e:  # passed on after the others are told, so that none waits
+      error = e
+  from jax.experimental import multihost_utils
+
+  written = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+  if error is not None:
+    raise error
+  if not int(written):
+    raise OSError(f"jhash.save: process 0 could not write {path} (its error says why).")
+  return path
+
+
+def _host_state(state):
+  """The state's arrays on the host; a global array of several processes gathered (every
+  process then holds the whole state)."""
+  from jhash import distributed
+
+  def fetch(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return distributed.gather(x)
+    return jax.device_get(x)
+
+  return jax.tree.map(fetch, state)
+
+
+def _checkpointer():
+  """orbax's checkpointer for this process alone: ``save`` writes from process 0 and
+  ``restore`` reads on every process, with no barrier between processes."""
+  import orbax.checkpoint as ocp
+
+  me = jax.process_index()
+  only_me = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+  return ocp.StandardCheckpointer(multiprocessing_options=only_me)
+
+
+def _write(path: pathlib.Path, host_state, record) -> pathlib.Path:
+  """Write the host state to ``path`` through a partial folder renamed into place."""
+  name, num_bits = record
   _make_parent(path)
   partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
   try:  # made here, so a folder that cannot be written is named before orbax starts
@@ -99,14 +146,14 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
   except OSError as error:
     raise type(error)(f"path {path} cannot be written: {error.strerror or error}.") from None
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      checkpointer.save(partial / "state", jax.device_get(state))
+    with _checkpointer() as checkpointer:
+      checkpointer.save(partial / "state", host_state)
     info = {
       "format": _FORMAT,
       "method": name,
       "num_bits": num_bits,
-      "state_type": type(state).__name__,
-      "arrays": _layout(state),
+      "state_type": type(host_state).__name__,
+      "arrays": _layout(host_state),
     }
     files.atomic_write_bytes(partial / INFO, json.dumps(info, indent=2).encode())
     files.write_manifest(partial)
@@ -313,12 +360,13 @@ def restore(path, method: _api.HashingMethod, batch) -> Any:
       as CDH's and HBMP's do). Only shapes are read.
   Returns:
     The state: ``encode``, ``fit(state=...)`` and ``make_train`` take it as the original.
+    Over several processes each process reads it alone (no collective), as arrays on
+    its own devices.
   Raises:
     ValueError: the folder is damaged (the damaged file is named where it can be told),
       or holds a state of another method or bit length, or of other settings (an array of
       another shape, dtype or name; the first is named).
   """
-  import orbax.checkpoint as ocp
 
   _fit.check_method(method)
   path = _as_path(path)
@@ -345,7 +393,7 @@ def restore(path, method: _api.HashingMethod, batch) -> Any:
       f"pass a batch laid out as the training batch."
     )
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
+    with _checkpointer() as checkpointer:
       return checkpointer.restore(path / "state", template)
   except Exception as error:  # orbax / TensorStore / JSON: a file it cannot read
     raise ValueError(_unreadable(path, error)) from None

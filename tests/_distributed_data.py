@@ -1,5 +1,6 @@
 """The data of the two-process tests, made the same way by the workers and the test."""
 
+import jax
 import numpy as np
 
 import jhash
@@ -28,6 +29,15 @@ def multi_code_data():
   held = np.ones((db.shape[0], 2), bool)
   held[:, 1] = np.random.default_rng(1).random(db.shape[0]) < 0.5
   return queries, codes, held, num_bits, k
+
+
+def saved_state():
+  """ITQ on 64 random items: (method, batch, state), the same on every process."""
+  rng = np.random.default_rng(2)
+  batch = {"views": (rng.normal(size=(64, 12)).astype(np.float32),)}
+  method = jhash.methods.itq(8, num_iters=3)
+  state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
+  return method, batch, state
 
 
 def map_data():

@@ -62,7 +62,15 @@ def search_case():
     num_rows=codes.shape[0],
     top_k=100,
   )
+  # A state saved by process 0 and restored by each process (a shared folder).
+  from _distributed_data import saved_state  # pylint: disable=import-outside-toplevel
+
+  method, batch, state = saved_state()
+  folder = os.path.join(sys.argv[2], "state")
+  jhash.save(folder, state)
+  restored = jhash.restore(folder, method, batch)
   return dict(
+    restored_codes=np.asarray(jhash.encode(method, restored, batch)),
     d=distributed.gather(d),
     idx=distributed.gather(idx),
     d_multi=distributed.gather(d_multi),

@@ -25,6 +25,7 @@ from _distributed_data import fit_data
 from _distributed_data import map_data
 from _distributed_data import stream_steps
 from _distributed_data import multi_code_data
+from _distributed_data import saved_state
 from _distributed_data import search_data
 
 WORKER = pathlib.Path(__file__).with_name("_distributed_worker.py")
@@ -89,6 +90,12 @@ def test_search_over_two_processes_equals_one_and_a_dead_process_stops_the_other
     got = np.load(tmp_path / f"search-{rank}.npz")
     np.testing.assert_array_equal(got["d_multi"], np.asarray(want[0]))
     np.testing.assert_array_equal(got["idx_multi"], np.asarray(want[1]))
+  # The state process 0 saved, restored by each process: its codes are the state's.
+  method, batch, state = saved_state()
+  want = np.asarray(jhash.encode(method, state, batch))
+  for rank in range(2):
+    np.testing.assert_array_equal(np.load(tmp_path / f"search-{rank}.npz")["restored_codes"], want)
+  assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".npz")) == ["state"]
   q, codes, q_labels, labels = map_data()
   one = jhash.metrics.mean_average_precision(q, codes, q_labels, labels, top_k=100)
   for rank in range(2):
