@@ -278,9 +278,16 @@ def check_padding(packed, num_bits: int, name: str) -> None:
       f"{name} must have {words} words for num_bits={num_bits}, [..., {words}]; got "
       f"{_checks.describe(packed)}."
     )
-  if num_bits % WORD_BITS == 0 or not _checks.is_concrete(packed):
+  if not _checks.is_concrete(packed):
     return
   a = np.asarray(packed).reshape(-1, num_words(num_bits))
+  if a.dtype != np.uint32 and a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
+    raise ValueError(
+      f"{name} must hold 32-bit words (0 to 2**32 - 1); found {a.min()} to {a.max()} in "
+      f"{_checks.describe(packed)}."
+    )
+  if num_bits % WORD_BITS == 0:
+    return
   bad = (a & padding_mask(num_bits)[None, :]) != 0
   if bad.any():
     row = int(np.argwhere(bad.any(axis=1))[0, 0])

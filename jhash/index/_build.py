@@ -267,12 +267,12 @@ def _flatten_input(codes_or_packed, num_bits, item_ids, mask):
         f"item_ids must be integers of shape ({n},) (one per row of "
         f"codes_or_packed); got {_checks.describe(item_ids)}."
       )
-    ids = ids.astype(np.int64)
-    if ids.min() < 0 or ids.max() > np.iinfo(np.int32).max:
+    if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(np.int32).max):  # before a cast
       raise ValueError(
         "item_ids must lie in [0, 2**31 - 1] (-1 marks empty result slots); got "
         f"values from {ids.min()} to {ids.max()}."
       )
+    ids = ids.astype(np.int64)
   if nd == 2:
     if mask is not None:
       raise ValueError(

@@ -156,7 +156,6 @@ def bucket_ranges(
   return start, jnp.where(found, end - start, 0), found
 
 
-@functools.lru_cache(maxsize=32)
 def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   """All packed codes with exactly ``radius`` of ``num_bits`` bits set, increasing.
 
@@ -169,6 +168,11 @@ def flip_masks(num_bits: int, radius: int) -> np.ndarray:
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
   radius = _checks.nonneg_int(radius, "radius")
+  return _flip_masks(num_bits, radius)
+
+
+@functools.lru_cache(maxsize=32)  # of checked Python ints: a list would not hash
+def _flip_masks(num_bits: int, radius: int) -> np.ndarray:
   if num_bits > 64 or radius > num_bits:
     raise ValueError(
       f"flip_masks needs 1 <= num_bits <= 64 (the index's codes) and radius <= num_bits; got "

@@ -293,18 +293,24 @@ def warn_nan(values, name: str, why: str, option: str, at=None, stacklevel: int 
   )
 
 
+def _is_float(x) -> bool:
+  """A floating array, bfloat16 and the float8 types (NumPy's opaque "V" kind) too."""
+  dtype = _checks.dtype_of(x)
+  return dtype.kind == "f" or (dtype.kind == "V" and dtype.name.startswith(("bfloat", "float")))
+
+
 def check_relevance_values(relevance, name: str = "relevance") -> None:
   """Relevance for a metric of relevant / not relevant items: bool, integers (non-zero is
   relevant) or floats holding only 0 and 1 (concrete values checked): a float such as
   0.3 (a similarity, a soft label) is not read as relevant; graded relevance is NDCG's."""
-  if not _checks.is_concrete(relevance) or _checks.dtype_of(relevance).kind != "f":
+  if not _checks.is_concrete(relevance) or not _is_float(relevance):
     return
-  a = np.asarray(relevance)
+  a = np.asarray(relevance, np.float32)
   bad = (a != 0) & (a != 1)
   if bad.any():
     raise ValueError(
       f"{name} must be bool (or 0 and 1) for relevant / not relevant; found "
-      f"{', '.join(f'{v:g}' for v in np.unique(a[bad])[:5])} in {_checks.describe(a)}. "
+      f"{', '.join(f'{v:g}' for v in np.unique(a[bad])[:5])} in {_checks.describe(relevance)}. "
       "Threshold a similarity first (relevance > t), or use ndcg for graded relevance."
     )
 
@@ -321,8 +327,8 @@ def check_chunk(distances, values, name: str) -> None:
     if dtype.kind not in "biuf":
       raise ValueError(f"{what} must hold real numbers; got {_checks.describe(value)}.")
   _checks.rank(distances, 2, "distances", "with shape [q, n]")
-  if _checks.is_concrete(values) and _checks.dtype_of(values).kind == "f":
-    if np.isnan(np.asarray(values)).any():
+  if _checks.is_concrete(values) and _is_float(values):
+    if np.isnan(np.asarray(values, np.float32)).any():
       raise ValueError(f"{name} must not be NaN; got {_checks.describe(values)} with NaN entries.")
   if tuple(np.shape(values)) != tuple(np.shape(distances)):
     raise ValueError(
@@ -393,6 +399,7 @@ def check_distances(distances, max_distance) -> None:
       )
   if _checks.is_concrete(distances):
     d = np.asarray(distances)
+    d = d.astype(np.float32) if _is_float(d) and d.dtype.kind != "f" else d  # bfloat16
     if np.isnan(d).any() if d.dtype.kind == "f" else False:
       raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
     if d.size and d.min() < 0:
@@ -415,8 +422,11 @@ def check_distances(distances, max_distance) -> None:
 
 
 def check_choice(value, name: str, choices) -> None:
-  if value not in choices:
-    raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}.")
+  if not isinstance(value, str) or value not in choices:
+    shown = (
+      repr(value) if isinstance(value, (str, int, float, type(None))) else _checks.describe(value)
+    )
+    raise ValueError(f"{name} must be one of {tuple(choices)}; got {shown}.")
 
 
 jit_static = functools.partial(jax.jit, static_argnames=("setup", "chunk", "options"))

@@ -78,12 +78,19 @@ def _expected_hits(groups: _groups.TieGroups, ks) -> jax.Array:
 
 
 def _gain(grades, gain: str):
+  """The gain of each grade. A grade past ``MAX_EXP_GRADE`` (refused in the data; the
+  native kernels' tables count grades up to 32 per label word) gets float32's largest
+  gain, not inf: counted 0 times it adds 0, where inf x 0 would be NaN."""
   g = grades.astype(jnp.float32)
-  return jnp.exp2(g) - 1.0 if gain == "exp" else g
+  if gain != "exp":
+    return g
+  big = jnp.float32(np.finfo(np.float32).max)
+  return jnp.where(g <= MAX_EXP_GRADE, jnp.exp2(jnp.minimum(g, MAX_EXP_GRADE)) - 1.0, big)
 
 
-# 2**128 overflows float32: the "exp" gain 2^g - 1 takes grades below it.
-MAX_EXP_GRADE = 127
+# The "exp" gain 2^g - 1 summed over a ranking of up to 2**27 items stays below float32's
+# largest (2**128) for grades up to 100.
+MAX_EXP_GRADE = 100
 
 
 def _check_grades(grades, gain: str) -> None:
@@ -96,7 +103,7 @@ def _check_grades(grades, gain: str) -> None:
     raise ValueError(f"grades must be >= 0 (relevance levels); found {g.min()} in shape {g.shape}.")
   if gain == "exp" and g.max() > MAX_EXP_GRADE:
     raise ValueError(
-      f"grades must be <= {MAX_EXP_GRADE} with gain='exp' (2**g overflows float32); found "
+      f"grades must be <= {MAX_EXP_GRADE} with gain='exp' (sums of 2**g overflow float32); found "
       f"{g.max()}. Use gain='linear' for larger grades."
     )
 
@@ -118,8 +125,8 @@ def ndcg(
   Args:
     distances: int32 or float32 [q, n].
     grades: int [q, n] relevance levels (e.g. number of shared labels), finite, >= 0; with
-      ``gain="exp"`` at most ``MAX_EXP_GRADE`` = 127 (``2**g`` overflows float32 past
-      it). Checked on concrete arrays (a ValueError), not under jit.
+      ``gain="exp"`` at most ``MAX_EXP_GRADE`` = 100 (sums of ``2**g`` overflow float32
+      past it). Checked on concrete arrays (a ValueError), not under jit.
     k: cut-off, 1 <= k <= n.
     ties: "aware" (expected DCG over orders of ties) or "index".
     gain: "exp" or "linear".
@@ -387,6 +394,13 @@ def ndcg_at_k(
   _inputs.check_choice(gain, "gain", GAINS)
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
   k = _check_k(k, setup.num_items)
+  if gain == "exp" and np.ndim(query_labels) == 2 and _checks.is_concrete(query_labels):
+    most = int(np.asarray(query_labels).astype(bool).sum(axis=1).max(initial=0))
+    if most > MAX_EXP_GRADE:  # a grade (shared labels) can reach a query's label count
+      raise ValueError(
+        f"gain='exp' takes grades (shared labels) up to {MAX_EXP_GRADE}: sums of 2**g "
+        f"overflow float32 past it; a query here holds {most} labels. Use gain='linear'."
+      )
   chunk = _inputs.chunk_size(setup, query_chunk)
   values, defined = _per_query_ndcg(corpus, setup, chunk, (k, ties, gain))
   return _inputs.host_mean(values, defined, no_relevant, "ndcg_at_k")

@@ -99,6 +99,10 @@ def _check_shape(codes: Any, name: str, num_bits: int | None) -> None:
     raise ValueError(
       f"{name} must be an array [n, {bits}] of codes in {{-1, +1}}; got {_checks.describe(codes)}."
     )
+  if np.shape(codes)[1] < 1:
+    raise ValueError(
+      f"{name} must have a last axis of num_bits >= 1; got {_checks.describe(codes)}."
+    )
 
 
 def _check_codes(codes: Any, name: str, num_bits: int | None, num_rows: int | None = None) -> None:
@@ -158,6 +162,10 @@ def sharded_mean_average_precision(
   _check_shape(db_codes, "db_codes", None)  # its rank before its rows are read
   mesh = _check_mesh(mesh, db_codes)
   n = np.shape(db_codes)[0]
+  if n == 0:
+    raise ValueError(
+      f"db_codes must hold at least one database item; got {_checks.describe(db_codes)}."
+    )
   num_rows = n if num_rows is None else _checks.positive_int(num_rows, "num_rows")
   if num_rows > n:
     raise ValueError(f"num_rows must be <= db_codes' {n} rows; got {num_rows}.")

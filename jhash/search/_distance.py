@@ -200,6 +200,15 @@ def check_weights(weights, num_bits: int | None = None) -> None:
       f"weights must have one entry per bit ({num_bits}); got shape {tuple(np.shape(weights))}."
     )
   _checks.finite(weights, "weights")
+  if _checks.is_concrete(weights):
+    w = np.abs(np.asarray(weights, np.float64))
+    tiny = float(np.finfo(np.float32).tiny)
+    if ((w > 0) & (w < tiny)).any():
+      raise ValueError(
+        f"weights must be 0 or at least {tiny:.3g} in magnitude (float32's smallest normal "
+        f"number: smaller ones lose their precision); found {w[(w > 0) & (w < tiny)].min():.3g}. "
+        "Scale the weights up: the ranking does not change."
+      )
 
 
 def check_weighted(query_codes, db_codes, weights) -> None:

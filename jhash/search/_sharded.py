@@ -131,7 +131,7 @@ def sharded_hamming_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_hamming_topk`` without the checks of values (for use inside jit; sizes
   static); ``mesh`` None is ``default_mesh()``, as there."""
-  _topk.check_static(query_packed, db_packed, k)
+  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
   num_rows = _check_num_rows(num_rows, db_packed)
   if num_rows is not None and k > num_rows:
     raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
@@ -215,7 +215,7 @@ def sharded_multi_code_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_multi_code_topk`` without the checks of values (for use inside jit; sizes
   static)."""
-  _topk.check_static(query_packed, db_packed, k)
+  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
   num_rows = _check_num_rows(num_rows, db_packed)
   if num_rows is not None and k > num_rows:
     raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")

@@ -38,7 +38,7 @@ def hamming_topk_unchecked(
   ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as
   padding that is never returned; see ``_blockmin.select``.
   """
-  check_static(query_packed, db_packed, k)
+  check_static(query_packed, db_packed, k, num_bits=num_bits)
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
   if method == "auto" and query_packed.shape[0] and native.enabled():
@@ -80,9 +80,11 @@ def hamming_topk_unchecked(
   )
 
 
-def check_static(query, db, k, what: str = "words") -> None:
-  """The static facts an ``*_unchecked`` search needs (shapes only, free under jit): ``k``
-  an int in [1, n] and the query's last axis (``what``) equal to the database's."""
+def check_static(query, db, k, what: str = "words", num_bits=None) -> None:
+  """The static facts an ``*_unchecked`` search needs (shapes and dtypes only, free under
+  jit): ``k`` an int in [1, n], the query's last axis (``what``) equal to the database's;
+  packed codes (``what="words"``) uint32, with ``num_bits`` (when given) fitting their
+  words."""
   n = np.shape(db)[0]
   if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
     raise ValueError(f"k must be an int in [1, n]; got {k!r} with a database of {n} items.")
@@ -96,6 +98,22 @@ def check_static(query, db, k, what: str = "words") -> None:
       f"query and database must have at least one {what[:-1]} per code (a code has "
       f"num_bits >= 1); got shapes {tuple(np.shape(query))} and {tuple(np.shape(db))}."
     )
+  if what != "words":
+    return
+  for x, name in ((query, "query_packed"), (db, "db_packed")):
+    if _checks.dtype_of(x) != np.uint32:
+      raise ValueError(f"{name} must be packed codes of dtype uint32; got {_checks.describe(x)}.")
+  if num_bits is not None:
+    w = np.shape(query)[-1]
+    low, high = codes_lib.WORD_BITS * (w - 1) + 1, codes_lib.WORD_BITS * w
+    if (
+      isinstance(num_bits, bool)
+      or not isinstance(num_bits, (int, np.integer))
+      or not (low <= num_bits <= high)
+    ):
+      raise ValueError(
+        f"num_bits must be an int in [{low}, {high}] for codes of {w} words; got {num_bits!r}."
+      )
 
 
 _STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")
@@ -311,12 +329,14 @@ def multi_code_topk_unchecked(
 ):
   """``multi_code_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
-  check_static(query_packed, db_packed, k)
+  check_static(query_packed, db_packed, k, num_bits=num_bits)
   if np.ndim(db_packed) != 3 or np.shape(db_mask) != np.shape(db_packed)[:2]:
     raise ValueError(
       f"db_packed must be [n, m, W] and db_mask [n, m]; got shapes "
       f"{tuple(np.shape(db_packed))} and {tuple(np.shape(db_mask))}."
     )
+  if _checks.dtype_of(db_mask) != np.bool_:
+    raise ValueError(f"db_mask must be boolean; got {_checks.describe(db_mask)}.")
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
 
