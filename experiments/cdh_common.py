@@ -82,6 +82,12 @@ def validate(config, keys) -> None:
   """Raise ``ConfigError`` for an unknown key, CDH option, baseline or baseline option."""
   harness.check_keys(config, keys)
   harness.check_kwargs(jhash.methods.cdh, config.cdh, "config.cdh")
+  sweeps = config.cdh.get("num_sweeps", 1)
+  if isinstance(sweeps, bool) or not isinstance(sweeps, int) or sweeps < 1:
+    raise harness.ConfigError(
+      f"config.cdh.num_sweeps: must be an int >= 1 (the runs score the codes of the last "
+      f"sweep); got {sweeps!r}."
+    )
   bits = config.get("bits", ())
   lengths = list(bits) if isinstance(bits, (tuple, list)) else [bits]  # cdh_figure1: an int
   if any(
@@ -130,7 +136,12 @@ def validate(config, keys) -> None:
   for name in config.get("baselines", ()):
     harness.check_choice(name, ("cvh", "scm", "cmfh"), "config.baselines")
   for name, options in config.get("baseline_options", {}).items():
-    harness.check_choice(name, list(config.baselines), "config.baseline_options")
+    if name not in config.baselines:
+      runs = ", ".join(config.baselines) or "none"
+      raise harness.ConfigError(
+        f"config.baseline_options.{name}: options for a baseline config.baselines does not "
+        f"run (it runs {runs}); add {name!r} to config.baselines or drop its options."
+      )
     harness.check_kwargs(jhash.methods.REGISTRY[name], options, f"config.baseline_options.{name}")
   _check_builds(config, min(lengths, default=8))
 

@@ -107,6 +107,7 @@ def check_config(config) -> None:
   harness.check_keys(config.datasets, DATASET_KEYS, "config.datasets", required=())
   for name, spec in config.datasets.items():
     harness.check_keys(spec, DATASET_KEYS[name], f"config.datasets.{name}")
+    _check_dataset(name, spec)
   if "gamma" in config.cdh:
     raise harness.ConfigError("config.cdh: gamma is chosen from config.gamma_grid; remove it.")
   if not config.gamma_grid or min(config.gamma_grid) <= 0:
@@ -116,6 +117,28 @@ def check_config(config) -> None:
     )
   if not config.seeds or not config.bits or not config.datasets:
     raise harness.ConfigError("config.seeds, config.bits and config.datasets must not be empty.")
+
+
+def _check_dataset(name: str, spec) -> None:
+  """The data set's sizes and options, before any data is made or any cell trains."""
+  from jhash.data import _canvas  # pylint: disable=import-outside-toplevel
+
+  where = f"config.datasets.{name}"
+  counts = ("num_train", "num_queries", "num_validation")
+  harness.check_counts(spec, counts + (("num_items",) if name == "canvases" else ()), where=where)
+  if name == "yeast":
+    if isinstance(spec.cut, bool) or not isinstance(spec.cut, int) or not 1 <= spec.cut < 103:
+      raise harness.ConfigError(
+        f"{where}.cut: must be an int in [1, 102] (yeast's 103 features cut in two); got "
+        f"{spec.cut!r}."
+      )
+    return
+  harness.check_choice(spec.split, ("halves", "left_right"), f"{where}.split")
+  for key, check in (("grid", _canvas.check_grid), ("num_objects", _canvas.count_pair)):
+    try:
+      check(tuple(spec[key]) if isinstance(spec[key], (tuple, list)) else spec[key])
+    except ValueError as e:
+      raise harness.ConfigError(f"{where}.{key}: {e}") from None
 
 
 def cell_name(dataset: str, seed: int, bits: int) -> str:

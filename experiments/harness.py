@@ -254,6 +254,25 @@ def check_int_ranges(config, where: str = "config") -> None:
         raise ConfigError(f"{path}: {what}; got {value}.")
 
 
+def check_counts(config, keys: Iterable[str], minimum: int = 1, where: str = "config") -> None:
+  """Raise ``ConfigError`` unless each of ``keys`` of ``config`` is an int >= ``minimum``
+  (repeats, query counts, code lengths, checkpoint intervals)."""
+  for key in keys:
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+      raise ConfigError(f"{where}.{key}: must be an int >= {minimum}; got {value!r}.")
+
+
+def check_entries(config, keys: Iterable[str], where: str = "config") -> None:
+  """Raise ``ConfigError`` unless each of ``keys`` of ``config`` is a non-empty tuple whose
+  entries are distinct (a table's rows or columns)."""
+  for key in keys:
+    values = config.get(key)
+    if not isinstance(values, (tuple, list)) or not values:
+      raise ConfigError(f"{where}.{key}: must be a non-empty tuple; got {values!r}.")
+    check_distinct(values, f"{where}.{key}")
+
+
 def check_distinct(values, where: str) -> None:
   """Raise ``ConfigError`` when ``values`` (a config's code lengths, say) repeat one: a
   table would hold the same column twice and the runs write one cell."""
@@ -267,6 +286,11 @@ def check_choice(value, allowed: Iterable, where: str) -> None:
   allowed = list(allowed)
   if value not in allowed:
     hint = _suggest(value, map(str, allowed)) if isinstance(value, str) else ""
+    if isinstance(value, str) and value.strip().startswith("("):
+      hint += (
+        "; a tuple of strings needs its strings quoted on the command line, e.g. "
+        "--config.tables=\"('map',)\""
+      )
     raise ConfigError(
       f"{where}: {value!r} is not allowed{hint}; allowed values: {', '.join(map(repr, allowed))}."
     )

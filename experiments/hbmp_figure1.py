@@ -42,10 +42,10 @@ def validate(config) -> None:
   """Raise ``ConfigError`` for an unknown key or solver option, or ``map_bits`` past
   ``max_bits``."""
   harness.check_keys(config, KEYS)
-  for key in ("repeats", "num_classes", "instances_per_class", "num_queries", "max_bits"):
-    value = config[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise harness.ConfigError(f"config.{key}: must be an int >= 1; got {value!r}.")
+  harness.check_counts(
+    config, ("repeats", "num_classes", "instances_per_class", "num_queries", "max_bits")
+  )
+  harness.check_entries(config, ("map_bits",))
   total = config.num_classes * config.instances_per_class
   if config.num_queries >= total:
     raise harness.ConfigError(

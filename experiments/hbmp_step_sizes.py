@@ -40,6 +40,12 @@ KEYS = (
 def validate(config) -> None:
   """Raise ``ConfigError`` for an unknown key, protocol option, rule or hash function."""
   harness.check_keys(config, KEYS)
+  harness.check_counts(config, ("repeats", "max_bits", "checkpoint_every"))
+  harness.check_entries(config, ("step_sizes", "bits"))
+  try:
+    jhash.methods.hbmp(config.max_bits, num_items=NUM_CLASSES, hash_function=None)
+  except ValueError as e:
+    raise harness.ConfigError(f"config.max_bits: {e}") from None
   try:
     jdata.check_protocol("fashion-mnist", config.dataset)
     for rule in config.step_sizes:

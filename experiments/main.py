@@ -164,9 +164,8 @@ def _parse_flags(argv: list[str]) -> list[str]:
       close = difflib.get_close_matches(missing, keys, n=1)
       hint = f" (did you mean {close[0]!r}?)" if close else ""
       where = ".".join(["config", *dotted[:at]])
-      sys.exit(
-        f"error: {override}: {where} has no key {missing!r}{hint}; its keys: {', '.join(keys)}."
-      )
+      shown = f"its keys: {', '.join(keys)}" if keys else "it has no keys"
+      sys.exit(f"error: {override}: {where} has no key {missing!r}{hint}; {shown}.")
     shown = " ".join(overrides) or "the overrides"
     sys.exit(
       f"error: {shown}: no such key in the config ({type(error).__name__}: {error}); an "

@@ -74,6 +74,7 @@ def validate(config) -> None:
   within("fashion", retrieval.validate, config.fashion)
   cv = config.cross_view
   within("cross_view", common.validate, cv, CROSS_VIEW_KEYS)
+  within("cross_view", common.mfeat_data, cv.dataset, cv.seed)  # small: before training
   if isinstance(cv.gamma, bool) or not isinstance(cv.gamma, (int, float)) or cv.gamma < 0:
     raise harness.ConfigError(f"config.cross_view.gamma: must be a number >= 0; got {cv.gamma!r}.")
   if list(config.fashion.bits) != list(config.bits) or list(cv.bits) != list(config.bits):

@@ -38,6 +38,8 @@ def load(run_dir) -> dict:
   if not pathlib.Path(run_dir).exists():
     raise ValueError(f"{run_dir} does not exist (expected a run directory holding results.json).")
   path = pathlib.Path(run_dir) / "results.json"
+  if path.is_dir():
+    raise ValueError(f"{path} is a folder, not the results file a run writes.")
   if not path.is_file():
     raise ValueError(f"{path} does not exist: the run in {run_dir} has not finished.")
   try:
@@ -46,6 +48,8 @@ def load(run_dir) -> dict:
     raise ValueError(f"{path} is not readable JSON ({error}).") from None
   if not isinstance(results, dict) or not isinstance(results.get("table"), str):
     raise ValueError(f"{path} holds no results table (written by an older jhash?).")
+  if not results["table"].strip():
+    raise ValueError(f"{path} is damaged: its 'table' is empty.")
   for key, kind, what in _FIELDS:
     value = results.get(key)
     if value is not None and not isinstance(value, kind):
@@ -60,11 +64,20 @@ def _check_metrics(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """Refuse a retrieval run's ``metrics`` whose numbers are not numbers (hand-edited),
   naming the cell and the metric (``experiments.retrieval.results_problem``)."""
   config = results.get("config")
-  if not isinstance(config, dict) or config.get("trainer") != "experiments.retrieval":
-    return  # other trainers' metrics have layouts of their own
-  from experiments import retrieval
+  if not isinstance(config, dict):
+    problem = f"its 'config' must be an object; got {type(config).__name__}"
+  elif config.get("trainer") != "experiments.retrieval":
+    # Other trainers' metrics have layouts of their own, each an object.
+    metrics = results.get("metrics")
+    problem = (
+      None
+      if isinstance(metrics, dict)
+      else f"its 'metrics' must be an object; got {type(metrics).__name__}"
+    )
+  else:
+    from experiments import retrieval
 
-  problem = retrieval.results_problem(results.get("metrics"))
+    problem = retrieval.results_problem(results.get("metrics"))
   if problem is not None:
     raise ValueError(
       f"{path} is damaged: {problem}; jhash writes it, so something else changed it. "
@@ -112,8 +125,8 @@ def provenance(results: Mapping[str, Any]) -> str:
   if seeds:
     parts.append(f"Seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}.")
   machine = results.get("machine") or {}
-  where = machine.get("cpu", "an unrecorded machine")
-  if machine.get("cores"):
+  where = machine.get("cpu") or "an unrecorded machine"
+  if isinstance(machine.get("cores"), int) and not isinstance(machine.get("cores"), bool):
     where = f"{machine['cores']} cores of {where}"
   if machine.get("accelerator"):
     where += f", {machine.get('num_devices', 1)} x {machine['accelerator']}"
@@ -178,6 +191,8 @@ def sweep_tables(results: Mapping[str, Any]) -> str:
   the base model's number; 1 code per item)."""
   blocks = []
   for cell, numbers in sorted(results.get("metrics", {}).items()):
+    if not isinstance(numbers, dict):  # a number of another trainer's metrics
+      continue
     swept: dict[str, dict[str, dict[str, Any]]] = {}
     for key, value in numbers.items():
       match = _SWEPT.match(key)

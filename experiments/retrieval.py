@@ -302,8 +302,12 @@ def _check_evaluation(config) -> None:
     )
   for ties in ev.map_ties:
     harness.check_choice(ties, MAP_NAMES, "config.evaluation.map_ties")
+  harness.check_distinct(ev.map_ties, "config.evaluation.map_ties")
   _check_ints(list(ev.precision_at) or [1], "config.evaluation.precision_at", minimum=1)
+  harness.check_distinct(ev.precision_at, "config.evaluation.precision_at")
   rs = ev.radius
+  if isinstance(rs, (tuple, list)):
+    harness.check_distinct(rs, "config.evaluation.radius")
   if rs is not None and (
     not isinstance(rs, (int, tuple, list))
     or isinstance(rs, bool)
@@ -319,6 +323,9 @@ def _check_evaluation(config) -> None:
       "where the config's radius is an int, a tuple such as '(0, 2)' where it is a tuple)."
     )
   for param, values in sweep(ev).items():
+    if not values:
+      raise harness.ConfigError(f"config.evaluation.sweep.{param}: must hold at least one value.")
+    harness.check_distinct(values, f"config.evaluation.sweep.{param}")
     for label in config.methods:
       if param not in _parameters(config, label):
         continue
@@ -356,6 +363,7 @@ def _check_evaluation(config) -> None:
     )
   for metric in config.tables:
     harness.check_choice(metric, metric_names(ev), "config.tables")
+  harness.check_distinct(config.tables, "config.tables")
 
 
 def _parameters(config, label: str) -> set[str]:
@@ -392,8 +400,14 @@ def _check_plots(config) -> None:
       )
   for name, spec in config.plots.curves.items():
     harness.check_keys(spec, ("metric", "methods"), f"config.plots.curves.{name}")
+    if not spec.methods:
+      raise harness.ConfigError(
+        f"config.plots.curves.{name}.methods: must name at least one method (drop the "
+        "curve to plot none)."
+      )
     for label in spec.methods:
       harness.check_choice(label, list(config.methods), f"config.plots.curves.{name}.methods")
+    harness.check_distinct(spec.methods, f"config.plots.curves.{name}.methods")
 
 
 def check_trainable(config, batches_of) -> None:

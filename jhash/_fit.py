@@ -287,12 +287,38 @@ def init(method: _api.HashingMethod, key: jax.Array, batch: dict, *, num_items: 
   first minibatch of a stream); the method reads it with ``jhash.num_items``.
   """
   check_method(method)
-  _check_training_batch(method, batch)
+  rows = _check_training_batch(method, batch)
   _check_key(key)
   method = _api.bound(method, batch)
   if num_items is not None:
-    num_items = _checks.positive_int(num_items, "num_items")
+    num_items = _check_num_items(num_items, rows)
+    _check_state_memory(method, key, batch, num_items)
   return _jit_init(method, num_items)(_order.init_key(key), dict(batch))
+
+
+def _check_num_items(num_items, rows: int) -> int:
+  """The training set's size: an int in [the sample's rows, int32's largest] (positions
+  in it are int32)."""
+  num_items = _checks.positive_int(num_items, "num_items")
+  top = np.iinfo(np.int32).max
+  if not rows <= num_items <= top:
+    raise ValueError(
+      f"num_items (the training set's size) must be at least the {rows} items of the batch "
+      f"drawn from it and at most {top:,} (positions are int32); got {num_items:,}."
+    )
+  return num_items
+
+
+def _check_state_memory(method, key, batch, num_items: int) -> None:
+  """A state sized by ``num_items`` (a memory bank) that would not fit in memory is refused
+  before it is made (its shapes from ``jax.eval_shape``)."""
+  shapes = jax.eval_shape(_jit_init(method, num_items), _order.init_key(key), dict(batch))
+  size = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(shapes))
+  _checks.fits_in_memory(
+    {"the state": size},
+    f"{method.name}'s state for num_items={num_items:,}",
+    "lower num_items (the training set's size), or use a method without a memory bank",
+  )
 
 
 def _copy_state(state):
@@ -610,8 +636,11 @@ def _fit_stream(run, stream, start, state):
           f"data: the iterable of minibatches ended after {step - start} "
           f"minibatches; the schedule needs {run.spans[-1].stop - start}."
         )
-      _checks.batch(minibatch, "minibatch")
-      _check_index(minibatch, run.n)
+      try:
+        _checks.batch(minibatch, "minibatch")
+        _check_index(minibatch, run.n)
+      except ValueError as e:
+        raise ValueError(f"minibatch of step {step}: {e}") from None
       _check_same_views(first, minibatch, step)
       _check_by_method(run.method, minibatch, step)
       if np.shape(minibatch["index"])[0] != rows:
@@ -621,6 +650,8 @@ def _fit_stream(run, stream, start, state):
           f"(phase {span.phase.name!r}); got {np.shape(minibatch['index'])[0]}."
         )
       minibatch = dict(minibatch)
+      if isinstance(minibatch["index"], np.ndarray):  # NumPy's int64, quietly (checked)
+        minibatch["index"] = minibatch["index"].astype(np.int32, copy=False)
       if run.mesh is not None:  # this process's rows of one global minibatch
         _check_rows(minibatch, rows)
         minibatch = _shards.global_minibatch(minibatch, _split(run.mesh), size)

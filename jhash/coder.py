@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pathlib
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
@@ -638,6 +639,16 @@ def initial_variables(given: Any, fresh: dict, model: models.Model, inputs: Any 
       raise ValueError(
         "init_variables must name a weights file (.npz, .safetensors, .pth or .pt); got ''."
       )
+    path = pathlib.Path(given)
+    if path.suffix.lower() not in (".safetensors", ".pth", ".pt"):
+      raise ValueError(
+        f"init_variables must name a weights file (.npz of save_weights, or torchvision's "
+        f".safetensors, .pth or .pt); got {os.fspath(given)!r}."
+      )
+    if not path.is_file():
+      raise ValueError(
+        f"init_variables: no weights file at {os.fspath(given)!r}{_checks.folder_note(path)}."
+      )
     given = models.load_torchvision(given, fresh, _torchvision_arch(model))
   elif isinstance(given, tuple) and hasattr(given, "_fields"):
     integer = _integer_inputs(given)
@@ -708,7 +719,7 @@ def check_variables(given: Mapping, fresh: dict) -> dict:
         f"init_variables has no {path!r}, which the network has (shape {tuple(target.shape)})."
       )
     value = got[key]
-    if HEAD in key and tuple(np.shape(value)) != tuple(target.shape):
+    if HEAD in key and np.shape(value)[-1:] != tuple(target.shape)[-1:]:
       out[key] = target  # another task's head (a classifier's, another code length's)
       continue
     if tuple(np.shape(value)) != tuple(target.shape):

@@ -106,3 +106,109 @@ def test_small_index_helpers_name_their_arguments():
   ids = np.arange(6, dtype=np.uint64) + np.uint64(2**63)
   with pytest.raises(ValueError, match=r"got values from 9223372036854775808 to"):
     index.build_index(np.ones((6, 12), np.int8), num_bits=12, item_ids=ids)  # was: negative
+
+
+# ----------------------------------------------------------------------------- data, models, fit
+
+
+def _features(n=40, d=16):
+  x = np.random.default_rng(0).normal(size=(n, d)).astype(np.float32)
+  return {"views": (x,), "labels": np.arange(n) % 4}
+
+
+def _memory_method():
+  import jhash
+
+  net = jhash.models.backbone((16,), 4, hidden=(8,))
+  return jhash.methods.pairwise(4, backbone=net, batch_size=8, num_epochs=1, memory=True)
+
+
+def test_num_items_is_bounded_by_the_sample_int32_and_memory():
+  import jhash
+
+  method, batch, key = _memory_method(), _features(), jax.random.key(0)
+  for bad in (3_000_000_000, 10):  # was: a 48 GB bank, then a hang; a sample past its set
+    with pytest.raises(ValueError, match=r"num_items \(the training set's size\) must be"):
+      jhash.init(method, key, batch, num_items=bad)
+  with pytest.raises(ValueError, match=r"state for num_items=2,000,000,000 would need"):
+    jhash.init(method, key, batch, num_items=2_000_000_000)
+  assert jhash.init(method, key, batch, num_items=40).memory.outputs.shape == (40, 4)
+
+
+def test_stream_minibatches_name_their_step_and_int64_positions_pass_quietly():
+  import warnings
+
+  import jhash
+
+  method, batch, key = _memory_method(), _features(), jax.random.key(0)
+
+  def stream(bad_step=None):
+    for i, minibatch in enumerate(jhash.minibatches(batch, 8, key, 3)):
+      x = np.array(minibatch["views"][0])
+      if i == bad_step:
+        x[:] = np.nan
+      yield {**minibatch, "views": (x,), "index": np.asarray(minibatch["index"], np.int64)}
+
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # was: JAX's "int64 ... will be truncated" warning
+    jhash.fit(method, key, stream(), 3, num_items=40, progress=False)
+  with pytest.raises(ValueError, match=r"minibatch of step 2: views\[0\] must hold finite"):
+    jhash.fit(method, key, stream(2), 3, num_items=40, progress=False)  # was: no step
+
+
+def test_cdh_names_swapped_views_at_encode_without_speaking_of_tracing():
+  import jhash
+
+  rng = np.random.default_rng(0)
+  wide, narrow = rng.normal(size=(40, 16)), rng.normal(size=(40, 6))
+  batch = {
+    "views": (wide.astype(np.float32), narrow.astype(np.float32)),
+    "labels": np.arange(40) % 3,
+  }
+  for chunk in (None, 8):
+    method = jhash.methods.cdh(8, num_sweeps=1, w_iters=3, chunk_size=chunk)
+    state, _ = jhash.fit(method, jax.random.key(0), batch, progress=False)
+    with pytest.raises(ValueError, match=r"views\[0\] must have 16 .*got 6 \(shape \(40, 6\)\)"):
+      jhash.encode(method, state, {"views": batch["views"][::-1]})  # was: "a traced value"
+
+
+def test_list_sets_note_queries_in_the_database_and_queries_without_labels(tmp_path):
+  import jhash
+  from PIL import Image
+
+  (tmp_path / "im").mkdir()
+  lines = []
+  for i in range(6):
+    Image.new("RGB", (4, 4), (40 * i, 0, 0)).save(tmp_path / "im" / f"{i}.png")
+    lines.append(f"im/{i}.png " + " ".join("1" if c == i % 3 else "0" for c in range(21)))
+  (tmp_path / "train.txt").write_text("\n".join(lines[:4]))
+  (tmp_path / "database.txt").write_text("\n".join(lines[:5]))
+  unlabelled = "im/5.png " + " ".join(["0"] * 21)
+  (tmp_path / "test.txt").write_text("\n".join([lines[0], lines[1], unlabelled]))
+  notes = " ".join(jhash.data.load_paper_lists("nuswide_21", tmp_path).notes)
+  assert "2 of the 3 queries (test.txt) are also in database.txt" in notes  # was: silent
+  assert "1 queries in test.txt have no label" in notes
+
+
+def test_small_ones_of_round_12(tmp_path):
+  import jhash
+
+  with pytest.raises(ValueError, match=r"images must hold at least one image"):
+    jhash.data.make_two_view(np.zeros((0, 8, 8), np.uint8), np.zeros(0, np.int32))  # reshape
+  net = jhash.models.backbone((16,), 8)
+  for path in ("x", str(tmp_path), "mk.py"):  # was: "a torchvision weights file fits a ResNet"
+    method = jhash.methods.pairwise(8, backbone=net, init_variables=path)
+    with pytest.raises(ValueError, match=r"init_variables must name a weights file"):
+      jhash.init(method, jax.random.key(0), _features())
+  # A hash head of the code's width whose input width is not the network's is damage, not
+  # another task's head (was: dropped without a word).
+  method = jhash.methods.pairwise(8, backbone=net, batch_size=8, num_epochs=1)
+  state = jhash.init(method, jax.random.key(0), _features())
+  path = jhash.coder.save_weights(tmp_path / "w.npz", state)
+  arrays = dict(np.load(path))
+  name = next(k for k in arrays if "projection" in k and k.endswith("kernel"))
+  arrays[name] = np.zeros((7, 8), np.float32)
+  np.savez(tmp_path / "bad.npz", **arrays)
+  bad = jhash.methods.pairwise(8, backbone=net, init_variables=str(tmp_path / "bad.npz"))
+  with pytest.raises(ValueError, match=r"projection/kernel' has shape \(7, 8\)"):
+    jhash.init(bad, jax.random.key(0), _features())

@@ -26,6 +26,8 @@ def _check_pixels(images: Any) -> np.ndarray:
   _checks.real_array(images, "images", "pixels, integer or floating numbers")
   if 0 in images.shape[1:]:
     raise ValueError(f"images must have sides >= 1; got {_checks.describe(images)}.")
+  if images.shape[0] == 0:
+    raise ValueError(f"images must hold at least one image; got {_checks.describe(images)}.")
   _checks.finite(images, "images")
   return images
 
@@ -240,8 +242,8 @@ def make_two_view(
     scale: the pixels are divided by it, a number > 0; ``None`` for 255 with uint8 images,
       and the largest pixel value otherwise (1 when that is 0).
   Returns:
-    ``Dataset`` with two float32 views in [0, 1] (for ``scale`` at least the
-    largest pixel), each a half flattened row-major to ``[n, H // 2 * W (* C)]``
+    ``Dataset`` with two float32 views, the pixels divided by ``scale``: in [0, 1] for
+    pixels in [0, scale] (negative pixels stay negative), each a half flattened row-major to ``[n, H // 2 * W (* C)]``
     (top, or left, first; the second half gets the odd row / column),
     ``view_names`` ``("top", "bottom")`` or ``("left", "right")``, labels as
     given.

@@ -101,7 +101,8 @@ class PaperLists(NamedTuple):
 
   Attributes:
     train, query, database: from ``train.txt``, ``test.txt``, ``database.txt``.
-    notes: a line for each size that differs from the preset's (users' lists vary).
+    notes: a line for each size that differs from the preset's (users' lists vary), for
+      queries the database also lists, and for queries with no label.
   """
 
   train: ImageList
@@ -121,6 +122,27 @@ def _size_notes(name: str, lists: dict[str, ImageList]) -> tuple[str, ...]:
   )
 
 
+def _split_notes(name: str, lists: dict[str, ImageList]) -> tuple[str, ...]:
+  """Lines for queries that the database also lists (each would find itself at distance
+  0, lifting the mAP) and for queries with no label (no item is relevant to them)."""
+  notes = []
+  database = set(lists["database"].paths)
+  shared = sum(p in database for p in lists["query"].paths)
+  if shared:
+    notes.append(
+      f"{name}: {shared:,} of the {len(lists['query'].paths):,} queries ({LIST_FILES['query']}) "
+      f"are also in {LIST_FILES['database']}; each finds itself at distance 0, which lifts "
+      "the mAP. The protocols keep queries out of the database."
+    )
+  unlabelled = int((~lists["query"].labels.any(axis=1)).sum())
+  if unlabelled:
+    notes.append(
+      f"{name}: {unlabelled:,} queries in {LIST_FILES['query']} have no label, so no "
+      "database item is relevant to them (they count 0 in the mAP, or are left out)."
+    )
+  return tuple(notes)
+
+
 def load_paper_lists(
   name: str, root: str | os.PathLike, *, check_files: bool = True, encoding: str = "utf-8"
 ) -> PaperLists:
@@ -138,7 +160,8 @@ def load_paper_lists(
     ``PaperLists(train, query, database, notes)``. Missing list files, label widths
     that differ between the files or from the preset's (``num_labels``), and missing
     images raise one error each, naming them; sizes that differ from the preset's are
-    allowed and described in ``notes``.
+    allowed and described in ``notes``, as are queries the database also lists and
+    queries with no label.
   """
   preset = _preset(name, "lists")
   check_files = _checks.flag(check_files, "check_files")
@@ -175,7 +198,8 @@ def load_paper_lists(
   if check_files:
     paths = list(dict.fromkeys(p for lst in lists.values() for p in lst.paths))
     check_image_files(paths, f"{name}'s lists under {root}")
-  return PaperLists(lists["train"], lists["query"], lists["database"], _size_notes(name, lists))
+  notes = _size_notes(name, lists) + _split_notes(name, lists)
+  return PaperLists(lists["train"], lists["query"], lists["database"], notes)
 
 
 # ----------------------------------------------------------------------------- protocols

@@ -235,8 +235,9 @@ def map_queries(
     out = lax.map(one, (qx, ql))
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:q], out)
 
-  # Hamming distances are held in 16 bits by the kernels: codes up to 65,534 bits.
-  if native_kernel is None or setup.num_bits > 65534:
+  # Hamming distances are held in 16 bits by the kernels: codes up to 65,534 bits. No
+  # queries: the array code's empty results (the kernels' label words need a query).
+  if native_kernel is None or setup.num_bits > 65534 or setup.num_queries == 0:
     return array_code(corpus.query, corpus.query_labels)
   return native.on_cpu(native_kernel, array_code, corpus.query, corpus.query_labels)
 

@@ -495,7 +495,15 @@ def cdh(
     _api.one_phase("cdh", update, num_steps=settings.num_sweeps),
     check_batch=check_batch,
     extras=CDHExtras(objective, terms, read_supervision, lambda state: _check_gamma(state.gamma)),
+    check_encode=_check_encode,
   )
+
+
+def _check_encode(state: CDHState, batch) -> None:
+  """``jhash.encode``'s check outside jit: the views fit the training views (the batch's
+  shapes, not a chunk's)."""
+  if isinstance(state, CDHState) and isinstance(batch, dict) and "views" in batch:
+    _check_views_match(state, batch["views"])
 
 
 def _check_views_match(state: CDHState, views) -> None:
@@ -510,6 +518,6 @@ def _check_views_match(state: CDHState, views) -> None:
     d = int(np.prod(np.shape(x)[1:]))
     if d != w.shape[1] - 1:
       raise ValueError(
-        f"views[{i}] must have {w.shape[1] - 1} features per item, as in "
-        f"training; got {_checks.describe(x)}."
+        f"views[{i}] must have {w.shape[1] - 1} features per item, as in training; got "
+        f"{d} (shape {tuple(np.shape(x))}). Are the views in the training order?"
       )
