@@ -121,8 +121,6 @@ def check_config(config) -> None:
 
 def _check_dataset(name: str, spec) -> None:
   """The data set's sizes and options, before any data is made or any cell trains."""
-  from jhash.data import _canvas  # pylint: disable=import-outside-toplevel
-
   where = f"config.datasets.{name}"
   counts = ("num_train", "num_queries", "num_validation")
   harness.check_counts(spec, counts + (("num_items",) if name == "canvases" else ()), where=where)
@@ -134,11 +132,18 @@ def _check_dataset(name: str, spec) -> None:
       )
     return
   harness.check_choice(spec.split, ("halves", "left_right"), f"{where}.split")
-  for key, check in (("grid", _canvas.check_grid), ("num_objects", _canvas.count_pair)):
-    try:
-      check(tuple(spec[key]) if isinstance(spec[key], (tuple, list)) else spec[key])
-    except ValueError as e:
-      raise harness.ConfigError(f"{where}.{key}: {e}") from None
+  grid, objects = spec.grid, spec.num_objects
+  ints = lambda v: all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
+  if not isinstance(grid, (tuple, list)) or len(grid) != 2 or not ints(grid):
+    raise harness.ConfigError(
+      f"{where}.grid: must be (rows, columns), two ints >= 1; got {grid!r}."
+    )
+  pair = objects if isinstance(objects, (tuple, list)) else (objects, objects)
+  if len(pair) != 2 or not ints(pair) or pair[0] > pair[1] or pair[1] > grid[0] * grid[1]:
+    raise harness.ConfigError(
+      f"{where}.num_objects: must be an int or a pair (fewest, most) of ints in [1, "
+      f"{grid[0] * grid[1]}] (the grid's cells); got {objects!r}."
+    )
 
 
 def cell_name(dataset: str, seed: int, bits: int) -> str:

@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import pathlib
 import re
+import signal
 import sys
 
 from absl import app
@@ -190,6 +191,10 @@ def _python_name_hint(spec: str | None, parent: list[str], name: str) -> str:
   return f"; the configs name their keys with _ for other characters ({plain!r})"
 
 
+def _interrupt(signum, frame) -> None:
+  raise KeyboardInterrupt
+
+
 def _last_line(error: BaseException) -> str:
   """The last line of an error's message (ml_collections puts the cause there)."""
   lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -214,6 +219,7 @@ def main(argv) -> None:
     )
   from experiments import harness  # after flag parsing: --help stays fast
 
+  signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: as Ctrl-C, one line
   try:
     harness.check_int_ranges(config)  # before the workdir: a seed or count JAX cannot hold
     trainer.train_and_evaluate(config, workdir)

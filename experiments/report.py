@@ -64,6 +64,8 @@ def _check_metrics(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """Refuse a retrieval run's ``metrics`` whose numbers are not numbers (hand-edited),
   naming the cell and the metric (``experiments.retrieval.results_problem``)."""
   config = results.get("config")
+  if config is None:
+    return  # no config recorded: nothing says how the metrics are laid out
   if not isinstance(config, dict):
     problem = f"its 'config' must be an object; got {type(config).__name__}"
   elif config.get("trainer") != "experiments.retrieval":

@@ -128,8 +128,9 @@ def test_the_runner_names_tuple_entries_configs_without_py_and_interrupts(tmp_pa
   plain.write_text((ROOT / "experiments" / "configs" / "baselines.py").read_text())
   out = _main(["--config", f"{plain}:tiny", "--config.foo=1"], tmp_path)
   assert "config has no key 'foo'" in out.stderr, out.stderr  # was: "importing ... failed"
-  (tmp_path / "stop_trainer.py").write_text(
-    "def train_and_evaluate(config, workdir):\n  raise KeyboardInterrupt\n"
+  (tmp_path / "stop_trainer.py").write_text(  # a scheduler's SIGTERM, read as Ctrl-C
+    "import os, signal, time\n\ndef train_and_evaluate(config, workdir):\n"
+    "  os.kill(os.getpid(), signal.SIGTERM)\n  time.sleep(30)\n"
   )
   (tmp_path / "stop.py").write_text(
     "import ml_collections\n\ndef get_config(arg=None):\n"
@@ -138,6 +139,7 @@ def test_the_runner_names_tuple_entries_configs_without_py_and_interrupts(tmp_pa
   env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
   out = _main(["--config", str(tmp_path / "stop.py")], tmp_path, env)
   assert "Traceback" not in out.stderr and "interrupted: the run stopped" in out.stderr
+  assert out.returncode == 1  # was: status 143 and nothing said
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_cdh_multilabel_checks_its_data_sets_before_any_data():
     ("num_validation", -1, r"num_validation: must be an int >= 1"),
     ("num_validation", 0, r"num_validation: must be an int >= 1"),  # was: ZeroDivisionError
     ("num_train", 0, r"num_train: must be an int >= 1"),
-    ("grid", (2,), r"grid: grid must be \(grid_h, grid_w\)"),
+    ("grid", (2,), r"grid: must be \(rows, columns\)"),
   ):
     config = runs.load_config("cdh_multilabel").unlock()
     config.datasets.canvases[key] = value
