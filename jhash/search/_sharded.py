@@ -118,6 +118,15 @@ def _shard_and_merge(local, query_packed, db_arrays, k: int, mesh: Mesh, n: int)
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)
 
 
+def _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh) -> tuple[Mesh, int]:
+  """The unchecked searches' static checks: (the mesh, the database's item count n)."""
+  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
+  num_rows = _check_num_rows(num_rows, db_packed)
+  if num_rows is not None and k > num_rows:
+    raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
+  return _check_mesh(mesh), db_packed.shape[0] if num_rows is None else num_rows
+
+
 def sharded_hamming_topk_unchecked(
   query_packed: jax.Array,
   db_packed: jax.Array,
@@ -131,18 +140,13 @@ def sharded_hamming_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_hamming_topk`` without the checks of values (for use inside jit; sizes
   static); ``mesh`` None is ``default_mesh()``, as there."""
-  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
-  num_rows = _check_num_rows(num_rows, db_packed)
-  if num_rows is not None and k > num_rows:
-    raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
-  mesh = _check_mesh(mesh)
+  mesh, n = _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh)
 
   def local(queries, db_local, *, num_valid, k):
     return _topk.hamming_topk_unchecked(
       queries, db_local, k, num_bits, query_chunk, db_block, method, num_valid=num_valid
     )
 
-  n = db_packed.shape[0] if num_rows is None else num_rows
   return _shard_and_merge(local, query_packed, (db_packed,), k, mesh, n)
 
 
@@ -215,11 +219,7 @@ def sharded_multi_code_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_multi_code_topk`` without the checks of values (for use inside jit; sizes
   static)."""
-  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
-  num_rows = _check_num_rows(num_rows, db_packed)
-  if num_rows is not None and k > num_rows:
-    raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
-  mesh = _check_mesh(mesh)
+  mesh, n = _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh)
   bits = codes_lib.WORD_BITS * query_packed.shape[-1] if num_bits is None else num_bits
 
   def local(queries, db_local, mask_local, *, num_valid, k):
@@ -229,7 +229,6 @@ def sharded_multi_code_topk_unchecked(
       queries, db_local, mask_local & real[:, None], k, bits, query_chunk, db_block
     )
 
-  n = db_packed.shape[0] if num_rows is None else num_rows
   return _shard_and_merge(local, query_packed, (db_packed, db_mask), k, mesh, n)
 
 
