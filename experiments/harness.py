@@ -894,7 +894,20 @@ def summary_line(result: Mapping) -> str:
 def write_results(
   workdir: Workdir, config, metrics: dict, started: float, extra: dict | None = None
 ) -> dict:
-  """Write ``results.json``: metrics, config, seed, package versions, wall times."""
+  """Write ``results.json``: metrics, config, seed, package versions, wall times.
+
+  ``wall_time_s`` counts every run of this config in the workdir that wrote results (a
+  rerun of a finished workdir adds its own seconds to the first run's), and is at least
+  the finished cells' own seconds (a run killed before it wrote results, then resumed)."""
+  elapsed = time.time() - started
+  try:  # the results this config wrote before (damaged or absent: none; written anew)
+    before = json.loads((workdir.path / "results.json").read_text())
+  except (OSError, ValueError):
+    before = {}
+  if isinstance(before, dict) and before.get("fingerprint") == workdir.fingerprint:
+    earlier = before.get("wall_time_s")
+    elapsed += earlier if is_number(earlier) and isinstance(earlier, (int, float)) else 0.0
+  cells = sum(v for v in workdir.progress["seconds"].values() if isinstance(v, (int, float)))
   results = {
     "metrics": metrics,
     "config": jsonable(config),
@@ -902,7 +915,7 @@ def write_results(
     "versions": package_versions(),
     "machine": machine(),
     "command": command(),
-    "wall_time_s": time.time() - started,
+    "wall_time_s": max(elapsed, cells),
     "cell_seconds": workdir.progress["seconds"],
     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed

@@ -131,3 +131,16 @@ def test_metrics_over_no_queries_with_multi_hot_labels(rng):
   assert ap.shape == defined.shape == (0,)  # was: ZeroDivisionError in the native kernel
   with pytest.raises(ValueError, match=r"query_codes must hold at least one query"):
     metrics.mean_average_precision(q, db, np.zeros((0, 3), bool), labels)
+
+
+def test_a_rerun_adds_to_the_recorded_wall_time(tmp_path):
+  import time
+
+  config = runs.load_config("baselines", "tiny")
+  with harness.Workdir(tmp_path, config) as wd:
+    wd.finish("cell", {"map": 0.5}, 20.0)  # a cell of 20 s, from a run killed before results
+    first = harness.write_results(wd, config, {}, time.time() - 3)["wall_time_s"]
+  assert first == pytest.approx(20.0)  # at least the cells' own seconds (was: 3)
+  with harness.Workdir(tmp_path, config) as wd:  # a rerun of the finished workdir
+    again = harness.write_results(wd, config, {}, time.time() - 1)["wall_time_s"]
+  assert again == pytest.approx(first + 1, abs=0.5)  # was: 1, the rerun's own seconds
