@@ -376,9 +376,14 @@ def coder(
   def encode(state, batch):
     return codes_lib.sign(scores(state, batch))
 
+  checked_inputs: set = set()  # item shapes and dtypes whose network was checked
+
   def check_batch(batch):
     n = _checks.batch(batch)
     x = jax.eval_shape(read, batch)
+    seen = (tuple(x.shape[1:]), str(x.dtype))
+    if seen in checked_inputs:  # a stream's later minibatches: no network traced again
+      return n
     model = model_for(x)
     models.check_input(model, x, "views")
     width = jax.eval_shape(
@@ -390,6 +395,7 @@ def coder(
         f"{name}'s network must have a hash head of num_bits = {num_bits} "
         f"outputs; its head has {width[-1]}."
       )
+    checked_inputs.add(seen)
     return n
 
   return Coder(
