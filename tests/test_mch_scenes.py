@@ -11,6 +11,7 @@ import jhash
 from experiments import harness
 from experiments import mch_controls
 from experiments import pretrain
+from experiments import retrieval
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,9 @@ def test_the_pretraining_run_learns_the_classes_and_writes_the_backbone(pretrain
   assert results["backbone"] == pretrain.WEIGHTS
 
 
+# ~60 s; test_the_controls_of_a_small_mch_state_hold_whatever_it_learned runs its controls
+# and diagnosis, and test_papers_configs' MCH quick run its cells through the trainer.
+@pytest.mark.slow
 def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   _, _, pre_dir = pretrained
   config = runs.load_config("mch", "scenes-quick").unlock()
@@ -50,6 +54,32 @@ def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   for r in (0, 2):  # extra codes only bring an item nearer
     assert cell[f"recall_radius_{r}_multi"] >= cell[f"recall_radius_{r}"]
   assert 1.0 <= cell["codes_per_item_multi"] <= 6.0
+  _check_controls(cell, config.datasets.scenes.to_dict())
+  # The agent's diagnosis (scenes-quick sets evaluation.diagnose): the probe, a network of
+  # the policy's shape trained on the training crops' oracle labels, fits those labels.
+  assert cell["probe_train_auc"] > 0.8, cell["probe_train_auc"]
+
+
+def test_the_controls_of_a_small_mch_state_hold_whatever_it_learned():
+  # The scenes run's controls, diagnosis and split by the query's number of objects
+  # (retrieval.controls), on a small state trained from scratch for one epoch: what holds
+  # of any trained state. (The scenes run above, slow, checks what it learned.)
+  config = runs.load_config("mch", "scenes-quick").unlock()
+  config.pretrained = None
+  config.datasets.scenes.update({"num_items": 240, "num_queries": 40, "num_train": 120})
+  config.lock()
+  spec = {k: v for k, v in config.datasets.scenes.to_dict().items() if k != "protocol"}
+  batches = jhash.data.load_protocol("scenes", 0, **spec)
+  method = retrieval.build_method(config, "mch_dch", 8)
+  state, _ = jhash.fit(method, jax.random.key(0), batches[0], progress=False)
+  cell = retrieval.evaluate(method, state, *batches[1:], config.evaluation, curve=False)
+  cell.update(retrieval.controls(config, "scenes", method, state, batches, 0))
+  _check_controls(cell, config.datasets.scenes.to_dict())
+
+
+def _check_controls(cell: dict, scenes: dict) -> None:
+  """What holds of an MCH cell's controls and diagnosis whatever the agent learned."""
+  spec = {k: v for k, v in scenes.items() if k != "protocol"}
   # The controls, on the same state: each keeps the whole code, so recall never falls
   # below the base's; keeping every crop keeps the most crop codes.
   for control in ("all", "random", "oracle", "items"):
@@ -65,10 +95,8 @@ def test_the_scenes_run_learns_on_the_pretrained_backbone(pretrained, tmp_path):
   for suffix in ("", "_multi"):
     groups = [cell[f"map{suffix}@query_objects={c}"] for c in (1, 2, 3)]
     assert np.average(groups, weights=counts) == pytest.approx(cell[f"map{suffix}"], abs=1e-5)
-  # The agent's diagnosis (scenes-quick sets evaluation.diagnose): the probe, a network of
-  # the policy's shape trained on the training crops' oracle labels, fits those labels.
-  assert cell["probe_train_auc"] > 0.8, cell["probe_train_auc"]
-  for name in ("agent_auc", "probe_auc"):
+  # The agent's diagnosis: AUCs (NaN where the oracle keeps all or none).
+  for name in ("agent_auc", "probe_auc", "probe_train_auc"):
     assert np.isnan(cell[name]) or 0.0 <= cell[name] <= 1.0
   quantiles = [cell[f"keep_probability_q{q:g}"] for q in mch_controls.KEEP_QUANTILES]
   assert quantiles == sorted(quantiles) and 0.0 <= quantiles[0] and quantiles[-1] <= 1.0
