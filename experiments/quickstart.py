@@ -77,6 +77,23 @@ def validate(config) -> None:
   within("cross_view", common.mfeat_data, cv.dataset, cv.seed)  # small: before training
   if isinstance(cv.gamma, bool) or not isinstance(cv.gamma, (int, float)) or cv.gamma < 0:
     raise harness.ConfigError(f"config.cross_view.gamma: must be a number >= 0; got {cv.gamma!r}.")
+  if config.fashion.trainer != "experiments.retrieval":
+    raise harness.ConfigError(
+      "config.fashion.trainer: the quickstart runs its Fashion-MNIST part with "
+      f"'experiments.retrieval'; got {config.fashion.trainer!r}."
+    )
+  held_out = cv.dataset.get("validation_per_class", 0)
+  if held_out != 0:
+    raise harness.ConfigError(
+      "config.cross_view.dataset.validation_per_class: must be 0 in the quickstart (CDH "
+      f"runs at the fixed config.cross_view.gamma; nothing is held out to choose it); got "
+      f"{held_out!r}."
+    )
+  if config.fashion.seed != config.seed or cv.seed != config.seed:
+    raise harness.ConfigError(
+      "config.fashion.seed and config.cross_view.seed must be config.seed (one table); "
+      "set config.seed."
+    )
   if list(config.fashion.bits) != list(config.bits) or list(cv.bits) != list(config.bits):
     raise harness.ConfigError(
       "config.fashion.bits and config.cross_view.bits must be config.bits (one table); "

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from jhash import _api
+from jhash import _checks
 from jhash import files
 from jhash import _fit
 
@@ -85,8 +86,7 @@ def save(path, state: Any, *, overwrite: bool = False) -> pathlib.Path:
       f"path {path} exists and is not a state jhash.save wrote (it has no {INFO}); "
       "jhash.save replaces only its own folders: choose a new path."
     )
-  if not isinstance(overwrite, (bool, np.bool_)):
-    raise TypeError(f"overwrite must be True or False; got {overwrite!r}.")
+  overwrite = _checks.flag(overwrite, "overwrite")
   if path.exists() and not overwrite:
     raise FileExistsError(f"path {path} holds a saved state; pass overwrite=True to replace it.")
   _check_not_inside_state(path)

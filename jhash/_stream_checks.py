@@ -100,7 +100,8 @@ def check_same_views(first, minibatch, step: int) -> None:
 
 
 def check_index(minibatch, num_items: int | None = None) -> None:
-  """``index``: int [b], positions in the training set, in [0, num_items) when known."""
+  """``index``: int [b], distinct positions in the training set, in [0, num_items) when
+  known."""
   index = minibatch.get("index")
   if index is None or np.ndim(index) != 1 or not np.issubdtype(np.asarray(index).dtype, np.integer):
     raise ValueError(
@@ -118,3 +119,12 @@ def check_index(minibatch, num_items: int | None = None) -> None:
       f"minibatch['index'] must hold positions in [0, {top}) (num_items={num_items}); "
       f"found {values.min()} to {values.max()}."
     )
+  if values.size > 1:
+    ordered = np.sort(values)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+      raise ValueError(
+        f"minibatch['index'] must hold each position once (a minibatch draws its items "
+        f"without replacement, as an in-memory fit does; a memory bank writes one code per "
+        f"position); found {np.unique(repeated)[:5].tolist()} more than once."
+      )

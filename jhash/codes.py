@@ -152,9 +152,7 @@ def pack_bits(codes: jax.Array, *, bits: bool = False) -> jax.Array:
   >>> codes.pack_bits(signs).tolist(), codes.pack_bits(signs > 0, bits=True).tolist()
   ([[5]], [[5]])
   """
-  if not isinstance(bits, (bool, np.bool_)):
-    raise ValueError(f"bits must be True or False; got {_checks.describe(bits)}.")
-  if bits:
+  if _checks.flag(bits, "bits"):
     check_bits(codes, "codes (bits=True)")
   else:
     check_signs(codes)
@@ -189,8 +187,7 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
       another length: unpacking them shorter would drop bits without a word).
   """
   num_bits = _checks.positive_int(num_bits, "num_bits")
-  if not isinstance(signed, (bool, np.bool_)):
-    raise TypeError(f"signed must be True or False; got {signed!r}.")
+  signed = _checks.flag(signed, "signed")
   _check_words(packed, "packed")
   packed = jnp.asarray(packed)
   if packed.shape[-1] != num_words(num_bits):

@@ -208,7 +208,7 @@ def test_codes_helpers_refuse_what_they_would_cast(rng):
     jhash.codes.unpack_bits(np.array([[2**33 + 5]], np.int64), 3)  # was: high bits dropped
   with pytest.raises(ValueError, match="uint32 words"):
     jhash.codes.unpack_bits(np.array([[5.7]]), 3)
-  with pytest.raises(TypeError, match="signed must be True or False"):
+  with pytest.raises(ValueError, match="signed must be True or False"):
     jhash.codes.unpack_bits(np.array([[5]], np.uint32), 3, signed="no")
   with pytest.raises(ValueError, match=r"32-bit words"):
     jhash.codes.to_bytes(np.array([[2**40]]))  # was: 0

@@ -270,7 +270,7 @@ def saved(tmp_path_factory):
 
 def test_save_refuses_an_overwrite_that_is_not_a_bool(saved):
   path, _, _, state = saved
-  with pytest.raises(TypeError, match="overwrite must be True or False; got 'yes'"):
+  with pytest.raises(ValueError, match="overwrite must be True or False; got str 'yes'"):
     jhash.save(path, state, overwrite="yes")
 
 

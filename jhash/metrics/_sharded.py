@@ -172,7 +172,16 @@ def sharded_mean_average_precision(
   _check_codes(query_codes, "query_codes", None)
   _inputs.require_queries(query_codes)
   _check_codes(db_codes, "db_codes", np.shape(query_codes)[1], num_rows)
-  _relevance.check_labels(query_labels, db_labels, np.shape(query_codes)[0], n)
+  # Labels checked in the real rows only: padding rows may hold anything (-1 included).
+  if np.ndim(db_labels) < 1 or np.shape(db_labels)[0] != n:
+    raise ValueError(
+      f"db_labels must have shape [{n}] (class ids) or [{n}, C] (multi-hot), as db_codes' "
+      f"rows; got shape {tuple(np.shape(db_labels))}."
+    )
+  real = db_labels
+  if num_rows < n and (not isinstance(db_labels, jax.Array) or db_labels.is_fully_addressable):
+    real = np.asarray(db_labels)[:num_rows]
+  _relevance.check_labels(query_labels, real, np.shape(query_codes)[0], np.shape(real)[0])
   kind = _relevance.resolve(relevance, query_labels)
   if normalizer not in ("relevant", "min"):
     raise ValueError(
