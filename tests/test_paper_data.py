@@ -29,7 +29,7 @@ FILES = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
 def test_presets_hold_the_papers_protocols():
   assert set(PAPER_PRESETS) == {
     "cifar10", "cifar10-1", "cifar10-2", "nuswide_21", "nuswide_81", "coco", "imagenet100",
-    "mirflickr", "voc2012",
+    "mirflickr", "mirflickr_21", "voc2012",
   }  # fmt: skip
   sizes = {name: (p.num_query, p.num_train, p.num_database) for name, p in PAPER_PRESETS.items()}
   assert sizes["cifar10"] == (1_000, 5_000, 54_000)
@@ -39,19 +39,23 @@ def test_presets_hold_the_papers_protocols():
   assert sizes["imagenet100"][:2] == (5_000, 13_000)
   assert sizes["mirflickr"] == (1_000, 4_000, 20_000)
   assert sizes["voc2012"] == (1_000, 4_000, 6_540)
+  assert sizes["mirflickr_21"] == (5_000, 10_000, 20_000)  # MCH's Sec. 5.1
   k = {name: p.map_at for name, p in PAPER_PRESETS.items()}
   assert k == {
     "cifar10": None, "cifar10-1": None, "cifar10-2": None, "nuswide_21": 5_000,
-    "nuswide_81": 5_000, "coco": 5_000, "imagenet100": 1_000, "mirflickr": None, "voc2012": None,
+    "nuswide_81": 5_000, "coco": 5_000, "imagenet100": 1_000, "mirflickr": None, "mirflickr_21": None,
+    "voc2012": None,
   }  # fmt: skip
   assert {p.relevance for n, p in PAPER_PRESETS.items() if n.startswith("cifar")} == {"same_class"}
   assert PAPER_PRESETS["imagenet100"].relevance == "same_class"
   assert PAPER_PRESETS["coco"].relevance == "share_label"
   assert PAPER_PRESETS["mirflickr"].num_labels == (24, 38)
+  assert PAPER_PRESETS["mirflickr_21"].num_labels == (21,)
   assert PAPER_PRESETS["cifar10"].layout == "cifar-binary"
   assert PAPER_PRESETS["nuswide_81"].layout == "lists"
   assert all(
-    "DeepHash-pytorch" in p.source or "HashNet" in p.source for p in PAPER_PRESETS.values()
+    any(peer in p.source for peer in ("DeepHash-pytorch", "HashNet", "MCH"))
+    for p in PAPER_PRESETS.values()
   )
   # Where the peers differ, the other choice is named.
   assert "54,000" in PAPER_PRESETS["cifar10"].note
@@ -244,8 +248,16 @@ def test_lists_give_the_split_paths_joined_to_root_and_notes(tmp_path):
   assert lists.query.labels[0].nonzero()[0].tolist() == [9, 10]
   assert len(lists.notes) == 3  # queries, training images and database differ from the preset's
   assert "test.txt lists 3 images; the preset's protocol has 2,100" in lists.notes[0]
+  # MCH's FLICKR split reads lists of 21 columns; DeepHash-pytorch's 24 or 38.
+  flickr = load_paper_lists("mirflickr_21", tmp_path)
+  assert flickr.train.labels.shape == (4, 21)
+  assert "test.txt lists 3 images; the preset's protocol has 5,000" in flickr.notes[0]
+  with pytest.raises(DataFormatError, match="have 21 label columns; mirflickr has 24 or 38"):
+    load_paper_lists("mirflickr", tmp_path)
   _write_lists(tmp_path, width=38)
   assert load_paper_lists("mirflickr", tmp_path).train.labels.shape == (4, 38)
+  with pytest.raises(DataFormatError, match="have 38 label columns; mirflickr_21 has 21"):
+    load_paper_lists("mirflickr_21", tmp_path)
 
 
 def test_list_protocol_decodes_the_images(tmp_path):

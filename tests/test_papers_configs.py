@@ -13,7 +13,7 @@ from test_paper_experiment import _write_colour_cifar
 
 CONFIGS = {
   "hbmp_papers": ("cifar10-1", "cifar10-2", "nuswide_21", "quick"),
-  "mch_papers": ("nuswide_21", "coco", "mirflickr", "quick"),
+  "mch_papers": ("nuswide_21", "coco", "mirflickr_21", "mirflickr", "quick"),
 }
 LIST_SIZES = {"test.txt": 40, "database.txt": 200}  # the first 120 of the database train
 NUM_LABELS, USED = 21, 4  # NUS-WIDE's 21 label columns; 4 of them in use

@@ -3,7 +3,7 @@ models, on NUS-WIDE, MS-COCO and MIRFlickr-25K.
 
 Command:  python -m experiments.main --config experiments/configs/mch_papers.py:NAME \
               --config.datasets.NAME.root=/path/to/your/copy --workdir runs/mch_NAME
-          NAME: nuswide_21, coco, mirflickr (a folder holding the toolboxes' ``train.txt``,
+          NAME: nuswide_21, coco, mirflickr_21, mirflickr (a folder holding the toolboxes' ``train.txt``,
           ``test.txt`` and ``database.txt``, as ``papers.py`` takes it).
           ``--config.pretrained=FILE`` starts every network (MCH's bases')
           from a weights file, e.g. torchvision's VGG-16 ImageNet weights
@@ -24,11 +24,10 @@ Protocol: the presets of ``jhash.data.PAPER_PRESETS``; MCH's paper (Sec. 5.1) dr
           * MS-COCO: 5,000 queries, the rest the database, 10,000 training images from it
             (following HashNet): ``coco`` as it is (HashNet's lists).
           * MIR FLICKR: 5,000 queries, the other 20,000 images the database, 10,000
-            training images from it, 21 classes. No preset holds that split: ``mirflickr``
-            is DeepHash-pytorch's (1,000 queries, 4,000 training, 20,000 database, 24 or 38
-            labels), and lists with 21 label columns are refused by it. ``mirflickr`` runs
-            the preset's split; lists of one's own with the paper's sizes run (a warning
-            names the sizes) only with 24 or 38 labels.
+            training images from it, 21 classes: ``mirflickr_21`` (lists of one's own in
+            the toolboxes' layout with 21 label columns: no toolbox ships that split).
+            ``mirflickr`` runs DeepHash-pytorch's split instead (1,000 queries, 4,000
+            training, 20,000 database, 24 or 38 labels), for those lists.
           Similar: sharing a label. K of mAP@K: the preset's (5,000 on NUS-WIDE and MS-COCO,
           the whole database on MIRFlickr; the paper's text does not name its K).
           Methods: ``mch_NAME`` for the five base models of the paper (KSH, HashNet, ADSH,
@@ -54,7 +53,7 @@ from ml_collections import config_dict
 
 from experiments.configs import _papers_common as common
 
-ARGS = ("nuswide_21", "coco", "mirflickr", "quick")
+ARGS = ("nuswide_21", "coco", "mirflickr_21", "mirflickr", "quick")
 DEEP = common.DEEP
 MCH = tuple(f"mch_{name}" for name in DEEP)
 

@@ -4,7 +4,7 @@ Command:  python -m experiments.main --config experiments/configs/papers.py:NAME
               --config.datasets.KEY.root=/path/to/your/copy --workdir runs/NAME
           NAME is one of jhash.data.PAPER_PRESETS: cifar10, cifar10-1, cifar10-2 (the
           binary release's folder ``cifar-10-batches-bin`` or its parent), nuswide_21,
-          nuswide_81, coco, imagenet100, mirflickr, voc2012 (a folder holding the toolboxes'
+          nuswide_81, coco, imagenet100, mirflickr, mirflickr_21, voc2012 (a folder holding the toolboxes'
           ``train.txt``, ``test.txt`` and ``database.txt``, paths relative to it). KEY
           is NAME with ``_`` for ``-`` (``cifar10_1``): an override's path must parse.
           ``--config.pretrained=FILE`` starts every network from a weights file: a

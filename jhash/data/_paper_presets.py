@@ -142,6 +142,20 @@ PAPER_PRESETS = {
     source=f"{_DEEPHASH} data/mirflickr/code.py (topK=-1); FIRe",
     note="MIRFlickr-25K with 24 or 38 labels. K: all, as DeepHash-pytorch; FIRe uses 1,000.",
   ),
+  "mirflickr_21": PaperPreset(
+    layout="lists",
+    num_labels=(21,),
+    num_query=5_000,
+    num_train=10_000,
+    num_database=20_000,
+    map_at=None,
+    relevance="share_label",
+    source="MCH (Li, Jiang and Li), Sec. 5.1: 25,000 images of 21 classes, 5,000 queries "
+    "drawn at random, the other 20,000 the database, 10,000 training images drawn from it",
+    note="MIRFlickr-25K as MCH's paper splits it; no toolbox ships its lists: write them in "
+    "the toolboxes' layout with 21 label columns (train.txt a subset of database.txt). K: "
+    "the whole database (the paper's text names none).",
+  ),
   "voc2012": PaperPreset(
     layout="lists",
     num_labels=(20,),

@@ -150,7 +150,7 @@ def load_paper_lists(
 
   Args:
     name: a ``PAPER_PRESETS`` name of layout "lists": "nuswide_21", "nuswide_81",
-      "coco", "imagenet100", "mirflickr", "voc2012".
+      "coco", "imagenet100", "mirflickr", "mirflickr_21", "voc2012".
     root: the folder holding ``train.txt``, ``test.txt``, ``database.txt``; the lists'
       image paths are relative to it.
     check_files: True to check that every listed image exists (one error for all

@@ -41,6 +41,7 @@ name               protocol
 ``coco``           which cite their sources; the CIFAR-10 splits are drawn by ``seed``.
 ``imagenet100``
 ``mirflickr``
+``mirflickr_21``
 ``voc2012``
 ``wiki_cv``        CDH's cross-view sets, one ``.mat`` file each at ``root=`` (the file, or
 ``mirflickr_cv``   the folder holding it as ``wikiData.mat``, ``mirflickr25k.mat``,
@@ -494,7 +495,7 @@ def load_protocol(name: str, seed: int, **options):
     name: one of ``PROTOCOLS``: "fashion-mnist", "mfeat", "mnist-5k", "yeast",
       "canvases", "scenes", "scene-singles", and the papers' sets (``root=`` their copy)
       "cifar10", "cifar10-1", "cifar10-2", "nuswide_21", "nuswide_81", "coco",
-      "imagenet100", "mirflickr", "voc2012", and the cross-view ``.mat`` sets (``root=``
+      "imagenet100", "mirflickr", "mirflickr_21", "voc2012", and the cross-view ``.mat`` sets (``root=``
       the file or its folder) "wiki_cv", "mirflickr_cv", "nuswide_cv".
     seed: the seed of the split (and of any random composition).
     **options: the protocol's options (``protocol_options(name)``).
