@@ -30,6 +30,7 @@ LAYERS = (  # top first
   ("jhash._loops", "jhash._shards"),
   ("jhash.methods",),
   ("jhash.coder",),
+  ("jhash._coder_weights",),
   ("jhash.training",),
   ("jhash.models", "jhash.losses", "jhash._api"),
   ("jhash.metrics",),

@@ -181,7 +181,7 @@ def test_torchvision_names_and_shapes_of_the_full_nets(arch):
   }
   count, shapes = _FACTS[arch]
   assert len(state) == count and {k: state[k] for k in shapes} == shapes
-  assert jhash.coder._torchvision_arch(net) == arch
+  assert jhash._coder_weights._torchvision_arch(net) == arch
 
 
 def test_each_weight_lands_where_torchvision_means_it(tmp_path):
