@@ -229,9 +229,12 @@ def record_training(name: str, num_bits: int, state: State, batch: Batch) -> Sta
   return state._replace(trained=trained_record(name, num_bits, batch))
 
 
-def check_trained(method: "HashingMethod", state: State, batch: Batch) -> None:
+def check_trained(
+  method: "HashingMethod", state: State, batch: Batch, use: str = "Encode with"
+) -> None:
   """Raise unless ``state`` was trained by ``method`` (its name and bit length) on views of
-  the dtypes of ``batch`` (integer types exactly; any floating type for floats)."""
+  the dtypes of ``batch`` (integer types exactly; any floating type for floats). ``use``
+  begins the remedy: "Encode with" (``encode``) or "Resume with" (``fit(state=)``)."""
   record = getattr(state, "trained", None)
   if not isinstance(record, Trained) or not _checks.is_concrete(record.num_bits):
     return
@@ -241,8 +244,8 @@ def check_trained(method: "HashingMethod", state: State, batch: Batch) -> None:
   if raw != want or bits != method.num_bits:
     raise ValueError(
       f"state was trained by {raw} ({bits} bits); the method given is "
-      f"{method.name} ({method.num_bits} bits). Encode with the method that "
-      "trained the state."
+      f"{method.name} ({method.num_bits} bits). {use} the method that trained the state"
+      f"{', or leave state= out' if use.startswith('Resume') else ''}."
     )
   codes = [int(c) for c in np.asarray(record.dtypes)]
   for i, v in enumerate(batch["views"]):

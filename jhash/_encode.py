@@ -58,9 +58,48 @@ def encode(
   n = check(method, state, batch)
   if n == 0:
     return jnp.zeros((0, method.num_bits), jnp.int8)
-  codes = _encoder(method.encode, chunk_size)(state, batch)
+  codes = _run(method, state, batch, lambda: _encoder(method.encode, chunk_size)(state, batch))
   _check_codes(method, codes, (n, method.num_bits), "[n, num_bits]")
   return codes
+
+
+def _run(method, state, batch, encode: Callable):
+  """``encode()``; when it fails on the state's fields (a state of another method that
+  goes by the same name and length passes ``check``), a ValueError naming both states."""
+  try:
+    return encode()
+  except (AttributeError, TypeError, KeyError, IndexError) as error:
+    _check_state_kind(method, state, batch)
+    raise error
+
+
+def _check_state_kind(method, state, batch) -> None:
+  """Raise unless ``state`` has the type and fields of a state ``method`` makes."""
+  rows = method.num_bits + 2  # where the batch has no item, a sample to make a state from
+  sample = jax.tree.map(
+    lambda v: v if np.shape(v)[0] else _filler((rows,) + np.shape(v)[1:], np.asarray(v).dtype),
+    dict(batch),
+  )
+  if sample.get("labels") is None:  # a query batch: class ids, as a training batch has
+    sample["labels"] = np.zeros(
+      np.shape(next(v for v in sample["views"] if v is not None))[0], np.int32
+    )
+  try:
+    want = jax.eval_shape(lambda k: _fit.init(method, k, sample), jax.random.key(0))
+  except Exception:  # a method that needs labels (or more) to make a state: no verdict
+    return
+  if type(state) is not type(want) or jax.tree.structure(state) != jax.tree.structure(want):
+    raise ValueError(
+      f"state must be a state {method.name} makes ({type(want).__name__}); got "
+      f"{type(state).__name__}, a state of another method (its record names "
+      f"{method.name}, {method.num_bits} bits, as two methods of one name= would). Encode "
+      "with the method that trained the state."
+    ) from None
+
+
+def _filler(shape: tuple, dtype) -> np.ndarray:
+  values = np.random.default_rng(0).integers(0, 2, shape) * 2 - 1  # +-1: a spread sample
+  return values.astype(dtype)
 
 
 def _check_codes(method, codes, shape: tuple, layout: str) -> None:
@@ -83,23 +122,28 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
   n = check(method, state, batch)
   fn = method.encode_multi or _api.single_code(method.encode)
   if n == 0:
-    shapes = jax.eval_shape(
-      fn,
+    shapes = _run(
+      method,
       state,
-      jax.tree.map(
-        lambda v: (
-          jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype)
-          if v is not None
-          else None
+      batch,
+      lambda: jax.eval_shape(
+        fn,
+        state,
+        jax.tree.map(
+          lambda v: (
+            jax.ShapeDtypeStruct((1,) + tuple(np.shape(v))[1:], np.asarray(v).dtype)
+            if v is not None
+            else None
+          ),
+          dict(batch),
         ),
-        dict(batch),
       ),
     )
     return (
       jnp.zeros((0,) + shapes[0].shape[1:], jnp.int8),
       jnp.zeros((0,) + shapes[1].shape[1:], bool),
     )
-  codes, mask = _encoder(fn, chunk_size)(state, batch)
+  codes, mask = _run(method, state, batch, lambda: _encoder(fn, chunk_size)(state, batch))
   m = np.shape(codes)[1] if np.ndim(codes) == 3 else 1
   _check_codes(method, codes, (n, m, method.num_bits), "[n, m, num_bits]")
   return codes, mask

@@ -154,7 +154,7 @@ def check_state(
       f"got {type(state).__name__}{where}. Pass the state a fit of this method (same "
       "settings, same training set) returned."
     )
-  _api.check_trained(method, state, batch)
+  _api.check_trained(method, state, batch, use="Resume with")
   settings = getattr(method.extras, "check_state", None)
   if callable(settings):  # the state's own settings (e.g. CDH's gamma), on concrete values
     settings(state)

@@ -80,3 +80,36 @@ def test_a_stream_minibatch_naming_an_item_twice_is_refused():
     jhash.fit(method, jax.random.key(0), stream(True), 2, num_items=32, progress=False)
   state, _ = jhash.fit(method, jax.random.key(0), stream(False), 2, num_items=32, progress=False)
   assert state.memory.outputs.shape == (32, 8)
+
+
+def test_a_state_of_another_method_of_the_same_name_is_named():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(40, 8)).astype(np.float32)
+  batch, key = {"views": (x,), "labels": np.arange(40) % 4}, jax.random.key(0)
+  net = jhash.models.backbone((8,), 4, hidden=(8,))
+  itq = jhash.methods.itq(4, num_iters=2)
+  same_name = jhash.methods.pairwise(4, backbone=net, batch_size=8, num_epochs=1, name="itq")
+  states = {m: jhash.fit(m, key, batch, progress=False)[0] for m in (itq, same_name)}
+  for method, other in ((itq, same_name), (same_name, itq)):
+    for encode in (jhash.encode, jhash.encode_multi):  # was: AttributeError from inside
+      with pytest.raises(ValueError, match=r"state must be a state itq makes .*another method"):
+        encode(method, states[other], batch)
+  query = {"views": (x[:0],)}  # no item, no labels: a state is still made to compare
+  with pytest.raises(ValueError, match=r"\(PairwiseState\); got ITQState"):
+    jhash.encode_multi(same_name, states[itq], query)
+
+
+def test_fit_given_another_methods_state_says_how_to_resume():
+  rng = np.random.default_rng(0)
+  batch = {"views": (rng.normal(size=(40, 8)).astype(np.float32),), "labels": np.arange(40) % 4}
+  net, key = jhash.models.backbone((8,), 4, hidden=(8,)), jax.random.key(0)
+  options = dict(backbone=net, batch_size=8, num_epochs=1)
+  state, _ = jhash.fit(jhash.methods.dch(4, **options), key, batch, progress=False)
+  with pytest.raises(ValueError, match=r"Resume with the method that trained the state, or"):
+    jhash.fit(jhash.methods.hashnet(4, **options), key, batch, state=state, progress=False)
+
+
+@pytest.mark.parametrize("power", [0.0, -1.0])
+def test_hashnet_refuses_a_continuation_that_runs_backwards(power):
+  with pytest.raises(ValueError, match=r"power must be .*> 0"):
+    jhash.methods.hashnet(4, power=power)  # was: accepted; beta fell towards 0

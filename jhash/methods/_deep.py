@@ -190,7 +190,8 @@ def hashnet(
     _checks.scalar(alpha, "alpha", low=0, strict=True)
   period = _checks.positive_int(period, "period")
   _checks.scalar(rate, "rate", low=0)
-  _checks.scalar(power, "power")
+  # power > 0: beta grows, and tanh(beta z) nears sign(z) (power <= 0 runs it backwards).
+  _checks.scalar(power, "power", low=0, strict=True)
   beta = functools.partial(losses.hashnet_beta, period=period, rate=rate, power=power)
 
   def activation(logits, step):
