@@ -272,7 +272,12 @@ def signed_codes(codes: Any, name: str, num_bits: int | None = None) -> None:
   if num_bits is not None and np.shape(codes)[1] != num_bits:
     raise ValueError(f"{name} must have {num_bits} columns (num_bits); got {describe(codes)}.")
   dtype = dtype_of(codes)
-  if not (dtype.kind in "biuf" or _is_ml_float(dtype)):
+  if dtype == np.bool_:  # bits, even all True, are not signs
+    raise ValueError(
+      f"{name} must be signs -1 and +1 (integer or floating); got {describe(codes)}. Codes "
+      "as bits (bool or 0/1): jhash.codes.from_bits(codes)."
+    )
+  if not (dtype.kind in "iuf" or _is_ml_float(dtype)):
     raise ValueError(f"{name} must be a real array of -1 and +1; got {describe(codes)}.")
   if is_concrete(codes):
     a = np.asarray(codes)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jhash import _checks
 from jhash import codes as codes_lib
 from jhash.metrics import _relevance
 
@@ -160,7 +161,14 @@ def _signs(a: np.ndarray, option: str, path: str) -> tuple[np.ndarray, str]:
     codes_lib.check_signs(a, "codes")
   except ValueError as e:
     zero = " torch.sign maps 0 to 0: binarise with x >= 0 instead." if (a == 0).any() else ""
-    raise InputError(f"{option} {path}: expected -1/+1 signs or 0/1 bits; {e}{zero}") from None
+    words = (
+      " Packed codes must be saved as uint32 words (a.astype(np.uint32)) to be read as packed."
+      if a.dtype.kind in "iu" and a.size and a.min() >= 0 and a.max() > 1
+      else ""
+    )
+    raise InputError(
+      f"{option} {path}: expected -1/+1 signs or 0/1 bits; {e}{zero}{words}"
+    ) from None
   raise AssertionError("unreachable: check_signs accepts only -1/+1")
 
 
@@ -203,6 +211,10 @@ def load_labels(
   ``codes``: the codes the labels go with (``load_codes``), when known: a row count that
   matches their other axis then asks whether the codes were saved transposed, [K, n].
   """
+  if isinstance(num_rows, bool) or not isinstance(num_rows, (int, np.integer)) or num_rows < 1:
+    raise ValueError(
+      f"num_rows must be a Python int >= 1 (the codes' rows); got {_checks.describe(num_rows)}."
+    )
   a = read_array(path, option, key)
   _check_numeric(a, option, path, "labels")
   described = f"{a.dtype} {list(a.shape)}"

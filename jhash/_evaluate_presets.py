@@ -56,8 +56,17 @@ def hashnet_map(query_codes, db_codes, query_labels, db_labels, top_k: int) -> f
     top_k: R, an int in [1, n] (the script fails for R > n).
   Returns:
     mAP as a float; NaN, with a ``RuntimeWarning``, when no query has a relevant item
-    among its first R.
+    among its first R. Host only: inside jit or vmap a TypeError names the traceable
+    rule above.
   """
+  if _inputs.traced(query_codes, db_codes, query_labels, db_labels):
+    raise TypeError(
+      "hashnet_map runs on the host with NumPy (its order of tied items is NumPy's "
+      "argsort's), so it cannot run inside jit or vmap. Inside a traced function use "
+      "mean_average_precision(..., top_k=R, ties='index', relevance='share_label', "
+      "normalizer='retrieved', no_relevant='skip'): the same rule with ties broken by "
+      "database index."
+    )
   _inputs.check_codes_and_labels(query_codes, db_codes, query_labels, db_labels, db_ranks=2)
   q_b = np.asarray(query_codes, np.float32)
   r_b = np.asarray(db_codes, np.float32)

@@ -76,7 +76,13 @@ def _pack_one(bits: jax.Array) -> jax.Array:
 
 
 def check_signs(codes, name: str = "codes") -> None:
-  """Raise unless a concrete ``codes`` holds only -1 and +1 (traced values pass unchecked)."""
+  """Raise unless a concrete ``codes`` holds only -1 and +1 (traced values pass unchecked)
+  and is not bool (bits, even all True, are not signs)."""
+  if _dtype_of(codes) == np.bool_:
+    raise ValueError(
+      f"{name} must be signs -1 and +1 (integer or floating); got {_checks.describe(codes)}. "
+      "Codes as bits (bool or 0/1): jhash.codes.from_bits(codes)."
+    )
   if not _checks.is_concrete(codes):
     return
   a = np.asarray(codes)
@@ -189,6 +195,8 @@ def unpack_bits(packed: jax.Array, num_bits: int, signed: bool = True) -> jax.Ar
   num_bits = _checks.positive_int(num_bits, "num_bits")
   signed = _checks.flag(signed, "signed")
   _check_words(packed, "packed")
+  if _checks.is_concrete(packed) and _dtype_of(packed) != np.uint32:  # words checked above:
+    packed = np.asarray(packed).astype(np.uint32)  # int64 past 2**31 as uint32, not wrapped
   packed = jnp.asarray(packed)
   if packed.shape[-1] != num_words(num_bits):
     raise ValueError(

@@ -512,10 +512,31 @@ def evaluate(args) -> tuple[dict, Convention]:
   return report, convention
 
 
+def _refuse_repeats(parser, argv) -> None:
+  """An option given twice is an error (argparse keeps the last silently, and a report of
+  the wrong K or the wrong files would look right)."""
+  seen = {}
+  for i, word in enumerate(argv):
+    option, eq, value = word.partition("=")
+    if option.startswith("--") and option in parser._option_string_actions:
+      dest = parser._option_string_actions[option].dest
+      given = word if eq or i + 1 >= len(argv) else f"{word} {argv[i + 1]}"
+      if dest in seen:
+        parser.error(f"{option} is given twice ({seen[dest]}, then {given}); give it once.")
+      seen[dest] = given
+
+
 def main(argv=None, prog: str = "python -m jhash.evaluate") -> int:
   """Run the command on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
   parser = build_parser(prog)
+  if argv is not None and (
+    isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv)
+  ):
+    raise TypeError(
+      f"argv must be a list of str (the command's words, as sys.argv[1:]); got {argv!r:.200}."
+    )
   try:
+    _refuse_repeats(parser, sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
     report, convention = evaluate(args)
   except InputError as e:

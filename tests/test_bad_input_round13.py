@@ -113,3 +113,134 @@ def test_fit_given_another_methods_state_says_how_to_resume():
 def test_hashnet_refuses_a_continuation_that_runs_backwards(power):
   with pytest.raises(ValueError, match=r"power must be .*> 0"):
     jhash.methods.hashnet(4, power=power)  # was: accepted; beta fell towards 0
+
+
+@pytest.mark.parametrize("ties", ["aware", "index"])
+@pytest.mark.parametrize("max_distance", [None, 4])
+def test_an_item_holding_no_code_is_never_retrieved_whatever_the_kernels_options(
+  ties, max_distance
+):
+  no_code = np.iinfo(np.int32).max  # as jhash.search.multi_code_hamming gives it
+  d, relevant = np.array([[0, no_code]], np.int32), np.array([[False, True]])
+  options = dict(ties=ties, max_distance=max_distance)
+  # was, without max_distance: AP 0.5, hits@2 1, NDCG@2 0.63 (ranked last, but retrieved)
+  assert float(metrics.average_precision(d, relevant, **options)[0][0]) == 0.0
+  assert float(metrics.hits_at_k(d, relevant, (2,), **options)[0, 0]) == 0.0
+  assert float(metrics.ndcg(d, relevant.astype(np.int32), k=2, **options)[0][0]) == 0.0
+
+
+def test_an_item_whose_one_code_is_masked_inside_jit_is_never_retrieved():
+  # One code per item ([n, 1, K]) with a traced mask: the native kernels read the mask
+  # (was: ignored for m = 1, so mAP 0.5, P@2 0.5 with ties "aware", NDCG 0.63).
+  qc = np.array([[1, 1, 1, 1]], np.int8)
+  dc = np.array([[[1, 1, 1, 1]], [[1, 1, 1, -1]]], np.int8)
+  mask, ql, dl = np.array([[True], [False]]), np.array([0]), np.array([1, 0])
+  args = (qc, dc, ql, dl)
+  got = jax.jit(
+    lambda m: (
+      metrics.mean_average_precision(*args, db_mask=m),
+      metrics.mean_average_precision(*args, db_mask=m, ties="index"),
+      metrics.precision_at_k(*args, [2], db_mask=m)[0],
+      metrics.ndcg_at_k(*args, 2, db_mask=m),
+      *metrics.precision_recall_at_radius(*args, 4, db_mask=m),
+    )
+  )(mask)
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.zeros(6, np.float32))
+
+
+def test_unpack_bits_reads_int64_words_past_2_31_as_their_uint32_values():
+  words = np.array([[3_000_000_000]], np.int64)  # was: wrapped to int32 and refused
+  np.testing.assert_array_equal(
+    codes.unpack_bits(words, 32), codes.unpack_bits(words.astype(np.uint32), 32)
+  )
+
+
+def test_hashnet_map_inside_jit_names_the_traceable_rule():
+  from jhash import evaluate
+
+  rng = np.random.default_rng(0)
+  q = rng.choice([-1, 1], (3, 8)).astype(np.int8)
+  d = rng.choice([-1, 1], (10, 8)).astype(np.int8)
+  with pytest.raises(TypeError, match=r"hashnet_map runs on the host .*ties='index'"):
+    jax.jit(lambda a: evaluate.hashnet_map(a, d, np.arange(3), np.arange(10) % 3, 5))(q)
+
+
+def test_the_unchecked_searches_check_their_static_arguments():
+  from jhash import search
+
+  rng = np.random.default_rng(0)
+  q = codes.pack_bits(rng.choice([-1, 1], (3, 40)))
+  d = codes.pack_bits(rng.choice([-1, 1], (20, 40)))
+  signs = rng.choice([-1, 1], (20, 8)).astype(np.int8)
+  # was: a runtime error from the kernel, or broadcasting, or ZeroDivisionError
+  for call, match in [
+    (lambda: search.hamming_topk_unchecked(q, d[0], 1, 40), r"db_packed must be 2-D"),
+    (lambda: search.hamming_topk_unchecked(q, d[:, None], 1, 40), r"db_packed must be 2-D"),
+    (
+      lambda: search.weighted_hamming_topk_unchecked(signs[:3], signs[0], np.ones(8), 1),
+      r"db_codes must be 2-D",
+    ),
+    (lambda: search.multi_code_topk_unchecked(q, d, np.ones((20, 1), bool), 1, 40), "3-D"),
+    (
+      lambda: search.hamming_topk_unchecked(q, d, 2, 40, query_chunk=0, method="xor"),
+      "query_chunk must be >= 1",
+    ),
+    (lambda: search.hamming_topk_unchecked(q, d, 2, 40, query_chunk=2.5), "query_chunk"),
+    (lambda: search.hamming_topk_unchecked(q, d, 2, 40, db_block=0), "db_block must be >= 1"),
+    # A concrete num_valid below k returned padding rows, documented as never returned.
+    (lambda: search.hamming_topk_unchecked(q, d, 5, 40, num_valid=3), r"num_valid .*\[5, 20\]"),
+    (lambda: search.hamming_topk_unchecked(q, d, 5, 40, num_valid=-1), r"num_valid"),
+  ]:
+    with pytest.raises(ValueError, match=match):
+      call()
+  _, idx = search.hamming_topk_unchecked(q, d, 5, 40, num_valid=10)
+  assert np.asarray(idx).max() < 10
+
+
+def test_bool_codes_are_not_signs_even_all_true():
+  ones = np.ones((2, 3), bool)  # was: read as +1 everywhere (a single False was refused)
+  for call in (
+    lambda: codes.pack_bits(ones),
+    lambda: metrics.mean_average_precision(ones[:1], ones, np.array([0]), np.array([0, 1])),
+    lambda: jhash.index.build_index(ones, num_bits=3),
+  ):
+    with pytest.raises(ValueError, match=r"must be signs -1 and \+1 .*from_bits"):
+      call()
+
+
+def test_negative_distances_are_refused_with_the_shift_that_keeps_the_ranking():
+  d = np.array([[-2.0, 1.0, 0.5]], np.float32)
+  with pytest.raises(ValueError, match=r"distances must be >= 0.*subtract each row's minimum"):
+    metrics.average_precision(d, np.ones((1, 3), bool))
+  shifted = metrics.average_precision(d - d.min(axis=1, keepdims=True), np.array([[0, 1, 1]]))
+  assert float(shifted[0][0]) == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+def test_evaluate_refuses_a_bad_argv_repeated_options_and_bad_row_counts(tmp_path, capsys):
+  from jhash import evaluate
+
+  rng = np.random.default_rng(0)
+  files = {
+    "q": rng.choice([-1, 1], (20, 16)).astype(np.int8),
+    "db": rng.choice([-1, 1], (200, 16)).astype(np.int8),
+    "ql": np.arange(20) % 3,
+    "dl": np.arange(200) % 3,
+  }
+  for name, array in files.items():
+    np.save(tmp_path / f"{name}.npy", array)
+  argv = [
+    "--query-codes", str(tmp_path / "q.npy"), "--db-codes", str(tmp_path / "db.npy"),
+    "--query-labels", str(tmp_path / "ql.npy"), "--db-labels", str(tmp_path / "dl.npy"),
+  ]  # fmt: skip
+  assert evaluate.main(argv + ["--top-k", "5", "--top-k", "10"]) == 2  # was: mAP@10, silent
+  assert "--top-k is given twice (--top-k 5, then --top-k 10)" in capsys.readouterr().err
+  for bad in (" ".join(argv), ["--top-k", 5]):  # was: "arguments are required", TypeError
+    with pytest.raises(TypeError, match="argv must be a list of str"):
+      evaluate.main(bad)
+  with pytest.raises(ValueError, match=r"num_rows must be a Python int >= 1 .*got str '20'"):
+    evaluate.load_labels(str(tmp_path / "ql.npy"), "--query-labels", "20")
+  np.save(tmp_path / "words.npy", codes.pack_bits(files["q"]).astype(np.int64))
+  words = argv[:]
+  words[1] = str(tmp_path / "words.npy")
+  assert evaluate.main(words + ["--num-bits", "16"]) == 2  # was: a message about signs only
+  assert "saved as uint32 words" in capsys.readouterr().err

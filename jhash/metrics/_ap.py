@@ -70,7 +70,8 @@ def ranked_positions(distances: jax.Array, k: int, max_distance: int | None = No
   """Database indices of the first ``k`` items ordered by (distance, index): int32 [q, k].
 
   Args:
-    distances: int32 or float32 [q, n].
+    distances: int32 or float32 [q, n], each >= 0 and not NaN (shift a row of signed
+      distances by its minimum: the ranking and its ties stay).
     k: how many positions, 1 <= k <= n.
     max_distance: a bound on integer distances, which allows the fast sort key (checked
       as ``average_precision``'s).
@@ -107,8 +108,7 @@ def _positions(distances, k: int, max_distance: int | None) -> jax.Array:
 def retrievable(relevant, distances, max_distance: int | None):
   """``relevant`` (bool [q, n]) without the items past ``max_distance`` (holding no code:
   ranked last, never retrieved); elementwise, so it fuses into the gather after it."""
-  relevant = relevant.astype(bool)
-  return relevant if max_distance is None else relevant & (distances <= max_distance)
+  return relevant.astype(bool) & _groups.retrieved(distances, max_distance)
 
 
 def _index_sum(distances, relevant, k: int, max_distance: int | None):
@@ -148,7 +148,8 @@ def average_precision(
 
   Args:
     distances: int32 [q, n] (Hamming, in [0, max_distance], or the largest int32 for an
-      item holding no code, as ``jhash.search.multi_code_hamming`` gives) or float32 [q, n].
+      item holding no code, as ``jhash.search.multi_code_hamming`` gives) or float32 [q, n]
+      (each >= 0 and not NaN: shift a row of signed distances by its minimum).
     relevance: bool [q, n] (non-zero integers count as relevant; floats must be 0 or
       1: graded relevance is ``ndcg``'s).
     top_k: cut-off k in [1, n], or None for the whole ranking (a k past the end is

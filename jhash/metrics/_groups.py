@@ -64,12 +64,27 @@ def groups_by_count(distances: jax.Array, values: jax.Array, max_distance: int) 
   return TieGroups(size.reshape(q, bins)[:, :-1], hits.reshape(q, bins)[:, :-1])
 
 
+NO_CODE = np.iinfo(np.int32).max  #: the distance of an item holding no code
+
+
+def retrieved(distances: jax.Array, max_distance: int | None) -> jax.Array | bool:
+  """bool [q, n]: the items a ranking retrieves. Not an item holding no code: integer
+  distance past ``max_distance``, or, without one, the largest int32 (``NO_CODE``, as
+  ``jhash.search.multi_code_hamming`` gives); True for float distances."""
+  if not jnp.issubdtype(distances.dtype, jnp.integer):
+    return True
+  return distances <= max_distance if max_distance is not None else distances < NO_CODE
+
+
 def _groups_by_sort_one(distances: jax.Array, values: jax.Array):
   n = distances.shape[0]
   d, v = lax.sort((distances, values), num_keys=1)
   new = jnp.concatenate([jnp.ones((1,), bool), d[1:] != d[:-1]])
   gid = jnp.cumsum(new.astype(jnp.int32)) - 1
-  size = jax.ops.segment_sum(jnp.ones((n,), jnp.int32), gid, num_segments=n)
+  kept = retrieved(d, None)  # items holding no code (sorted last) are in no group
+  v = jnp.where(kept, v, jnp.zeros_like(v))
+  ones = jnp.broadcast_to(jnp.asarray(kept, jnp.int32), (n,))
+  size = jax.ops.segment_sum(ones, gid, num_segments=n)
   hits = jax.ops.segment_sum(v, gid, num_segments=n)
   return size, hits
 

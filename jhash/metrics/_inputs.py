@@ -404,7 +404,11 @@ def check_distances(distances, max_distance) -> None:
     if np.isnan(d).any() if d.dtype.kind == "f" else False:
       raise ValueError(f"distances must not be NaN; found {int(np.isnan(d).sum())} NaN.")
     if d.size and d.min() < 0:
-      raise ValueError(f"distances must be >= 0; found {d.min()} in shape {d.shape}.")
+      raise ValueError(
+        f"distances must be >= 0; found {d.min()} in shape {d.shape}. A weighted Hamming "
+        "distance with negative weights: subtract each row's minimum (the ranking and its "
+        "ties are unchanged)."
+      )
     if d.dtype.kind in "iu" and d.size and d.max() > np.iinfo(np.int32).max:
       raise ValueError(
         f"distances must fit in int32 (the kernels compare in int32); found {d.max()} in "

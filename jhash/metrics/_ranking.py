@@ -52,7 +52,10 @@ def hits_at_k(
 ) -> jax.Array:
   """Relevant items in the top k, for each k (expected under ties): float32 [q, len(ks)].
 
-  ``relevance``: bool [q, n] (non-zero integers count as relevant; floats must be 0 or 1).
+  ``distances``: int32 or float32 [q, n], as ``average_precision``'s (each >= 0, not NaN;
+  an int32 past ``max_distance``, or the largest int32, is an item holding no code: never
+  retrieved). ``relevance``: bool [q, n] (non-zero integers count as relevant; floats must
+  be 0 or 1).
   """
   _inputs.check_chunk(distances, relevance, "relevance")
   _inputs.check_relevance_values(relevance)
@@ -123,7 +126,8 @@ def ndcg(
   ("linear"); NDCG = DCG / IDCG, IDCG from the gains sorted descending.
 
   Args:
-    distances: int32 or float32 [q, n].
+    distances: int32 or float32 [q, n], each >= 0 and not NaN (shift a row of signed
+      distances by its minimum: the ranking and its ties stay).
     grades: int [q, n] relevance levels (e.g. number of shared labels), finite, >= 0; with
       ``gain="exp"`` at most ``MAX_EXP_GRADE`` = 100 (sums of ``2**g`` overflow float32
       past it). Checked on concrete arrays (a ValueError), not under jit.
@@ -148,8 +152,8 @@ def ndcg(
     dcg = _expected_dcg(_groups.make_groups(distances, gains, max_distance), k)
   else:
     order = _ap._positions(distances, k, max_distance)
-    if max_distance is not None:  # items holding no code (past it) are never retrieved
-      gains = jnp.where(distances <= max_distance, gains, 0.0)
+    # Items holding no code are never retrieved.
+    gains = jnp.where(_groups.retrieved(distances, max_distance), gains, 0.0)
     dcg = jnp.sum(jnp.take_along_axis(gains, order, axis=1) * disc[None, :], axis=-1)
   defined = ideal > 0
   return jnp.where(defined, dcg / jnp.where(defined, ideal, 1.0), 0.0), defined

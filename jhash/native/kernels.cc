@@ -561,7 +561,8 @@ void QueryDistances(const RankInputs& in, int64_t a, uint16_t* dist) {
   for (int64_t i = 0; i < in.stride; i += kLanes) {
     Store16(in.soa.data(), in.stride, w64, q64.data(), i, dist + i);
   }
-  if (in.codes_per_item > 1) {  // the least distance over the codes each item holds
+  if (!in.held.empty()) {  // the least distance over the codes each item holds (a mask given:
+                           // one code an item too, which may hold none)
     const uint8_t* held = in.held.data();
     // An item holding no code (only possible where the mask was not checked) gets the
     // distance num_bits + 1: counted apart, ranked last.

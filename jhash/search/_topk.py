@@ -35,10 +35,12 @@ def hamming_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``hamming_topk`` without input checks, to compose inside jit (all sizes static).
 
-  ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as
-  padding that is never returned; see ``_blockmin.select``.
+  ``num_valid`` (optional, may be traced) marks rows at index >= num_valid as padding,
+  returned only after every real row (at distance num_bits + 1; ``_blockmin.select``): a
+  concrete one must be in [k, n]; a traced one below k returns padding rows last.
   """
-  check_static(query_packed, db_packed, k, num_bits=num_bits)
+  check_static(query_packed, db_packed, k, num_bits=num_bits, chunks=(query_chunk, db_block))
+  _check_num_valid(num_valid, k, np.shape(db_packed)[0])
   w = query_packed.shape[-1]
   num_bits = codes_lib.WORD_BITS * w if num_bits is None else num_bits
   if method == "auto" and query_packed.shape[0] and native.enabled():
@@ -80,11 +82,21 @@ def hamming_topk_unchecked(
   )
 
 
-def check_static(query, db, k, what: str = "words", num_bits=None) -> None:
+def check_static(
+  query, db, k, what: str = "words", num_bits=None, db_rank: int = 2, chunks=None
+) -> None:
   """The static facts an ``*_unchecked`` search needs (shapes and dtypes only, free under
-  jit): ``k`` an int in [1, n], the query's last axis (``what``) equal to the database's;
-  packed codes (``what="words"``) uint32, with ``num_bits`` (when given) fitting their
-  words."""
+  jit): the database ``db_rank``-D ([n, W], or [n, m, W] for several codes an item), ``k``
+  an int in [1, n], the query's last axis (``what``) equal to the database's; packed codes
+  (``what="words"``) uint32, with ``num_bits`` (when given) fitting their words;
+  ``chunks`` (``query_chunk``, ``db_block``) ints >= 1."""
+  name = "db_packed" if what == "words" else "db_codes"
+  if np.ndim(db) != db_rank:
+    last = "W] (W words a code" if what == "words" else "K] (K bits a code"
+    layout = f"[n, {last})" if db_rank == 2 else f"[n, m, {last}, m codes an item)"
+    raise ValueError(f"{name} must be {db_rank}-D, {layout}; got {_checks.describe(db)}.")
+  for value, label in zip(chunks or (), ("query_chunk", "db_block")):
+    _checks.positive_int(value, label)
   n = np.shape(db)[0]
   if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
     raise ValueError(f"k must be an int in [1, n]; got {k!r} with a database of {n} items.")
@@ -114,6 +126,22 @@ def check_static(query, db, k, what: str = "words", num_bits=None) -> None:
       raise ValueError(
         f"num_bits must be an int in [{low}, {high}] for codes of {w} words; got {num_bits!r}."
       )
+
+
+def _check_num_valid(num_valid, k: int, n: int) -> None:
+  """A concrete ``num_valid``: an int in [k, n] (fewer real rows than k would return padding
+  rows); a traced one is not checked."""
+  if num_valid is None or isinstance(num_valid, jax.core.Tracer):
+    return
+  if np.ndim(num_valid) or not np.issubdtype(np.asarray(num_valid).dtype, np.integer):
+    raise ValueError(
+      f"num_valid must be an int (the real rows); got {_checks.describe(num_valid)}."
+    )
+  if not k <= int(num_valid) <= n:
+    raise ValueError(
+      f"num_valid must be an int in [k, n] = [{k}, {n}] (the database's real rows; fewer "
+      f"than k would return padding rows); got {int(num_valid)}."
+    )
 
 
 _STATIC = ("k", "num_bits", "query_chunk", "db_block", "method")
@@ -220,7 +248,7 @@ def weighted_hamming_topk_unchecked(
 ):
   """``weighted_hamming_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
-  check_static(query_codes, db_codes, k, "bits")
+  check_static(query_codes, db_codes, k, "bits", chunks=(query_chunk, db_block))
   if np.shape(weights) != np.shape(query_codes)[-1:]:
     raise ValueError(
       f"weights must have one entry per bit, shape ({np.shape(query_codes)[-1]},); got "
@@ -329,7 +357,9 @@ def multi_code_topk_unchecked(
 ):
   """``multi_code_topk`` without input checks (for use inside jit). On the CPU, the
   native kernel (``jhash.native``; the same results)."""
-  check_static(query_packed, db_packed, k, num_bits=num_bits)
+  check_static(
+    query_packed, db_packed, k, num_bits=num_bits, db_rank=3, chunks=(query_chunk, db_block)
+  )
   if np.ndim(db_packed) != 3 or np.shape(db_mask) != np.shape(db_packed)[:2]:
     raise ValueError(
       f"db_packed must be [n, m, W] and db_mask [n, m]; got shapes "
