@@ -25,6 +25,7 @@ from jhash._api import one_phase
 from jhash._api import num_items
 from jhash._encode import encode
 from jhash._encode import encode_multi
+from jhash._encode import encode_stream
 from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init
@@ -68,6 +69,7 @@ __all__ = [
   "make_train",
   "encode",
   "encode_multi",
+  "encode_stream",
   "Network",
   "network",
   "save",

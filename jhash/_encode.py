@@ -4,6 +4,7 @@ method (and chunk size), with the batch and the state checked."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping
 from typing import Callable
 
 import jax
@@ -147,3 +148,68 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
   m = np.shape(codes)[1] if np.ndim(codes) == 3 else 1
   _check_codes(method, codes, (n, m, method.num_bits), "[n, m, num_bits]")
   return codes, mask
+
+
+def encode_stream(
+  method: _api.HashingMethod, state, minibatches: Iterable[Mapping], num_items: int
+) -> np.ndarray:
+  """Codes of a set read as minibatches, in the order of its items: int8 [num_items,
+  num_bits] in {-1, +1} (NumPy, on the host).
+
+  For a database too large to hold as one batch: ``jhash.data.image_pipeline(...,
+  train=False)`` reads it in order, its last minibatch padded to the same size (one
+  compiled encoder for them all). Each minibatch is a batch dict with ``"index"``: int
+  [b], the position of each row in the set, -1 for a padding row (dropped). Every
+  position in [0, num_items) must come exactly once; each minibatch is checked as
+  ``encode`` checks a batch.
+
+  Example:
+    >>> import jax, numpy as np, jhash
+    >>> x = np.random.default_rng(0).normal(size=(10, 16)).astype(np.float32)
+    >>> method = jhash.methods.lsh(8)
+    >>> state, _ = jhash.fit(method, jax.random.key(0), {"views": (x,)}, progress=False)
+    >>> rows = [np.arange(0, 4), np.arange(4, 8), np.array([8, 9, -1, -1])]
+    >>> stream = ({"views": (x[np.maximum(r, 0)],), "index": r} for r in rows)
+    >>> codes = jhash.encode_stream(method, state, stream, num_items=10)
+    >>> bool((codes == np.asarray(jhash.encode(method, state, {"views": (x,)}))).all())
+    True
+  """
+  num_items = _checks.positive_int(num_items, "num_items")
+  out = np.zeros((num_items, method.num_bits), np.int8)
+  seen = np.zeros(num_items, bool)
+  for step, minibatch in enumerate(minibatches):
+    index = minibatch.get("index") if isinstance(minibatch, Mapping) else None
+    if index is None or np.ndim(index) != 1 or np.asarray(index).dtype.kind not in "iu":
+      raise ValueError(
+        f"minibatch {step} must be a batch dict with 'index': int [b], each row's position "
+        f"in the set (-1 for padding); got {_checks.describe(index if index is not None else minibatch)}."
+      )
+    index = np.asarray(index)
+    codes = np.asarray(encode(method, state, {k: v for k, v in minibatch.items() if k != "index"}))
+    if codes.shape[0] != index.size:
+      raise ValueError(
+        f"minibatch {step}: 'index' has {index.size} entries for {codes.shape[0]} rows."
+      )
+    real = index >= 0
+    positions = index[real]
+    if positions.size and positions.max() >= num_items:
+      raise ValueError(
+        f"minibatch {step}: 'index' holds {positions.max()}, past num_items={num_items} "
+        "(positions are in [0, num_items), -1 for padding)."
+      )
+    twice = positions[
+      seen[positions] | (np.bincount(positions, minlength=num_items)[positions] > 1)
+    ]
+    if twice.size:
+      raise ValueError(
+        f"minibatch {step}: position {int(twice[0])} comes a second time; every position "
+        "must come once (an evaluation stream, not a training one?)."
+      )
+    out[positions] = codes[real]
+    seen[positions] = True
+  if not seen.all():
+    raise ValueError(
+      f"the minibatches gave {int(seen.sum())} of num_items={num_items} positions; the "
+      f"first missing is {int(np.argmin(seen))}."
+    )
+  return out

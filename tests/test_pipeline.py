@@ -355,3 +355,23 @@ def test_worker_processes_give_the_same_minibatches(images):
     _assert_same(list(it), threads)
   finally:
     it.close()
+
+
+def test_encode_stream_codes_an_evaluation_pipeline_in_item_order(images):
+  paths, labels = images
+  run = list(_pipeline(images, train=False, batch_size=8))  # the last minibatch padded
+  pixels = np.concatenate([m["views"][0] for m in run])[: len(paths)]
+  method = jhash.methods.lsh(12)
+  state, _ = jhash.fit(method, jax.random.key(0), {"views": (pixels,)}, progress=False)
+  want = np.asarray(jhash.encode(method, state, {"views": (pixels,)}))
+  np.testing.assert_array_equal(jhash.encode_stream(method, state, run, len(paths)), want)
+  shuffled = [run[i] for i in (3, 1, 0, 2)]  # any order of minibatches
+  np.testing.assert_array_equal(jhash.encode_stream(method, state, shuffled, len(paths)), want)
+  with pytest.raises(ValueError, match=r"gave 24 of num_items=26 positions; the first missing"):
+    jhash.encode_stream(method, state, run[:3], len(paths))
+  with pytest.raises(ValueError, match=r"minibatch 4: position 0 comes a second time"):
+    jhash.encode_stream(method, state, run + run[:1], len(paths))
+  with pytest.raises(ValueError, match=r"minibatch 2: .index. holds 23, past num_items=20"):
+    jhash.encode_stream(method, state, run, 20)
+  with pytest.raises(ValueError, match=r"minibatch 0 must be a batch dict with 'index'"):
+    jhash.encode_stream(method, state, [{"views": run[0]["views"]}], len(paths))

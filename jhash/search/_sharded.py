@@ -118,9 +118,11 @@ def _shard_and_merge(local, query_packed, db_arrays, k: int, mesh: Mesh, n: int)
   return jnp.take_along_axis(d, pos, axis=1), jnp.take_along_axis(idx, pos, axis=1)
 
 
-def _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh) -> tuple[Mesh, int]:
+def _static_args(
+  query_packed, db_packed, k, num_bits, num_rows, mesh, db_rank: int = 2
+) -> tuple[Mesh, int]:
   """The unchecked searches' static checks: (the mesh, the database's item count n)."""
-  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits)
+  _topk.check_static(query_packed, db_packed, k, num_bits=num_bits, db_rank=db_rank)
   num_rows = _check_num_rows(num_rows, db_packed)
   if num_rows is not None and k > num_rows:
     raise ValueError(f"k must be <= num_rows = {num_rows} (the database's items); got {k}.")
@@ -219,7 +221,7 @@ def sharded_multi_code_topk_unchecked(
 ) -> tuple[jax.Array, jax.Array]:
   """``sharded_multi_code_topk`` without the checks of values (for use inside jit; sizes
   static)."""
-  mesh, n = _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh)
+  mesh, n = _static_args(query_packed, db_packed, k, num_bits, num_rows, mesh, db_rank=3)
   bits = codes_lib.WORD_BITS * query_packed.shape[-1] if num_bits is None else num_bits
 
   def local(queries, db_local, mask_local, *, num_valid, k):
