@@ -31,9 +31,13 @@ DIRECTIONS = ((0, 1), (1, 0))
 # ----------------------------------------------------------------------------- data
 
 
-def mfeat_data(spec, seed: int) -> dict:
+def mfeat_data(spec, seed: int, select: bool = True) -> dict:
   """The mfeat split: batches ``train`` (= the database), ``query``, and for gamma
   selection ``fit`` and ``validation`` (held out of ``train``), plus view ``names``.
+
+  ``select``: a run that chooses gamma on the validation items (``validation_per_class``
+  in [1, the smallest class's training items - 1]); else none are held out (it must be 0:
+  held-out items would leave the training set for nothing).
 
   ``spec``: ``views`` (two names), ``query_per_class`` (the other items of each class
   are the training set and database: ``load_protocol("mfeat")``), ``validation_per_class``
@@ -57,10 +61,16 @@ def mfeat_data(spec, seed: int) -> dict:
     )
   per_class = int(np.min(np.bincount(train["labels"])))
   valid = spec["validation_per_class"]
-  if isinstance(valid, bool) or not isinstance(valid, int) or not 0 <= valid <= per_class:
+  low, high = (1, per_class - 1) if select else (0, 0)
+  if isinstance(valid, bool) or not isinstance(valid, int) or not low <= valid <= high:
+    why = (
+      "gamma is chosen on them, and the rest of the smallest class's training items fit"
+      if select
+      else "this run chooses no gamma: held-out items would leave the training set for nothing"
+    )
     raise harness.ConfigError(
-      f"config.dataset.validation_per_class: must be an int in [0, {per_class}] (the "
-      f"training items of the smallest class); got {valid!r}."
+      f"config.dataset.validation_per_class: must be an int in [{low}, {high}] ({why}); "
+      f"got {valid!r}."
     )
   inner = jdata.split_per_class(
     train["labels"],

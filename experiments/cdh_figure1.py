@@ -47,7 +47,7 @@ def train_and_evaluate(config, workdir) -> dict:
   common.validate(config, KEYS)
   started = time.time()
   key = harness.cell_key(config.seed, config.bits)  # cdh_mfeat's key at this length
-  data = common.mfeat_data(config.dataset, config.seed)
+  data = common.mfeat_data(config.dataset, config.seed, select=False)
   n = data["train"]["labels"].shape[0]
   if config.train_queries > n:
     raise harness.ConfigError(

@@ -119,11 +119,23 @@ def check_config(config) -> None:
     raise harness.ConfigError("config.seeds, config.bits and config.datasets must not be empty.")
 
 
+YEAST_GENES = 2417  # the yeast set's items (jhash.data.load_yeast)
+
+
 def _check_dataset(name: str, spec) -> None:
   """The data set's sizes and options, before any data is made or any cell trains."""
   where = f"config.datasets.{name}"
   counts = ("num_train", "num_queries", "num_validation")
   harness.check_counts(spec, counts + (("num_items",) if name == "canvases" else ()), where=where)
+  total = YEAST_GENES if name == "yeast" else spec.num_items
+  used = sum(int(spec[c]) for c in counts)
+  if used > total:
+    raise harness.ConfigError(
+      f"{where}: num_train + num_queries + num_validation = {used} exceeds the "
+      f"{total:,} items of {name}{'' if name == 'yeast' else ' (num_items)'}; got "
+      + ", ".join(f"{c}={spec[c]}" for c in counts)
+      + "."
+    )
   if name == "yeast":
     if isinstance(spec.cut, bool) or not isinstance(spec.cut, int) or not 1 <= spec.cut < 103:
       raise harness.ConfigError(

@@ -38,6 +38,10 @@ KEYS = (
 )
 
 
+FASHION_CLASSES = 10
+FASHION_TRAIN_PER_CLASS = 7_000  # images a class (training and test sets pooled)
+
+
 def validate(config) -> None:
   """Raise ``ConfigError`` for an unknown key or solver option, or ``map_bits`` past
   ``max_bits``."""
@@ -46,6 +50,16 @@ def validate(config) -> None:
     config, ("repeats", "num_classes", "instances_per_class", "num_queries", "max_bits")
   )
   harness.check_entries(config, ("map_bits",))
+  if config.num_classes > FASHION_CLASSES:
+    raise harness.ConfigError(
+      f"config.num_classes: must be at most Fashion-MNIST's {FASHION_CLASSES} classes; got "
+      f"{config.num_classes}."
+    )
+  if config.instances_per_class > FASHION_TRAIN_PER_CLASS:
+    raise harness.ConfigError(
+      f"config.instances_per_class: must be at most the {FASHION_TRAIN_PER_CLASS:,} images "
+      f"of each Fashion-MNIST class; got {config.instances_per_class}."
+    )
   total = config.num_classes * config.instances_per_class
   if config.num_queries >= total:
     raise harness.ConfigError(
@@ -245,7 +259,7 @@ def format_table(config, summary) -> str:
 
 def make_plots(config, summary, workdir) -> None:
   bits = list(range(1, config.max_bits + 1))
-  label = lambda name: name.replace("/class", ": 10 classes").replace(
+  label = lambda name: name.replace("/class", f": {config.num_classes} classes").replace(
     "/instance", f": {config.num_classes * config.instances_per_class} instances"
   )
   series = lambda key, band=None: [

@@ -46,6 +46,9 @@ def validate(config) -> None:
     jhash.methods.hbmp(config.max_bits, num_items=NUM_CLASSES, hash_function=None)
   except ValueError as e:
     raise harness.ConfigError(f"config.max_bits: {e}") from None
+  for rule in config.step_sizes:
+    harness.check_choice(rule, jhash.methods.hbmp_parts.STEP_SIZES, "config.step_sizes")
+  harness.check_choice(config.hash_function, list(config.hash_options), "config.hash_function")
   try:
     jdata.check_protocol("fashion-mnist", config.dataset)
     for rule in config.step_sizes:
@@ -55,6 +58,24 @@ def validate(config) -> None:
         )
   except (KeyError, TypeError, ValueError) as e:
     raise harness.ConfigError(f"config: {e}") from None
+
+
+def load_data(config):
+  """(train, query, database) of Fashion-MNIST as ``config.dataset`` asks, before any
+  cell trains: a setting the protocol refuses, or a split without queries or training
+  items, is a ``ConfigError`` naming ``config.dataset``."""
+  try:
+    batches = jdata.load_protocol(
+      "fashion-mnist", config.seed, images=True, **config.dataset.to_dict()
+    )
+  except (TypeError, ValueError) as e:
+    raise harness.ConfigError(f"config.dataset: {harness.first_line(e)}") from None
+  for batch, what in zip(batches, ("training items", "queries", "database items")):
+    if jhash.num_items(batch) == 0:
+      raise harness.ConfigError(
+        f"config.dataset: the split holds no {what}; raise its per-class or total count."
+      )
+  return batches
 
 
 def residual_curves(config) -> dict:
@@ -84,9 +105,7 @@ def residual_curves(config) -> dict:
 def train_and_evaluate(config, workdir) -> dict:
   validate(config)
   started = time.time()
-  batches = jdata.load_protocol(
-    "fashion-mnist", config.seed, images=True, **config.dataset.to_dict()
-  )
+  batches = load_data(config)
   with harness.Workdir(workdir, config) as wd:
     cells = [("residual", lambda: residual_curves(config))]
     for bits in config.bits:

@@ -22,7 +22,12 @@ def _refused(validate, config, match):
   "part, key, value, match",
   [
     ("fashion", "trainer", "experiments.cdh_mfeat", r"config\.fashion\.trainer: .*retrieval"),
-    ("cross_view.dataset", "validation_per_class", 3, r"validation_per_class: must be 0"),
+    (
+      "cross_view.dataset",
+      "validation_per_class",
+      3,
+      r"cross_view\.dataset\.validation_per_class: must be an int in \[0, 0\]",
+    ),
   ],
 )
 def test_quickstart_refuses_keys_it_would_ignore(part, key, value, match):
@@ -244,3 +249,71 @@ def test_evaluate_refuses_a_bad_argv_repeated_options_and_bad_row_counts(tmp_pat
   words[1] = str(tmp_path / "words.npy")
   assert evaluate.main(words + ["--num-bits", "16"]) == 2  # was: a message about signs only
   assert "saved as uint32 words" in capsys.readouterr().err
+
+
+def test_cdh_runs_hold_out_validation_items_only_to_choose_gamma(tmp_path):
+  from experiments import cdh_figure1
+  from experiments import cdh_mfeat
+
+  config = runs.load_config("cdh_mfeat", "quick").unlock()
+  config.dataset.validation_per_class = 0  # was: a traceback after the workdir was made
+  with pytest.raises(harness.ConfigError, match=r"validation_per_class: must be an int in \[1, "):
+    cdh_mfeat.train_and_evaluate(config, tmp_path / "mfeat")
+  assert not (tmp_path / "mfeat").exists()
+  config = runs.load_config("cdh_figure1", "quick").unlock()
+  config.dataset.validation_per_class = 5  # was: ignored (figure 1 chooses no gamma)
+  with pytest.raises(
+    harness.ConfigError, match=r"validation_per_class: must be an int in \[0, 0\]"
+  ):
+    cdh_figure1.train_and_evaluate(config, tmp_path / "figure1")
+
+
+@pytest.mark.parametrize("name, num_train", [("canvases", 600), ("yeast", 2300)])
+def test_cdh_multilabel_checks_its_split_sizes_before_training(name, num_train):
+  from experiments import cdh_multilabel
+
+  config = runs.load_config("cdh_multilabel", "quick" if name == "canvases" else None).unlock()
+  config.datasets[name].num_train = num_train  # was: a traceback naming num_queries
+  with pytest.raises(harness.ConfigError, match=r"num_train \+ num_queries \+ num_validation"):
+    cdh_multilabel.check_config(config)
+
+
+@pytest.mark.parametrize(
+  "path, value, match",
+  [
+    ("dataset.query_per_class", 0, r"config\.dataset: the split holds no queries"),
+    ("dataset.database_limit", 0, r"config\.dataset: database_limit must be >= 1"),
+    ("dataset.train_per_class", 0, r"config\.dataset: "),
+    ("hash_function", "cnn", r"config\.hash_function: .*allowed values: "),
+    ("step_sizes", ("lin",), r"config\.step_sizes: 'lin'"),
+  ],
+)
+def test_hbmp_step_sizes_names_its_keys_before_training(tmp_path, path, value, match):
+  from experiments import hbmp_step_sizes
+
+  config = runs.load_config("hbmp_step_sizes", "quick").unlock()
+  node, *_ = path.split(".")
+  if "." in path:
+    config[node][path.split(".")[1]] = value
+  else:
+    config[path] = value
+  # was: tracebacks after training (no queries), or from load_protocol, or "config: 'cnn'"
+  with pytest.raises(harness.ConfigError, match=match):
+    hbmp_step_sizes.train_and_evaluate(config, tmp_path / "w")
+  assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+  "key, value, match",
+  [
+    ("num_classes", 11, r"config\.num_classes: must be at most Fashion-MNIST's 10"),
+    ("instances_per_class", 100_000, r"config\.instances_per_class: must be at most the 7,000"),
+  ],
+)
+def test_hbmp_figure1_bounds_its_classes_and_instances(key, value, match):
+  from experiments import hbmp_figure1
+
+  config = runs.load_config("hbmp_figure1", "quick").unlock()
+  config[key] = value  # was: 11 ran 10 classes silently; 100,000 a traceback naming other keys
+  with pytest.raises(harness.ConfigError, match=match):
+    hbmp_figure1.validate(config)
