@@ -326,6 +326,11 @@ def _check_evaluation(config) -> None:
     if not values:
       raise harness.ConfigError(f"config.evaluation.sweep.{param}: must hold at least one value.")
     harness.check_distinct(values, f"config.evaluation.sweep.{param}")
+    if not any(param in _parameters(config, label) for label in config.methods):
+      raise harness.ConfigError(
+        f"config.evaluation.sweep.{param}: no method of config.methods takes {param!r} "
+        "(a sweep re-encodes with an encoding parameter, e.g. MCH's sigma or xi)."
+      )
     for label in config.methods:
       if param not in _parameters(config, label):
         continue
@@ -364,6 +369,20 @@ def _check_evaluation(config) -> None:
   for metric in config.tables:
     harness.check_choice(metric, metric_names(ev), "config.tables")
   harness.check_distinct(config.tables, "config.tables")
+  bits = min(config.bits)
+  reported = {n for label in config.methods for n in expected_metrics(config, label, bits)}
+  for metric in config.tables:
+    if metric not in reported:
+      raise harness.ConfigError(
+        f"config.tables: no method of config.methods reports {metric!r} (multi-code numbers "
+        "come from MCH, weighted ones from methods with bit weights); its table would be "
+        "empty."
+      )
+  if ev.get("controls") and not any(config.methods[m].method == "mch" for m in config.methods):
+    raise harness.ConfigError(
+      "config.evaluation.controls: True needs an MCH method in config.methods (the controls "
+      "re-code MCH's crops); there is none."
+    )
 
 
 def _parameters(config, label: str) -> set[str]:
@@ -392,6 +411,16 @@ def _check_plots(config) -> None:
       bits, [*config.bits, 0], "config.plots.pr_curve_bits (one of bits, or 0 for no curves)"
     )
   f1_bits = config.plots.get("f1_bucket_bits")
+  if config.evaluation.get("f1_buckets") and f1_bits is None:
+    raise harness.ConfigError(
+      "config.evaluation.f1_buckets needs config.plots.f1_bucket_bits (one of bits: the "
+      "length whose F1-bucket curve is computed and drawn)."
+    )
+  if config.evaluation.get("topn") and bits is None and f1_bits is None:
+    raise harness.ConfigError(
+      "config.evaluation.topn needs config.plots.pr_curve_bits (one of bits: P@N and R@N are "
+      "computed at the length whose curves are drawn); it is 0 or None."
+    )
   if f1_bits is not None:
     harness.check_choice(f1_bits, list(config.bits), "config.plots.f1_bucket_bits (one of bits)")
     if not config.evaluation.get("f1_buckets"):

@@ -317,3 +317,36 @@ def test_hbmp_figure1_bounds_its_classes_and_instances(key, value, match):
   config[key] = value  # was: 11 ran 10 classes silently; 100,000 a traceback naming other keys
   with pytest.raises(harness.ConfigError, match=match):
     hbmp_figure1.validate(config)
+
+
+def test_the_retrieval_trainer_refuses_what_no_method_would_report():
+  from experiments import retrieval
+
+  def refused(change, match):
+    config = runs.load_config("baselines", "tiny").unlock()
+    change(config)
+    with pytest.raises(harness.ConfigError, match=match):
+      retrieval.validate(config)
+
+  # was: empty tables and plots after training (LSH and ITQ have one code, no weights)
+  refused(lambda c: setattr(c, "tables", ("map_multi",)), r"no method .* reports 'map_multi'")
+  # was: a misspelt sweep parameter skipped for every method, an empty table
+  refused(lambda c: c.evaluation.update({"sweep": {"sigmaa": (0.5,)}}), r"sweep\.sigmaa: no method")
+  refused(lambda c: c.evaluation.update({"controls": True}), r"controls: True needs an MCH method")
+  refused(
+    lambda c: (c.evaluation.update({"f1_buckets": True}), c.plots.update({"f1_bucket_bits": None})),
+    r"f1_buckets needs config\.plots\.f1_bucket_bits",
+  )
+  refused(
+    lambda c: (c.evaluation.update({"topn": (1, 5)}), c.plots.update({"pr_curve_bits": 0})),
+    r"topn needs config\.plots\.pr_curve_bits",
+  )
+
+
+@pytest.mark.parametrize("arg", ["canvases", "quick", "scenes-quick"])
+def test_every_none_of_the_mch_configs_can_be_set_on_the_command_line(arg):
+  config = runs.load_config("mch", arg)
+  # A plain None field cannot be overridden (ml_collections: "Type NoneType of field ...
+  # is not supported for overriding"); a placeholder of its type can.
+  for node, key in ((config.evaluation, "ndcg_at"), (config.plots, "pr_curve_bits")):
+    assert node.get_ref(key).get_type() is int, key

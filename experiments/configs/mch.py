@@ -45,6 +45,7 @@ Scenes:   python -m experiments.main --config experiments/configs/pretrain.py --
 """
 
 import ml_collections
+from ml_collections import config_dict
 
 BASES = ("ksh", "hashnet", "adsh", "dch", "mmhh")
 
@@ -109,7 +110,7 @@ def get_config(arg=None):
     "map_ties": ("aware",),
     "precision_at": (),
     "radius": (0, 2),
-    "ndcg_at": None,
+    "ndcg_at": config_dict.placeholder(int),  # None; settable: --config.evaluation.ndcg_at=5
     "weighted": False,
     "f1_buckets": True,
   }
@@ -127,7 +128,7 @@ def get_config(arg=None):
     "codes_per_item_multi",
   )
   config.plots = {
-    "pr_curve_bits": None,
+    "pr_curve_bits": config_dict.placeholder(int),
     "f1_bucket_bits": 32,
     "curves": {"agent": {"metric": "reward", "methods": tuple(f"mch_{b}" for b in BASES)}},
   }
