@@ -20,10 +20,11 @@ import re
 import signal
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
+
+from experiments import _cli
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file, optionally FILE:ARG (e.g. baselines.py:quick).", lock_config=True
@@ -126,6 +127,16 @@ def _check_trainer(config, where: str):
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a config override of a key the config does not have
   refused by a message naming the key and the keys there are (not a traceback)."""
+  for flag in ("--config", "--workdir"):
+    given = [a for a in argv[1:] if a == flag or a.startswith(flag + "=")]
+    if len(given) > 1:
+      sys.exit(f"error: {flag} is given {len(given)} times; give it once.")
+  trainer = next((a for a in argv[1:] if a.split("=", 1)[0] == "--config.trainer"), None)
+  if trainer is not None:
+    sys.exit(
+      f"error: {trainer}: a config file is written for its trainer (its keys are that "
+      "trainer's); run another trainer with a config file of its own."
+    )
   spec = _config_spec(argv[1:])
   if spec is not None and "--help" not in argv and "--helpfull" not in argv:
     _check_config_file(spec)
@@ -203,7 +214,10 @@ def _last_line(error: BaseException) -> str:
 
 def main(argv) -> None:
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(
+      f"error: unexpected arguments: {' '.join(argv[1:])} (the flags are --config FILE[:ARG], "
+      "--workdir DIR and --config.KEY=VALUE overrides)."
+    )
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
     config = _CONFIG.value
@@ -233,4 +247,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=_parse_flags)
+  _cli.run(main, flags_parser=_parse_flags)

@@ -21,8 +21,9 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app
 from absl import flags
+
+from experiments import _cli
 
 import jhash
 from jhash import data as jdata
@@ -185,4 +186,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _cli.run(main)

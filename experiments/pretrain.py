@@ -49,10 +49,7 @@ def validate(config) -> None:
     raise harness.ConfigError(f"config.classifier: {error}") from None
   if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
     raise harness.ConfigError(f"config.seed: must be an int >= 0; got {config.seed!r}.")
-  if not isinstance(config.checkpoint_every, int) or config.checkpoint_every < 0:
-    raise harness.ConfigError(
-      f"config.checkpoint_every: must be an int >= 0; got {config.checkpoint_every!r}."
-    )
+  harness.check_counts(config, ("checkpoint_every",))  # >= 1, as every trainer's
 
 
 def load(config) -> tuple[dict, dict]:

@@ -71,6 +71,7 @@ DATASET_TITLES = {"fashion-mnist": "Fashion-MNIST", "mfeat": "mfeat"}
 def validate(config) -> None:
   """Raise ``ConfigError`` for anything either part names that does not exist."""
   harness.check_keys(config, KEYS)
+  check_shared(config)
   within("fashion", retrieval.validate, config.fashion)
   cv = config.cross_view
   within("cross_view", common.validate, cv, CROSS_VIEW_KEYS)
@@ -91,6 +92,32 @@ def validate(config) -> None:
     raise harness.ConfigError(
       "config.fashion.bits and config.cross_view.bits must be config.bits (one table); "
       "set config.bits."
+    )
+
+
+SHARED = (
+  "config.bits is shared: config.fashion.bits and config.cross_view.bits refer to it, so "
+  "setting any of the three sets all"
+)
+
+
+def check_shared(config) -> None:
+  """``config.bits`` (shared by both parts) first, named as the user set it, and the
+  Fashion part's curve length among them."""
+  bits = config.bits
+  if (
+    not isinstance(bits, (tuple, list))
+    or not bits
+    or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in bits)
+  ):
+    raise harness.ConfigError(
+      f"config.bits: must be a tuple of ints >= 1 ({SHARED}); got {bits!r}."
+    )
+  curve = config.fashion.plots.get("pr_curve_bits")
+  if curve not in (None, 0, *bits):
+    raise harness.ConfigError(
+      f"config.fashion.plots.pr_curve_bits: {curve} is not one of config.bits {tuple(bits)} "
+      f"({SHARED}); set it to one of them, or 0 for no curves."
     )
 
 

@@ -46,8 +46,16 @@ def load(run_dir) -> dict:
     results = json.loads(path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as error:
     raise ValueError(f"{path} is not readable JSON ({error}).") from None
-  if not isinstance(results, dict) or not isinstance(results.get("table"), str):
-    raise ValueError(f"{path} holds no results table (written by an older jhash?).")
+  if not isinstance(results, dict):
+    raise ValueError(
+      f"{path} is damaged: a run's results are a JSON object; got {type(results).__name__}."
+    )
+  if "table" not in results:
+    raise ValueError(f"{path} holds no results table (written by an older jhash, or damaged?).")
+  if not isinstance(results["table"], str):
+    raise ValueError(
+      f"{path} is damaged: its 'table' must be text; got {type(results['table']).__name__}."
+    )
   if not results["table"].strip():
     raise ValueError(f"{path} is damaged: its 'table' is empty.")
   for key, kind, what in _FIELDS:
@@ -101,6 +109,17 @@ _FIELDS = (
 RUN_FILES = ("results.json", "config.json", "progress.json")
 
 
+def _repeated(run_dirs) -> str | None:
+  """The first run directory given a second time (the same folder by another path too)."""
+  seen = set()
+  for run_dir in run_dirs:
+    key = pathlib.Path(run_dir).resolve()
+    if key in seen:
+      return run_dir
+    seen.add(key)
+  return None
+
+
 def check_out(out: str, run_dirs) -> None:
   """Refuse an ``--out`` that is empty, a folder, or a run's own file (``RUN_FILES``, of
   any run directory given or any run directory at all): the page would replace it."""
@@ -109,6 +128,9 @@ def check_out(out: str, run_dirs) -> None:
   path = pathlib.Path(out)
   if path.is_dir() or not path.name or path.name in (".", "..") or out.endswith("/"):
     raise ValueError(f"--out {out}: names a folder; expected a file path (e.g. page.md).")
+  parent = next((p for p in path.parents if p.exists()), None)
+  if parent is not None and not parent.is_dir():
+    raise ValueError(f"--out {out}: {parent} is a file, not a folder to write the page in.")
   target = path.resolve()
   inputs = {(pathlib.Path(d) / name).resolve() for d in run_dirs for name in RUN_FILES}
   if target in inputs or (target.name in RUN_FILES and (target.parent / "results.json").exists()):
@@ -239,6 +261,9 @@ def main(argv=None) -> int:
   parser.add_argument("--out", help="write the page here (atomically) instead of printing")
   args = parser.parse_args(argv)
   try:
+    again = _repeated(args.run_dirs)
+    if again is not None:
+      raise ValueError(f"{again} is given twice: its section would appear twice.")
     if args.out is not None:
       check_out(args.out, args.run_dirs)
     text = page(args.run_dirs, args.title)

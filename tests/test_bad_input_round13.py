@@ -350,3 +350,90 @@ def test_every_none_of_the_mch_configs_can_be_set_on_the_command_line(arg):
   # is not supported for overriding"); a placeholder of its type can.
   for node, key in ((config.evaluation, "ndcg_at"), (config.plots, "pr_curve_bits")):
     assert node.get_ref(key).get_type() is int, key
+
+
+def test_the_results_page_says_damaged_repeated_and_where_it_cannot_write(tmp_path, capsys):
+  import json
+
+  from experiments import report
+
+  results = tmp_path / "results.json"
+  for damaged, match in (
+    ([], r"is damaged: a run's results are a JSON object; got list"),
+    ({"table": 123}, r"is damaged: its 'table' must be text; got int"),
+  ):
+    results.write_text(json.dumps(damaged))  # was: "written by an older jhash?"
+    with pytest.raises(ValueError, match=match):
+      report.load(tmp_path)
+  results.write_text(json.dumps({"table": "| a |\n|---|\n| 1 |"}))
+  assert report.main([str(tmp_path), str(tmp_path)]) == 2  # was: the section twice
+  assert "is given twice" in capsys.readouterr().err
+  (tmp_path / "file").write_text("")
+  assert report.main([str(tmp_path), "--out", str(tmp_path / "file" / "page.md")]) == 2
+  assert "is a file, not a folder to write the page in" in capsys.readouterr().err  # was:
+  # "cannot write (File exists)"
+
+
+def test_pretrain_refuses_a_checkpoint_interval_of_0():
+  from experiments import pretrain
+
+  config = runs.load_config("pretrain", "quick").unlock()
+  config.checkpoint_every = 0  # was: accepted, checkpoints silently off
+  with pytest.raises(harness.ConfigError, match=r"config\.checkpoint_every: must be an int >= 1"):
+    pretrain.validate(config)
+
+
+def test_the_runner_refuses_repeated_flags_a_trainer_override_and_stray_words():
+  from experiments import main
+
+  config = "experiments/configs/baselines.py:tiny"
+  for argv, match in (
+    (
+      ["--config", config, "--config", "experiments/configs/cdh_mfeat.py:quick"],
+      "--config is given 2 times",
+    ),
+    (["--config", config, "--workdir", "a", "--workdir=b"], "--workdir is given 2 times"),
+    (
+      ["--config", config, "--config.trainer=experiments.cdh_mfeat"],
+      r"--config\.trainer=.*its trainer",
+    ),
+  ):  # was: the last --config loaded (a SyntaxError traceback, "defined twice"), or
+    # "unknown key 'datasets'" for another trainer's config
+    with pytest.raises(SystemExit, match=match):
+      main._parse_flags(["main", *argv])
+  with pytest.raises(SystemExit, match=r"error: unexpected arguments: extra \(the flags are"):
+    main.main(["main", "extra"])  # was: the usage text, 18 lines, then the message
+
+
+def test_the_absl_scripts_help_exits_0_and_a_bad_flag_is_one_line(monkeypatch, capsys):
+  from experiments import _cli
+
+  monkeypatch.setattr("sys.argv", ["script", "--help"])
+  with pytest.raises(SystemExit) as stop:  # was: status 1
+    _cli.run(lambda argv: None)
+  assert stop.value.code == 0 and "flags:" in capsys.readouterr().out
+  with pytest.raises(SystemExit) as stop:  # was: "FATAL Flags parsing error", status 1
+    _cli.parse_flags(["script", "--no_such_flag_here"])
+  assert stop.value.code == 2
+  assert capsys.readouterr().err.startswith("error: Unknown command line flag")
+
+  def interrupted(argv):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr("sys.argv", ["script"])
+  with pytest.raises(SystemExit, match=r"^interrupted: the script stopped"):  # was: a traceback
+    _cli.run(interrupted)
+
+
+def test_quickstart_names_its_shared_bits_as_the_user_set_them():
+  config = runs.load_config("quickstart", "tiny").unlock()
+  config.cross_view.bits = (8,)  # one value with config.bits and config.fashion.bits
+  # was: "config.fashion.plots.pr_curve_bits ...: 16 is not allowed", a key in the other part
+  _refused(
+    quickstart.validate,
+    config,
+    r"pr_curve_bits: 16 is not one of config\.bits \(8,\) \(config\.bits is shared",
+  )
+  config = runs.load_config("quickstart", "tiny").unlock()
+  config.bits = (0,)  # was: "config.fashion.bits: ..."
+  _refused(quickstart.validate, config, r"^config\.bits: must be a tuple of ints >= 1")
