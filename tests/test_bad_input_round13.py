@@ -422,7 +422,9 @@ def test_the_absl_scripts_help_exits_0_and_a_bad_flag_is_one_line(monkeypatch, c
 
   monkeypatch.setattr("sys.argv", ["script"])
   with pytest.raises(SystemExit, match=r"^interrupted: the script stopped"):  # was: a traceback
-    _cli.run(interrupted)
+    _cli.run(lambda argv: None, flags_parser=interrupted)  # Ctrl-C while flags are read
+    # (a parser of its own: absl's flags are process-wide, and another test's import of
+    # experiments.main makes its --config and --workdir required)
 
 
 def test_quickstart_names_its_shared_bits_as_the_user_set_them():
