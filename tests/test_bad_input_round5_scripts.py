@@ -239,21 +239,57 @@ def test_workdir_json_of_the_wrong_structure_is_named_as_damaged(tmp_path, name,
 # ------------------------------------------------------------------------- mch_crop_rewards
 
 
-@pytest.mark.parametrize(
-  "args, match",
-  [
-    (["--sigma", "0"], "--sigma"),
-    (["extra"], "unexpected arguments: extra"),
-    (["--base", "itq"], "--base 'itq'"),
-    (["--bits", "0"], "--bits 0"),
-    (["--epochs", "-1"], "--epochs -1"),
-    (["--num_train", "99999"], "--num_train 99999"),
-    (["--crop_augment", "abc"], "--crop_augment 'abc'"),
-  ],
-)
-def test_crop_rewards_checks_its_flags_before_loading_data(args, match):
-  out = _script("experiments.mch_crop_rewards", *args, timeout=60)
-  assert out.returncode == 2 and match in _error_line(out.stderr)
+CROP_REWARDS_CASES = [
+  (["--sigma", "0"], "--sigma"),
+  (["extra"], "unexpected arguments: extra"),
+  (["--base", "itq"], "--base 'itq'"),
+  (["--bits", "0"], "--bits 0"),
+  (["--epochs", "-1"], "--epochs -1"),
+  (["--num_train", "99999"], "--num_train 99999"),
+  (["--crop_augment", "abc"], "--crop_augment 'abc'"),
+]
+# Every case in one process (one import of JAX and jhash, not one each): the script's own
+# flag parsing and main, its flags unparsed between cases; a case that got past the checks
+# would load the data and train, which the test would notice by its exit status.
+_CROP_REWARDS_RUN = """
+import contextlib, io, json, sys
+from absl import flags
+from experiments import _cli
+from experiments import mch_crop_rewards as script
+results = []
+for args in json.loads(sys.argv[1]):
+  flags.FLAGS.unparse_flags()
+  err, code = io.StringIO(), 0
+  with contextlib.redirect_stderr(err):
+    try:
+      script.main(_cli.parse_flags(["mch_crop_rewards", *args]))
+    except SystemExit as stop:
+      code = stop.code
+  results.append([code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def crop_rewards_checks():
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+  cases = json.dumps([args for args, _ in CROP_REWARDS_CASES])
+  out = subprocess.run(
+    [sys.executable, "-c", _CROP_REWARDS_RUN, cases],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert out.returncode == 0, out.stderr[-2000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", range(len(CROP_REWARDS_CASES)))
+def test_crop_rewards_checks_its_flags_before_loading_data(crop_rewards_checks, case):
+  code, err = crop_rewards_checks[case]
+  assert code == 2 and CROP_REWARDS_CASES[case][1] in _error_line(err)
 
 
 # ------------------------------------------------------------------------- save and restore
