@@ -281,6 +281,26 @@ def check_distinct(values, where: str) -> None:
     raise ConfigError(f"{where}: each value once; {seen[0]!r} repeats in {tuple(values)!r}.")
 
 
+def load_split(
+  load: Callable[[], tuple], where: str, parts: Iterable[str], note: str = ""
+) -> tuple:
+  """``load()``, a data set's batches (one per name of ``parts``, e.g. "training items"),
+  checked before any training: a setting its protocol refuses or files it cannot read,
+  or a part without items, is a ``ConfigError`` naming ``where`` (``note``: e.g. the seed)."""
+  import jhash  # local: keeps this module importable without initialising jhash
+
+  try:
+    batches = load()
+  except (TypeError, ValueError, OSError) as e:
+    raise ConfigError(f"{where}: {first_line(e, 1000)}") from None
+  for batch, what in zip(batches, parts):
+    if jhash.num_items(batch) == 0:
+      raise ConfigError(
+        f"{where}: the split holds no {what}{note}; raise its per-class or total count."
+      )
+  return batches
+
+
 def check_choice(value, allowed: Iterable, where: str) -> None:
   """Raise ``ConfigError`` unless ``value`` is one of ``allowed``."""
   allowed = list(allowed)

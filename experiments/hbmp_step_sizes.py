@@ -64,18 +64,13 @@ def load_data(config):
   """(train, query, database) of Fashion-MNIST as ``config.dataset`` asks, before any
   cell trains: a setting the protocol refuses, or a split without queries or training
   items, is a ``ConfigError`` naming ``config.dataset``."""
-  try:
-    batches = jdata.load_protocol(
+  return harness.load_split(
+    lambda: jdata.load_protocol(
       "fashion-mnist", config.seed, images=True, **config.dataset.to_dict()
-    )
-  except (TypeError, ValueError) as e:
-    raise harness.ConfigError(f"config.dataset: {harness.first_line(e)}") from None
-  for batch, what in zip(batches, ("training items", "queries", "database items")):
-    if jhash.num_items(batch) == 0:
-      raise harness.ConfigError(
-        f"config.dataset: the split holds no {what}; raise its per-class or total count."
-      )
-  return batches
+    ),
+    "config.dataset",
+    ("training items", "queries", "database items"),
+  )
 
 
 def residual_curves(config) -> dict:

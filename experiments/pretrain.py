@@ -57,13 +57,12 @@ def load(config) -> tuple[dict, dict]:
   the protocol refuses, an empty part, or class ids outside ``num_classes`` is a
   ``ConfigError`` naming the key."""
   spec = config.dataset.to_dict()
-  try:
-    train, query, _ = jhash.data.load_protocol(spec.pop("protocol"), config.seed, **spec)
-  except (TypeError, ValueError) as error:
-    raise harness.ConfigError(f"config.dataset: {harness.first_line(error)}") from None
-  for batch, what in ((train, "training"), (query, "held-out (num_queries)")):
-    if jhash.num_items(batch) == 0:
-      raise harness.ConfigError(f"config.dataset: the {what} part holds no items.")
+  protocol = spec.pop("protocol")
+  train, query, _ = harness.load_split(
+    lambda: jhash.data.load_protocol(protocol, config.seed, **spec),
+    "config.dataset",
+    ("training items", "held-out items (num_queries)"),
+  )
   labels = np.concatenate([np.asarray(train["labels"]), np.asarray(query["labels"])])
   if labels.ndim != 1:
     raise harness.ConfigError(

@@ -470,17 +470,12 @@ def load_split(batches_of, dataset: str, seed: int):
   protocol refuses, data files it cannot read (a root that is missing or lacks files), or
   a split with no query or no training item, is a ``ConfigError`` naming
   ``config.datasets.DATASET``."""
-  where = f"config.datasets.{dataset}"
-  try:
-    train, query, database = batches_of(dataset, seed)
-  except (TypeError, ValueError, OSError) as e:
-    raise harness.ConfigError(f"{where}: {harness.first_line(e, 1000)}") from None
-  for batch, what in ((query, "queries"), (train, "training items"), (database, "database items")):
-    if jhash.num_items(batch) == 0:
-      raise harness.ConfigError(
-        f"{where}: the split holds no {what} (seed {seed}); raise its per-class or total count."
-      )
-  return train, query, database
+  return harness.load_split(
+    lambda: batches_of(dataset, seed),
+    f"config.datasets.{dataset}",
+    ("training items", "queries", "database items"),
+    note=f" (seed {seed})",
+  )
 
 
 def _check_cutoffs(evaluation, num_items: int, dataset: str) -> None:
