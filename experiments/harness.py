@@ -56,7 +56,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import jax
 import numpy as np
@@ -282,19 +282,25 @@ def check_distinct(values, where: str) -> None:
 
 
 def load_split(
-  load: Callable[[], tuple], where: str, parts: Iterable[str], note: str = ""
+  load: Callable[[], tuple],
+  where: str,
+  parts: Iterable[str],
+  note: str = "",
+  count: Callable | None = None,
 ) -> tuple:
   """``load()``, a data set's batches (one per name of ``parts``, e.g. "training items"),
   checked before any training: a setting its protocol refuses or files it cannot read,
-  or a part without items, is a ``ConfigError`` naming ``where`` (``note``: e.g. the seed)."""
+  or a part without items, is a ``ConfigError`` naming ``where`` (``note``: e.g. the seed;
+  ``count``: a part's items, ``jhash.num_items`` by default)."""
   import jhash  # local: keeps this module importable without initialising jhash
 
+  count = jhash.num_items if count is None else count
   try:
     batches = load()
   except (TypeError, ValueError, OSError) as e:
     raise ConfigError(f"{where}: {first_line(e, 1000)}") from None
   for batch, what in zip(batches, parts):
-    if jhash.num_items(batch) == 0:
+    if count(batch) == 0:
       raise ConfigError(
         f"{where}: the split holds no {what}{note}; raise its per-class or total count."
       )
@@ -771,13 +777,18 @@ class Workdir:
     """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps (at the first host
     round trip after them: minibatch phases come back once per epoch), resumes from the
     last checkpoint, and writes the scalar metrics of every step as a training curve.
+    ``batch``: the training batch, or a ``Streamed`` set (its minibatches from the
+    resumed step).
 
     Returns ``(state, history)``: the history covers every step, resumed ones included.
     """
     import jhash  # local: keeps this module importable without initialising jhash
 
-    total = jhash.schedule(method, jhash.num_items(batch), num_steps=num_steps)
-    template = jax.eval_shape(lambda k: jhash.init(method, k, batch), key)
+    streamed = isinstance(batch, Streamed)
+    n = batch.num_items if streamed else jhash.num_items(batch)
+    sample, sized = (batch.sample, {"num_items": n}) if streamed else (batch, {})
+    total = jhash.schedule(method, n, num_steps=num_steps)
+    template = jax.eval_shape(lambda k: jhash.init(method, k, sample, **sized), key)
     start, state, history = self.load_state(cell, template) or (0, None, {})
     collected = {k: [v] for k, v in history.items()}
     last_save = start
@@ -793,13 +804,38 @@ class Workdir:
         self.save_state(cell, step, st, {k: np.concatenate(v) for k, v in collected.items()})
         last_save = step
 
+    data = batch.at(method, key, start) if streamed else batch
     try:
       state, _ = jhash.fit(
-        method, key, batch, total, state=state, start_step=start, progress=progress, on_step=on_step
+        method,
+        key,
+        data,
+        total,
+        state=state,
+        start_step=start,
+        progress=progress,
+        on_step=on_step,
+        **sized,
       )
     finally:
       writer.close()
     return state, {k: np.concatenate(v) for k, v in collected.items()}
+
+
+class Streamed(NamedTuple):
+  """A training set read from its files as it trains (``Workdir.fit``).
+
+  Attributes:
+    sample: a batch of a few of its items, read as training reads them (shapes and dtypes
+      for the state's template).
+    num_items: the set's size.
+    at: ``at(method, key, start_step)``: the iterable of the run's minibatches from
+      ``start_step`` on (``jhash.training_pipeline``).
+  """
+
+  sample: dict
+  num_items: int
+  at: Callable
 
 
 def summary_writer_class():

@@ -73,6 +73,7 @@ import jhash
 from jhash import data as jdata
 from experiments import harness
 from experiments import plots
+from experiments import streaming
 
 KEYS = (
   "trainer",
@@ -197,6 +198,11 @@ def validate(config) -> None:
   _check_ints([config.checkpoint_every], "config.checkpoint_every", minimum=1)
   for label, spec in config.datasets.items():
     _check_dataset(label, spec)
+    if spec.get("stream") and config.evaluation.get("controls"):
+      raise harness.ConfigError(
+        f"config.evaluation.controls: MCH's controls read the database's pixels in memory; "
+        f"config.datasets.{label} streams its images (stream=True). Drop one of them."
+      )
   for label in config.methods:
     _check_method(config, label)
   _check_evaluation(config)
@@ -266,10 +272,11 @@ def _check_dataset(label: str, spec) -> None:
       f"{where}: missing key 'protocol' (one of {', '.join(jdata.PROTOCOLS)})."
     )
   harness.check_choice(spec.protocol, jdata.PROTOCOLS, f"{where}.protocol")
-  options = jdata.protocol_options(spec.protocol)
+  options = list(jdata.protocol_options(spec.protocol)) + list(streaming.KEYS)
   harness.check_keys(
     {k: v for k, v in spec.items() if k != "protocol"}, options, where, required=()
   )
+  streaming.check_spec(label, spec)
 
 
 def _check_method(config, label: str) -> None:
@@ -448,10 +455,12 @@ def check_trainable(config, batches_of) -> None:
   reported = {}
   for dataset in reversed(list(config.datasets)):  # the first cells' data set stays cached
     train, query, database = load_split(batches_of, dataset, seeds(config)[0])
-    _check_cutoffs(config.evaluation, jhash.num_items(database), dataset)
+    _check_cutoffs(config.evaluation, streaming.num_items(database), dataset)
     for label, spec in config.methods.items():
       try:
-        reported[label] = reported_metrics(build_method(config, label, bits), train)
+        method = build_method(config, label, bits)
+        streaming.check_streamable(method, train)
+        reported[label] = reported_metrics(method, streaming.sample(train))
       except (TypeError, ValueError) as e:
         raise harness.ConfigError(
           f"config.methods.{label} ({spec.method}) cannot train on config.datasets.{dataset}: {e}"
@@ -475,6 +484,7 @@ def load_split(batches_of, dataset: str, seed: int):
     f"config.datasets.{dataset}",
     ("training items", "queries", "database items"),
     note=f" (seed {seed})",
+    count=streaming.num_items,
   )
 
 
@@ -626,16 +636,16 @@ def weighted_metrics(q_codes, db_codes, q_labels, db_labels, weights, evaluation
 def evaluate(method, state, query, database, evaluation, curve: bool, top_k=None) -> dict:
   """Every metric of ``evaluation`` for a trained method (module docstring); ``top_k``:
   the K of ``map_at_k`` (``map_at``)."""
-  q_codes = jhash.encode(method, state, query)
-  db_codes = jhash.encode(method, state, database)
-  labels = (query["labels"], database["labels"])
+  q_codes = streaming.encode(method, state, query)
+  db_codes = streaming.encode(method, state, database)
+  labels = (streaming.labels(query), streaming.labels(database))
   out = hamming_metrics(q_codes, db_codes, *labels, evaluation, curve, top_k=top_k)
   weights = method_weights(method, state)
   if weights is not None and evaluation.weighted:
     out.update(weighted_metrics(q_codes, db_codes, *labels, weights, evaluation))
     out["weights"] = weights.tolist()
   if method.encode_multi is not None:
-    codes, mask = jhash.encode_multi(method, state, database)
+    codes, mask = streaming.encode_multi(method, state, database)
     multi = hamming_metrics(q_codes, codes, *labels, evaluation, curve, db_mask=mask, top_k=top_k)
     multi["codes_per_item"] = float(np.mean(np.sum(np.asarray(mask), axis=1)))
     out.update({f"{k}_multi": v for k, v in multi.items()})
@@ -651,9 +661,9 @@ def sweep_metrics(rebuild, state, query, database, evaluation) -> dict:
     for v in values:
       method = rebuild(**{param: v})
       if single is None:
-        single = jhash.encode(method, state, query)
-      codes, mask = jhash.encode_multi(method, state, database)
-      args = (single, codes, query["labels"], database["labels"])
+        single = streaming.encode(method, state, query)
+      codes, mask = streaming.encode_multi(method, state, database)
+      args = (single, codes, streaming.labels(query), streaming.labels(database))
       pr = jhash.metrics.pr_curve_by_radius(*args, db_mask=mask)
       got = {
         "map": jhash.metrics.mean_average_precision(*args, db_mask=mask),
@@ -676,7 +686,7 @@ def run_cell(config, workdir, batches, dataset: str, label: str, bits: int, seed
     cell_name(dataset, label, bits, seed),
     method,
     key,
-    train,
+    streaming.training_data(train),
     checkpoint_every=config.checkpoint_every,
   )
   curve = bits in (pr_curve_bits(config), config.plots.get("f1_bucket_bits"))
@@ -719,12 +729,17 @@ def train_and_evaluate(config, workdir) -> dict:
 
   @functools.lru_cache(maxsize=1)  # one data set in memory at a time
   def batches_of(dataset: str, seed: int):
-    spec = config.datasets[dataset].to_dict()
-    out = jdata.load_protocol(spec.pop("protocol"), seed, **spec)
+    options, stream = streaming.split_options(config.datasets[dataset].to_dict())
+    protocol = options.pop("protocol")
+    if stream is None:
+      out = jdata.load_protocol(protocol, seed, **options)
+    else:
+      jdata.check_protocol(protocol, options)
+      out = streaming.load(protocol, seed, options, stream)
     sizes = ", ".join(
-      f"{b['labels'].shape[0]} {n}" for b, n in zip(out, ("train", "queries", "database items"))
+      f"{streaming.num_items(b)} {n}" for b, n in zip(out, ("train", "queries", "database items"))
     )
-    print(f"{dataset} (seed {seed}): {sizes}", flush=True)
+    print(f"{dataset} (seed {seed}){' streamed' if stream else ''}: {sizes}", flush=True)
     return out
 
   with harness.Workdir(workdir, config) as wd:

@@ -26,6 +26,8 @@ from jhash._api import num_items
 from jhash._encode import encode
 from jhash._encode import encode_multi
 from jhash._encode import encode_stream
+from jhash._fit_pipeline import TrainingPipeline
+from jhash._fit_pipeline import training_pipeline
 from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init
@@ -70,6 +72,8 @@ __all__ = [
   "encode",
   "encode_multi",
   "encode_stream",
+  "training_pipeline",
+  "TrainingPipeline",
   "Network",
   "network",
   "save",

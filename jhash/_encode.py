@@ -151,10 +151,17 @@ def encode_multi(method: _api.HashingMethod, state, batch: dict, *, chunk_size: 
 
 
 def encode_stream(
-  method: _api.HashingMethod, state, minibatches: Iterable[Mapping], num_items: int
-) -> np.ndarray:
+  method: _api.HashingMethod,
+  state,
+  minibatches: Iterable[Mapping],
+  num_items: int,
+  *,
+  multi: bool = False,
+):
   """Codes of a set read as minibatches, in the order of its items: int8 [num_items,
-  num_bits] in {-1, +1} (NumPy, on the host).
+  num_bits] in {-1, +1} (NumPy, on the host); with ``multi=True``, every code of each
+  item as ``encode_multi`` gives them: (codes int8 [num_items, m, num_bits], mask bool
+  [num_items, m]).
 
   For a database too large to hold as one batch: ``jhash.data.image_pipeline(...,
   train=False)`` reads it in order, its last minibatch padded to the same size (one
@@ -175,41 +182,61 @@ def encode_stream(
     True
   """
   num_items = _checks.positive_int(num_items, "num_items")
-  out = np.zeros((num_items, method.num_bits), np.int8)
+  multi = _checks.flag(multi, "multi")
+  out = None  # the output arrays, made at the first minibatch (m is the method's)
   seen = np.zeros(num_items, bool)
   for step, minibatch in enumerate(minibatches):
-    index = minibatch.get("index") if isinstance(minibatch, Mapping) else None
-    if index is None or np.ndim(index) != 1 or np.asarray(index).dtype.kind not in "iu":
+    index = _stream_index(minibatch, step)
+    batch = {k: v for k, v in minibatch.items() if k != "index"}
+    got = encode_multi(method, state, batch) if multi else (encode(method, state, batch),)
+    got = tuple(np.asarray(a) for a in got)
+    if got[0].shape[0] != index.size:
       raise ValueError(
-        f"minibatch {step} must be a batch dict with 'index': int [b], each row's position "
-        f"in the set (-1 for padding); got {_checks.describe(index if index is not None else minibatch)}."
+        f"minibatch {step}: 'index' has {index.size} entries for {got[0].shape[0]} rows."
       )
-    index = np.asarray(index)
-    codes = np.asarray(encode(method, state, {k: v for k, v in minibatch.items() if k != "index"}))
-    if codes.shape[0] != index.size:
+    if out is None:
+      out = tuple(np.zeros((num_items,) + a.shape[1:], a.dtype) for a in got)
+    elif got[0].shape[1:] != out[0].shape[1:]:
       raise ValueError(
-        f"minibatch {step}: 'index' has {index.size} entries for {codes.shape[0]} rows."
+        f"minibatch {step}: {method.name} gave codes of shape {got[0].shape[1:]} an item, "
+        f"the earlier minibatches {out[0].shape[1:]}."
       )
-    real = index >= 0
-    positions = index[real]
-    if positions.size and positions.max() >= num_items:
-      raise ValueError(
-        f"minibatch {step}: 'index' holds {positions.max()}, past num_items={num_items} "
-        "(positions are in [0, num_items), -1 for padding)."
-      )
-    twice = positions[
-      seen[positions] | (np.bincount(positions, minlength=num_items)[positions] > 1)
-    ]
-    if twice.size:
-      raise ValueError(
-        f"minibatch {step}: position {int(twice[0])} comes a second time; every position "
-        "must come once (an evaluation stream, not a training one?)."
-      )
-    out[positions] = codes[real]
+    positions = _new_positions(index, seen, num_items, step)
+    for whole, part in zip(out, got):
+      whole[positions] = part[index >= 0]
     seen[positions] = True
   if not seen.all():
     raise ValueError(
       f"the minibatches gave {int(seen.sum())} of num_items={num_items} positions; the "
       f"first missing is {int(np.argmin(seen))}."
     )
-  return out
+  return out if multi else out[0]
+
+
+def _stream_index(minibatch, step: int) -> np.ndarray:
+  """A stream minibatch's ``"index"``: int [b], or an error naming the minibatch."""
+  index = minibatch.get("index") if isinstance(minibatch, Mapping) else None
+  if index is None or np.ndim(index) != 1 or np.asarray(index).dtype.kind not in "iu":
+    raise ValueError(
+      f"minibatch {step} must be a batch dict with 'index': int [b], each row's position "
+      f"in the set (-1 for padding); got {_checks.describe(index if index is not None else minibatch)}."
+    )
+  return np.asarray(index)
+
+
+def _new_positions(index: np.ndarray, seen: np.ndarray, num_items: int, step: int) -> np.ndarray:
+  """The positions of a minibatch's real rows (``index >= 0``), each in [0, num_items) and
+  not seen before; an error naming the first that is not."""
+  positions = index[index >= 0]
+  if positions.size and positions.max() >= num_items:
+    raise ValueError(
+      f"minibatch {step}: 'index' holds {positions.max()}, past num_items={num_items} "
+      "(positions are in [0, num_items), -1 for padding)."
+    )
+  twice = positions[seen[positions] | (np.bincount(positions, minlength=num_items)[positions] > 1)]
+  if twice.size:
+    raise ValueError(
+      f"minibatch {step}: position {int(twice[0])} comes a second time; every position "
+      "must come once (an evaluation stream, not a training one?)."
+    )
+  return positions

@@ -524,7 +524,14 @@ def _record(run: _Run, phase: _api.Phase, metrics, step: int, state, count: int)
   on the host already)."""
   _check_finite(run, phase, metrics, step, count)
   for name, value in metrics.items():
-    run.history.setdefault(name, []).append(np.asarray(value))
+    value, earlier = np.asarray(value), run.history.get(name)
+    if earlier and earlier[0].shape[1:] != value.shape[1:]:
+      raise ValueError(
+        f"{run.method.name}: metric {name!r} of phase {phase.name!r} has shape "
+        f"{value.shape[1:]} a step, its earlier steps {earlier[0].shape[1:]}: a metric keeps "
+        "one shape over the run (give a per-item metric a name per phase)."
+      )
+    run.history.setdefault(name, []).append(value)
   if run.on_step is not None:
     run.on_step(step, state, metrics)
   if run.bar is not None:

@@ -24,7 +24,7 @@ LAYERS = (  # top first
   ("jhash._evaluate_presets",),
   ("jhash._evaluate_files",),
   ("jhash._grid", "jhash._train", "jhash._saving"),
-  ("jhash._encode",),
+  ("jhash._encode", "jhash._fit_pipeline"),
   ("jhash._fit", "jhash._network"),
   ("jhash._stream_checks",),
   ("jhash._loops", "jhash._shards"),

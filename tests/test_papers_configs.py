@@ -114,11 +114,22 @@ def _write_tiny_nuswide(root, rng) -> tuple:
   return labels[:q], labels[q:]
 
 
-def test_mch_papers_quick_learns_on_nuswide_shaped_lists(tmp_path):
+@pytest.mark.parametrize(
+  "stream",
+  [  # in memory: slow; the trainer's in-memory path runs in every other experiment test,
+    # the lists decoded in memory in test_paper_data.py
+    pytest.param(False, marks=pytest.mark.slow),
+    True,  # read from the files as it trains (crops of 28 from 32, flips) and codes
+  ],
+)
+def test_mch_papers_quick_learns_on_nuswide_shaped_lists(tmp_path, stream):
   rng = np.random.default_rng(0)
   q_labels, db_labels = _write_tiny_nuswide(tmp_path, rng)
   config = runs.load_config("mch_papers", "quick").unlock()
   config.datasets.nuswide_21.root = str(tmp_path)
+  if stream:
+    config.datasets.nuswide_21.stream = True
+    config.datasets.nuswide_21.resize = 32
   with pytest.warns(UserWarning, match="preset"):  # the lists' sizes are not NUS-WIDE's
     results = runs.run_config(config.lock(), tmp_path / "run")
   cell = results["metrics"]["nuswide_21/mch_dch/16"]

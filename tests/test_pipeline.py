@@ -2,7 +2,11 @@
 minibatch order, exact resumption, determinism by key, sharding over processes, and clear
 errors."""
 
+import functools
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from PIL import Image
@@ -375,3 +379,104 @@ def test_encode_stream_codes_an_evaluation_pipeline_in_item_order(images):
     jhash.encode_stream(method, state, run, 20)
   with pytest.raises(ValueError, match=r"minibatch 0 must be a batch dict with 'index'"):
     jhash.encode_stream(method, state, [{"views": run[0]["views"]}], len(paths))
+
+
+# ----------------------------------------------------------------------------- whole schedules
+
+
+class _Seen(NamedTuple):
+  total: jax.Array  # int32 []: a running hash of the items read, in order
+
+
+def _two_minibatch_phases(first=8, second=4, metrics=("first", "second")):
+  """Phase 0: five steps of ``first`` items; phase 1: two epochs of ``second``; each step
+  reports the items it read (as ``metrics[phase]``) and folds them into the state."""
+
+  def init(key, batch):
+    del key, batch
+    return _Seen(jnp.zeros((), jnp.int32))
+
+  def update(name, state, batch, key):
+    del key
+    index = batch["index"]
+    total = state.total * 31 + jnp.sum(index * (jnp.arange(index.shape[0]) + 1))
+    return _Seen(total), {name: index}
+
+  phases = (
+    jhash.Phase("first", functools.partial(update, metrics[0]), first, num_steps=5),
+    jhash.Phase("second", functools.partial(update, metrics[1]), second, num_epochs=2),
+  )
+  encode = lambda state, batch: jnp.ones((batch["views"][0].shape[0], 1), jnp.int8)
+  return jhash.HashingMethod(init, encode, 1, "two_minibatch_phases", phases)
+
+
+def test_training_pipeline_feeds_fit_each_phase_as_in_memory_and_resumes_across_them(images):
+  paths, labels = images
+  key = jax.random.key(5)
+  method = _two_minibatch_phases()
+  in_memory = {"views": (np.zeros((26, 8, 8, 3), np.float32),), "labels": labels}
+  want_state, want = jhash.fit(method, key, in_memory, progress=False)
+  pipeline = jhash.training_pipeline(method, paths, labels, key=key, **SMALL)
+  assert len(pipeline) == jhash.schedule(method, 26) == 5 + 2 * 6
+  assert [p for p, _ in pipeline.pipelines] == [0, 1]
+  state, got = jhash.fit(method, key, pipeline, num_items=26, progress=False)
+  assert int(state.total) == int(want_state.total)
+  for name, shape in (("first", (5, 8)), ("second", (12, 4))):  # each at its batch size
+    assert got[name].shape == shape
+    np.testing.assert_array_equal(got[name], want[name])
+  # Resumed in the second phase's first epoch, and in the first phase: the same run.
+  for start in (8, 3):
+    part, _ = jhash.fit(method, key, in_memory, start, progress=False)
+    rest = jhash.training_pipeline(method, paths, labels, key=key, start_step=start, **SMALL)
+    assert len(rest) == 17 - start
+    resumed, tail = jhash.fit(
+      method, key, rest, state=part, start_step=start, num_items=26, progress=False
+    )
+    assert int(resumed.total) == int(want_state.total), start
+    np.testing.assert_array_equal(tail["second"], want["second"][max(start - 5, 0) :])
+  # The pixels of a resumed step are those of the whole run's (crops and flips by key).
+  whole = list(pipeline)
+  _assert_same(
+    list(jhash.training_pipeline(method, paths, labels, key=key, start_step=8, **SMALL)), whole[8:]
+  )
+
+
+def test_training_pipeline_refuses_what_fit_would_refuse_and_options_it_sets(images):
+  paths, labels = images
+  key = jax.random.key(0)
+  method = _two_minibatch_phases()
+  whole = method._replace(phases=(jhash.Phase("all", method.phases[0].update, None, num_steps=2),))
+  with pytest.raises(ValueError, match=r"phase 'all' trains on the whole set at every step"):
+    jhash.training_pipeline(whole, paths, labels, key=key)
+  bound = method._replace(bind=lambda batch: None)
+  with pytest.raises(ValueError, match=r"reads sizes from its whole training batch"):
+    jhash.training_pipeline(bound, paths, labels, key=key)
+  with pytest.raises(ValueError, match=r"'batch_size' is not one of its options \(image_size"):
+    jhash.training_pipeline(method, paths, labels, key=key, batch_size=4)
+  with pytest.raises(ValueError, match=r"start_step=18 is past the end of .*17 steps"):
+    jhash.training_pipeline(method, paths, labels, key=key, start_step=18)
+  big = _two_minibatch_phases(second=27)
+  with pytest.raises(ValueError, match=r"batch_size must be at most the number of images \(26\)"):
+    jhash.training_pipeline(big, paths, labels, key=key, **SMALL)
+
+
+def test_a_metric_that_changes_shape_between_phases_is_named_at_once():
+  method = _two_minibatch_phases(metrics=("index", "index"))
+  batch = {"views": (np.zeros((26, 2), np.float32),)}
+  with pytest.raises(ValueError, match=r"metric 'index' of phase 'second' has shape \(4,\) a "):
+    jhash.fit(method, jax.random.key(0), batch, progress=False)
+
+
+def test_encode_stream_multi_gives_encode_multi_of_the_whole_set(images):
+  paths, labels = images
+  run = list(_pipeline(images, train=False, batch_size=8))
+  pixels = np.concatenate([m["views"][0] for m in run])[: len(paths)]
+  method = jhash.methods.lsh(12)
+  state, _ = jhash.fit(method, jax.random.key(0), {"views": (pixels,)}, progress=False)
+  codes, mask = jhash.encode_stream(method, state, run, len(paths), multi=True)
+  want_codes, want_mask = jhash.encode_multi(method, state, {"views": (pixels,)})
+  assert codes.shape == (26, 1, 12) and mask.shape == (26, 1)
+  np.testing.assert_array_equal(codes, want_codes)
+  np.testing.assert_array_equal(mask, want_mask)
+  with pytest.raises(ValueError, match=r"multi must be True or False"):
+    jhash.encode_stream(method, state, run, len(paths), multi="yes")

@@ -27,11 +27,16 @@ def label(name: str) -> str:
 def dataset(name: str) -> dict:
   """The entry of preset ``name`` (``jhash.data.PAPER_PRESETS``): its protocol, a root the
   user must give, images decoded at 224 and the lists' text encoding for the list sets, an
-  optional database limit."""
+  optional database limit; for the list sets also ``stream`` (False: the images decoded in
+  memory; True: read from their files as the cells train and code, ``experiments.streaming``)
+  and the streaming options, unset (their defaults)."""
   spec = {"protocol": name, "root": config_dict.placeholder(str)}
   if jhash.data.PAPER_PRESETS[name].layout == "lists":
     spec["image_size"] = 224
     spec["encoding"] = "utf-8"  # of the list files ("latin-1" for lists of older tools)
+    spec["stream"] = False
+    spec.update({k: config_dict.placeholder(int) for k in ("resize", "eval_batch_size")})
+    spec["worker_count"] = config_dict.placeholder(int)
   spec["database_limit"] = config_dict.placeholder(int)
   return spec
 

@@ -51,6 +51,7 @@ from jhash.data._paper_presets import PAPER_PRESETS
 from jhash.data._paper_presets import PaperPreset
 from jhash.data._papers import PaperLists
 from jhash.data._papers import load_paper_lists
+from jhash.data._papers import load_paper_split
 from jhash.data._pipeline import ImagePipeline
 from jhash.data._pipeline import image_pipeline
 from jhash.data._transforms import IMAGENET_MEAN
@@ -126,6 +127,7 @@ __all__ = [
   "PaperPreset",
   "PaperLists",
   "load_paper_lists",
+  "load_paper_split",
   "read_cifar10_binary",
   "cifar10_split",
   "protocol_map_at",

@@ -254,36 +254,62 @@ def _cifar10_protocol(name: str) -> Callable:
   return protocol
 
 
+def load_paper_split(
+  name: str,
+  seed: int,
+  *,
+  root: str | os.PathLike,
+  database_limit: int | None = None,
+  encoding: str = "utf-8",
+  check_files: bool = True,
+) -> PaperLists:
+  """The split of list set ``name`` as ``load_protocol`` uses it, as lists of files.
+
+  ``load_paper_lists`` with ``database_limit`` applied as ``load_protocol(name, seed,
+  root=..., database_limit=...)`` applies it (the same random subset for the same seed),
+  for a set streamed from its files rather than decoded in memory
+  (``jhash.training_pipeline``, ``jhash.encode_stream``).
+
+  Args:
+    name, root, encoding, check_files: as ``load_paper_lists``.
+    seed: the seed of ``database_limit``'s subset (the split itself is the lists').
+    database_limit: None for the whole database, else a random subset of that many.
+  Returns:
+    ``PaperLists(train, query, database, notes)``, the database cut to its subset.
+  """
+  seed = _checks.seed(seed)
+  _check_limit(database_limit)
+  lists = load_paper_lists(name, root, check_files=check_files, encoding=encoding)
+  keep = _limit(np.arange(len(lists.database.paths)), database_limit, seed)
+  database = ImageList([lists.database.paths[i] for i in keep], lists.database.labels[keep])
+  return lists._replace(database=database)
+
+
 def _list_batches(name, seed, root, image_size, limit, encoding):
   """The (train, query, database) batches of a list set (``_list_protocol``)."""
   from jhash.data._stream import read_images  # here: PIL loads only when images are read
 
   side = _checks.positive_int(image_size, "image_size")
-  _check_limit(limit)
-  lists = load_paper_lists(name, root, encoding=encoding)
-  everything = lambda images: np.arange(len(images.paths))
-  parts = {
-    "train": (lists.train, everything(lists.train)),
-    "query": (lists.query, everything(lists.query)),
-    "database": (lists.database, _limit(everything(lists.database), limit, seed)),
-  }
-  sizes = {part: idx.size for part, (_, idx) in parts.items()}
+  lists = load_paper_split(name, seed, root=root, database_limit=limit, encoding=encoding)
+  parts = (lists.train, lists.query, lists.database)
+  sizes = dict(zip(("train", "query", "database"), (len(p.paths) for p in parts)))
   total = sum(sizes.values())
   _checks.fits_in_memory(
     {"the images": total * side * side * 3, "the labels": total * lists.train.labels.shape[1]},
     f"protocol {name!r} at image_size={side}: {total:,} images ({sizes['train']:,} training, "
     f"{sizes['query']:,} queries, {sizes['database']:,} database)",
-    "lower image_size or database_limit, or stream the images from their files "
-    f"(jhash.data.image_stream over load_paper_lists({name!r}, root).train)",
+    "lower image_size or database_limit, or stream the images from their files (in an "
+    "experiment config: the data set's stream=True; in your own code: "
+    f"jhash.training_pipeline over load_paper_split({name!r}, seed, root=...).train)",
   )
   if lists.notes:
     warnings.warn(" ".join(lists.notes), UserWarning, stacklevel=4)
 
-  def take(images: ImageList, idx: np.ndarray) -> dict:
-    pixels = read_images([images.paths[i] for i in idx], size=(side, side), dtype=np.uint8)
-    return {"views": (pixels,), "labels": images.labels[idx]}
+  def take(images: ImageList) -> dict:
+    pixels = read_images(images.paths, size=(side, side), dtype=np.uint8)
+    return {"views": (pixels,), "labels": images.labels}
 
-  return tuple(take(*parts[part]) for part in ("train", "query", "database"))
+  return tuple(take(part) for part in parts)
 
 
 def _list_protocol(name: str) -> Callable:

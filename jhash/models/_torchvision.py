@@ -137,6 +137,8 @@ def _read_state_dict(path: str | pathlib.Path) -> dict[str, np.ndarray]:
 
 
 def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
+  if not path.is_file():  # first: no package makes a missing file readable
+    raise ValueError(f"path: no weights file at {str(path)!r}{_checks.folder_note(path)}.")
   try:
     import torch
   except ImportError:
@@ -144,8 +146,6 @@ def _read_torch(path: pathlib.Path) -> dict[str, np.ndarray]:
       f"reading {path.name} needs torch (pip install torch); or convert it "
       "once to .safetensors, which needs only the safetensors package."
     ) from None
-  if not path.is_file():
-    raise ValueError(f"path: no weights file at {str(path)!r}{_checks.folder_note(path)}.")
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
   except Exception as error:  # torch's errors on a damaged or foreign file
