@@ -12,7 +12,10 @@ Config keys (``experiments/configs/baselines.py`` is an example):
 * ``trainer``: ``"experiments.retrieval"``.
 * ``seed``, ``num_seeds``: the seeds ``seed .. seed + num_seeds - 1``.
 * ``bits``: the code lengths.
-* ``datasets``: label -> ``{"protocol": a jhash.data.PROTOCOLS name, **its options}``.
+* ``datasets``: label -> ``{"protocol": a jhash.data.PROTOCOLS name, **its options}``; a
+  list set (NUS-WIDE, MS-COCO, ...) also takes ``stream`` (True: read from its files as
+  the cells train and code, never held in memory) and the streaming options ``resize``,
+  ``eval_batch_size``, ``worker_count`` (``experiments.streaming``).
 * ``methods``: label -> ``{"method": a REGISTRY name, **its hyperparameters}``.
 * ``evaluation``: ``map_ties`` (mAP conventions: ``"aware"`` gives ``map``, ``"index"``
   gives ``map_index_ties``), ``precision_at`` (ks of ``precision_at_K``), ``radius``

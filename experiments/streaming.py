@@ -15,9 +15,11 @@ Options, beside the protocol's own (each optional; given without ``stream=True``
 refused, as it would change nothing): ``resize`` (256), ``eval_batch_size`` (256),
 ``worker_count`` (Grain worker processes: 0, threads of the trainer's process only).
 
-A method that reads the whole training set at a step (ADSH's code phase, ITQ, LSH, KSH's
-full-batch variants) or sizes itself from it (``bind``) cannot stream: refused before
+A method that reads the whole training set at a step (ADSH's code phase, ITQ, LSH, the
+cross-view methods) or sizes itself from it (``bind``: HBMP) cannot stream: refused before
 any cell trains, as are MCH's controls (they read the database's pixels).
+``papers.py:NAME,stream`` and ``mch_papers.py:NAME,stream`` stream list set NAME with
+the base models that can (all but ADSH).
 
 A streamed split is three ``Part``; ``encode``, ``encode_multi``, ``labels`` and
 ``num_items`` take a ``Part`` or an in-memory batch alike, so the trainer's evaluation
@@ -207,7 +209,8 @@ def check_streamable(method, part) -> None:
     why = f"its phase {whole[0]!r} reads" if whole else "it sizes itself from"
     raise ValueError(
       f"{method.name} cannot train from a stream: {why} the whole training set; set the "
-      "data set's stream=False (in memory) or drop the method."
+      "data set's stream=False (in memory) or leave the method out (the papers' configs: "
+      "the argument NAME,stream does)."
     )
   n = num_items(part)
   large = [p for p in method.phases if p.batch_size > n]

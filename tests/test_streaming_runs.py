@@ -133,3 +133,19 @@ def test_what_cannot_stream_is_refused_before_any_cell_trains(lists, tmp_path):
     harness.ConfigError, match=r"stream a list set's image files .* 'cifar10' is read in memory"
   ):
     retrieval.validate(cifar)
+
+
+@pytest.mark.parametrize(
+  "name, arg", [("papers", "coco,stream"), ("mch_papers", "nuswide_21,stream")]
+)
+def test_the_papers_configs_stream_a_list_set_with_the_methods_that_can(name, arg):
+  config = runs.load_config(name, arg)
+  retrieval.validate(config)
+  entry = next(iter(config.datasets.values()))
+  assert entry.stream is True and entry.protocol == arg.split(",")[0]
+  methods = {spec.get("base", spec.method) for spec in config.methods.values()}
+  assert methods == {"ksh", "hashnet", "dch", "mmhh"}  # all but ADSH
+  everything = runs.load_config(name, arg.split(",")[0])
+  assert everything.datasets[next(iter(everything.datasets))].stream is False
+  with pytest.raises(ValueError, match=r"',stream' streams a list set's image files; use it after"):
+    runs.load_config("papers", "cifar10,stream")

@@ -13,6 +13,11 @@ import jhash
 
 #: The five deep base models of MCH's paper, each a ``jhash.methods.REGISTRY`` name.
 DEEP = ("ksh", "hashnet", "adsh", "dch", "mmhh")
+#: The deep base models that train from a stream of image files: all but ADSH, whose code
+#: phase reads its drawn items all at once (``experiments.streaming``).
+STREAMABLE = tuple(name for name in DEEP if name != "adsh")
+#: The suffix of a config argument that streams a list set from its files.
+STREAM_SUFFIX = ",stream"
 #: The N of P@N and R@N, as DeepHash-pytorch draws them.
 TOPN = (100, 200, 500, 1000, 2000, 5000)
 
@@ -39,6 +44,27 @@ def dataset(name: str) -> dict:
     spec["worker_count"] = config_dict.placeholder(int)
   spec["database_limit"] = config_dict.placeholder(int)
   return spec
+
+
+def stream_arg(arg, names) -> tuple[str | None, bool]:
+  """A config argument as (the preset's name, whether to stream it): ``NAME,stream``
+  streams list set NAME from its files (``experiments.streaming``), leaving out the base
+  models that cannot stream (``STREAMABLE``); a ValueError for a suffix on any other
+  argument."""
+  if not isinstance(arg, str) or not arg.endswith(STREAM_SUFFIX):
+    return arg, False
+  name = arg[: -len(STREAM_SUFFIX)]
+  lists = [
+    n
+    for n in names
+    if jhash.data.PAPER_PRESETS.get(n) and jhash.data.PAPER_PRESETS[n].layout == "lists"
+  ]
+  if name not in lists:
+    raise ValueError(
+      f"config argument {arg!r}: {STREAM_SUFFIX!r} streams a list set's image files; use it "
+      f"after one of {', '.join(lists)}."
+    )
+  return name, True
 
 
 def shrink_cifar10(spec) -> None:

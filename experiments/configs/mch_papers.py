@@ -5,6 +5,9 @@ Command:  python -m experiments.main --config experiments/configs/mch_papers.py:
               --config.datasets.NAME.root=/path/to/your/copy --workdir runs/mch_NAME
           NAME: nuswide_21, coco, mirflickr_21, mirflickr (a folder holding the toolboxes' ``train.txt``,
           ``test.txt`` and ``database.txt``, as ``papers.py`` takes it).
+          ``NAME,stream`` reads the images from their files as each cell trains and
+          codes, never holding them (``experiments.streaming``), and leaves out MCH-ADSH:
+          ADSH cannot stream.
           ``--config.pretrained=FILE`` starts every network (MCH's bases')
           from a weights file, e.g. torchvision's VGG-16 ImageNet weights
           (``jhash.models.load_torchvision``); ``--config.arch=alexnet`` (or resnet18,
@@ -72,8 +75,12 @@ def mch(base: str, agent_epochs: int = 5, **schedule) -> dict:
 
 
 def get_config(arg=None):
+  arg, stream = common.stream_arg(arg, ARGS)
   if arg not in ARGS:
-    raise ValueError(f"unknown config argument {arg!r}; use one of {', '.join(ARGS)}.")
+    raise ValueError(
+      f"unknown config argument {arg!r}; use one of {', '.join(ARGS)} (a data set with "
+      f"{common.STREAM_SUFFIX} to stream it)."
+    )
   name = "nuswide_21" if arg == "quick" else arg
   config = ml_collections.ConfigDict()
   config.trainer = "experiments.retrieval"
@@ -102,6 +109,10 @@ def get_config(arg=None):
     "curves": {"agent": {"metric": "reward", "methods": MCH}},
   }
   config.checkpoint_every = 400
+  if stream:
+    config.datasets[name].stream = True
+    config.methods = {f"mch_{b}": mch(b) for b in common.STREAMABLE}
+    config.plots.curves.agent.methods = tuple(f"mch_{b}" for b in common.STREAMABLE)
   if arg == "quick":
     config.bits = (16,)
     config.datasets.nuswide_21.image_size = 28  # the small CNN's side

@@ -11,7 +11,10 @@ Command:  python -m experiments.main --config experiments/configs/papers.py:NAME
           torchvision ResNet-18 state dict (``.safetensors``, or ``.pth`` with torch) or a
           ``jhash.coder.save_weights`` file. ``--config.arch=alexnet`` (or vgg16, resnet50;
           default: ResNet-18) builds every network as that architecture, the backbones of
-          the DCH, HashNet and MCH papers and of the PyTorch toolboxes.
+          the DCH, HashNet and MCH papers and of the PyTorch toolboxes. ``NAME,stream``
+          (a list set) reads the images from their files as each cell trains and codes,
+          never holding them (``experiments.streaming``: the peers' crops, flips and
+          per-channel statistics), and leaves out ADSH, which cannot stream.
 Quick:    ... papers.py:quick --config.datasets.cifar10.root=DIR   (CIFAR-10's protocol at 2
           queries and 5 training images per class, ITQ and LSH on the pixels at 16 bits:
           the data, split and metric path without a ResNet to train; the tests run it on a
@@ -46,8 +49,12 @@ DEEP = common.DEEP
 
 def get_config(arg=None):
   names = tuple(jhash.data.PAPER_PRESETS)
+  arg, stream = common.stream_arg(arg, names)
   if arg not in names + ("quick",):
-    raise ValueError(f"unknown config argument {arg!r}; use one of {', '.join(names)} or quick.")
+    raise ValueError(
+      f"unknown config argument {arg!r}; use one of {', '.join(names)} or quick (a list "
+      f"set with {common.STREAM_SUFFIX} to stream it)."
+    )
   name = "cifar10" if arg == "quick" else arg
   config = ml_collections.ConfigDict()
   config.trainer = "experiments.retrieval"
@@ -62,6 +69,10 @@ def get_config(arg=None):
   config.tables = ("map_at_k", "map", "precision_at_1000", "precision_radius_2")
   config.plots = {"pr_curve_bits": 32, "curves": {"training": {"metric": "loss", "methods": DEEP}}}
   config.checkpoint_every = 400
+  if stream:
+    config.datasets[common.label(name)].stream = True
+    config.methods = common.methods(common.STREAMABLE)
+    config.plots.curves.training.methods = common.STREAMABLE
   if arg == "quick":
     config.bits = (16,)
     common.shrink_cifar10(config.datasets.cifar10)
