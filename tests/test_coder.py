@@ -170,6 +170,24 @@ def test_a_trained_state_or_a_variables_tree_starts_a_method(rng):
   )
 
 
+@pytest.mark.parametrize("name", ["dch", "adsh", "classifier"])
+def test_standardize_false_reads_the_inputs_as_they_come(name, rng):
+  batch = _features(rng)
+  batch["views"] = (batch["views"][0] * 5 + 3,)  # mean 3, scale 1/5: far from 0 and 1
+  net = models.backbone((6,), 4 if name == "classifier" else 8, hidden=(16,))
+  factory = getattr(jhash.methods, name)
+  make = lambda **o: factory(4 if name == "classifier" else 8, backbone=net, **o)
+  key = jax.random.key(0)
+  coder_of = lambda state: next(f for f in state if isinstance(f, coder_lib.CoderState))
+  as_given = coder_of(jhash.init(make(standardize=False), key, batch))
+  np.testing.assert_array_equal(as_given.mean, np.zeros(6))
+  np.testing.assert_array_equal(as_given.scale, np.ones(6))
+  by_data = coder_of(jhash.init(make(), key, batch))
+  np.testing.assert_allclose(by_data.mean, batch["views"][0].mean(0), rtol=1e-5)
+  with pytest.raises(ValueError, match=r"standardize must be True or False"):
+    make(standardize="no")
+
+
 def test_weights_that_do_not_fit_name_the_first_layer_that_differs(rng, resnet_weights):
   batch = _features(rng)
   net = models.backbone((6,), 8, hidden=(16,))

@@ -145,6 +145,9 @@ def test_the_papers_configs_stream_a_list_set_with_the_methods_that_can(name, ar
   assert entry.stream is True and entry.protocol == arg.split(",")[0]
   methods = {spec.get("base", spec.method) for spec in config.methods.values()}
   assert methods == {"ksh", "hashnet", "dch", "mmhh"}  # all but ADSH
+  # ... each network reading the pipeline's per-channel normalised images as they come
+  for spec in config.methods.values():
+    assert spec.get("base_options", spec).standardize is False
   everything = runs.load_config(name, arg.split(",")[0])
   assert everything.datasets[next(iter(everything.datasets))].stream is False
   with pytest.raises(ValueError, match=r"',stream' streams a list set's image files; use it after"):

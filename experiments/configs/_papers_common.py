@@ -121,6 +121,16 @@ def evaluation(**changes) -> dict:
   }
 
 
+def stream(config, label: str) -> None:
+  """Stream data set ``label`` from its files and let every network read the pipeline's
+  images as they come: normalised per channel by ImageNet's statistics, the input a
+  pretrained backbone was trained on (``standardize=False``; MCH's bases' in
+  ``base_options``). The methods must be ones that can stream (``STREAMABLE``)."""
+  config.datasets[label].stream = True
+  for spec in config.methods.values():
+    (spec.base_options if spec.method == "mch" else spec).standardize = False
+
+
 def link_networks(config) -> None:
   """Point every network at ``config.pretrained`` (its start) and ``config.arch`` (its
   kind): the deep methods' ``init_variables`` and ``backbone``, MCH's in its

@@ -6,8 +6,9 @@ Command:  python -m experiments.main --config experiments/configs/mch_papers.py:
           NAME: nuswide_21, coco, mirflickr_21, mirflickr (a folder holding the toolboxes' ``train.txt``,
           ``test.txt`` and ``database.txt``, as ``papers.py`` takes it).
           ``NAME,stream`` reads the images from their files as each cell trains and
-          codes, never holding them (``experiments.streaming``), and leaves out MCH-ADSH:
-          ADSH cannot stream.
+          codes, never holding them (``experiments.streaming``; the bases read the images
+          normalised per channel as they come, ``standardize=False``), and leaves out
+          MCH-ADSH: ADSH cannot stream.
           ``--config.pretrained=FILE`` starts every network (MCH's bases')
           from a weights file, e.g. torchvision's VGG-16 ImageNet weights
           (``jhash.models.load_torchvision``); ``--config.arch=alexnet`` (or resnet18,
@@ -110,9 +111,9 @@ def get_config(arg=None):
   }
   config.checkpoint_every = 400
   if stream:
-    config.datasets[name].stream = True
     config.methods = {f"mch_{b}": mch(b) for b in common.STREAMABLE}
     config.plots.curves.agent.methods = tuple(f"mch_{b}" for b in common.STREAMABLE)
+    common.stream(config, name)
   if arg == "quick":
     config.bits = (16,)
     config.datasets.nuswide_21.image_size = 28  # the small CNN's side

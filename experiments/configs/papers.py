@@ -14,7 +14,8 @@ Command:  python -m experiments.main --config experiments/configs/papers.py:NAME
           the DCH, HashNet and MCH papers and of the PyTorch toolboxes. ``NAME,stream``
           (a list set) reads the images from their files as each cell trains and codes,
           never holding them (``experiments.streaming``: the peers' crops, flips and
-          per-channel statistics), and leaves out ADSH, which cannot stream.
+          per-channel statistics, which the networks read as they come:
+          ``standardize=False``), and leaves out ADSH, which cannot stream.
 Quick:    ... papers.py:quick --config.datasets.cifar10.root=DIR   (CIFAR-10's protocol at 2
           queries and 5 training images per class, ITQ and LSH on the pixels at 16 bits:
           the data, split and metric path without a ResNet to train; the tests run it on a
@@ -70,9 +71,9 @@ def get_config(arg=None):
   config.plots = {"pr_curve_bits": 32, "curves": {"training": {"metric": "loss", "methods": DEEP}}}
   config.checkpoint_every = 400
   if stream:
-    config.datasets[common.label(name)].stream = True
     config.methods = common.methods(common.STREAMABLE)
     config.plots.curves.training.methods = common.STREAMABLE
+    common.stream(config, common.label(name))
   if arg == "quick":
     config.bits = (16,)
     common.shrink_cifar10(config.datasets.cifar10)

@@ -73,6 +73,7 @@ def classifier(
   learning_rate: float = 1e-3,
   init_variables: Any = None,
   trainable: str = "all",
+  standardize: bool = True,
   batch_size: int = 64,
   num_epochs: int = 10,
   encode_chunk: int = 256,
@@ -83,8 +84,8 @@ def classifier(
   Args:
     num_classes: C, the head's outputs; class ids in ``[0, C)``, or multi-hot [n, C];
       at most ``2**31 - 1`` (class ids are int32).
-    backbone, view, optimizer, learning_rate, init_variables, trainable: the network's,
-      as in ``jhash.methods.pairwise``.
+    backbone, view, optimizer, learning_rate, init_variables, trainable, standardize: the
+      network's, as in ``jhash.methods.pairwise``.
     batch_size, encode_chunk, name: as in ``jhash.methods.pairwise``.
     num_epochs: the default schedule, in epochs.
   Returns:
@@ -122,6 +123,7 @@ def classifier(
     learning_rate=learning_rate,
     init_variables=init_variables,
     trainable=trainable,
+    standardize=standardize,
     encode_chunk=encode_chunk,
     name=name,
   )

@@ -278,6 +278,7 @@ def adsh(
   learning_rate: float = 1e-3,
   init_variables: Any = None,
   trainable: str = "all",
+  standardize: bool = True,
   batch_size: int = 64,
   encode_chunk: int = 256,
   name: str = "adsh",
@@ -290,8 +291,8 @@ def adsh(
     rounds: outer iterations ``T`` (each a network phase, then a code phase).
     steps_per_round: minibatch steps of the network per round.
     num_samples: ``m``, the items whose outputs update ``V`` in each code phase.
-    backbone, view, optimizer, learning_rate, init_variables, trainable: as in
-      ``jhash.methods.pairwise``.
+    backbone, view, optimizer, learning_rate, init_variables, trainable, standardize: as
+      in ``jhash.methods.pairwise``.
     batch_size, encode_chunk, name: as in ``jhash.methods.pairwise``.
   Returns:
     A ``HashingMethod`` of ``2 * rounds`` phases; the network steps report ``loss``, the
@@ -331,6 +332,7 @@ def adsh(
     learning_rate=learning_rate,
     init_variables=init_variables,
     trainable=trainable,
+    standardize=standardize,
     encode_chunk=encode_chunk,
     name=name,
   )

@@ -121,6 +121,7 @@ def pairwise(
   learning_rate: float = 1e-3,
   init_variables: Any = None,
   trainable: str = "all",
+  standardize: bool = True,
   batch_size: int = 64,
   num_epochs: int = 20,
   activation: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
@@ -144,6 +145,9 @@ def pairwise(
       function of the item shape, or an architecture's name such as "alexnet"): default
       backbone ``jhash.models.backbone`` of the input's shape, Adam at ``learning_rate``,
       starting weights, "all" or "head" trained.
+    standardize: standardise the inputs by the training inputs' statistics (one mean and
+      scale for images); False: read them as they come, e.g. images normalised per
+      channel by ``jhash.data.image_pipeline`` as a pretrained backbone expects them.
     batch_size: items per minibatch.
     num_epochs: the default schedule, in epochs.
     activation: ``activation(logits, step) -> u``, the continuous codes the loss reads
@@ -213,6 +217,7 @@ def pairwise(
     learning_rate=learning_rate,
     init_variables=init_variables,
     trainable=trainable,
+    standardize=standardize,
     encode_chunk=encode_chunk,
     name=name,
   )
