@@ -24,8 +24,11 @@ NUS-WIDE layout (a path and 21 multi-hot labels per line), read back by
   (``cdh_parts.bstep_sweep(matrix_free=True)``) at ``--cdh-items`` (186,000, NUS-WIDE's
   training size) random 32-bit codes with ten classes.
 
-MCH's agent step is not timed here (``benchmarks/bench_train.py`` has the network; the
-agent's policy is a 5-layer MLP whose step costs well under the base network's).
+* MCH's agent step: ``jhash.methods.mch`` over that DCH, one jitted update of the agent
+  phase on the fixed minibatch (the base network coding the image and its five crops,
+  the policy's REINFORCE step), and ``jhash.encode_multi`` of the database (up to six
+  codes an image);
+
 Writes the ``## Images into a ResNet-18, and CDH's exact B-step`` section of
 ``benchmarks/RESULTS.md``, titled with the backend.
 """
@@ -124,7 +127,27 @@ def jhash_rates(train, steps: int, image_size: int) -> dict:
   )
   database = {"views": (np.concatenate([first["views"][0]] * 4),)}
   out["encode"] = rate(lambda: jhash.encode(method, holder["state"], database), 4 * BATCH, 3)
+  out.update(mch_rates(method, first, database, steps))
   return out
+
+
+def mch_rates(base, first, database, steps: int) -> dict:
+  """MCH over ``base``: its agent's step on ``first`` and ``encode_multi`` of ``database``."""
+  method = jhash.methods.mch(base, agent_batch_size=BATCH)
+  holder = {"state": jhash.init(method, jax.random.key(0), first)}
+  update = jax.jit(method.phases[-1].update, donate_argnums=0)
+  batch = jax.device_put(first)
+
+  def step():
+    holder["state"], metrics = update(holder["state"], batch, jax.random.key(1))
+    return metrics["agent_loss"]
+
+  return {
+    "agent": rate(step, BATCH, max(3, steps)),
+    "encode_multi": rate(
+      lambda: jhash.encode_multi(method, holder["state"], database), len(database["views"][0]), 3
+    ),
+  }
 
 
 def torch_rate(train, steps: int, image_size: int) -> float | None:
@@ -211,6 +234,8 @@ def main() -> None:
       f"| DCH train step, ResNet-18, PyTorch (same device) | {torch_row} |",
       f"| `jhash.fit` fed by the pipeline | {rows['fit']:,.0f} |",
       f"| `jhash.encode` (evaluation mode) | {rows['encode']:,.0f} |",
+      f"| MCH's agent step over that DCH (image and five crops coded) | {rows['agent']:,.0f} |",
+      f"| MCH's `jhash.encode_multi` (up to six codes an image) | {rows['encode_multi']:,.0f} |",
       "",
       f"CDH's exact B-step: one matrix-free sweep over {cdh_items:,} random {BITS}-bit codes "
       f"(ten classes): {cdh:.1f} s.",
