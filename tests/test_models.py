@@ -641,6 +641,9 @@ def test_torchvision_loader_errors(tmp_path, monkeypatch):
   with pytest.raises(ValueError, match="path must name a .safetensors, .pth or .pt file"):
     models.load_torchvision_resnet(tmp_path / "w.npz", variables)
   monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+  with pytest.raises(ValueError, match=r"no weights file at .*w\.pth"):  # named first
+    models.load_torchvision_resnet(tmp_path / "w.pth", variables)
+  (tmp_path / "w.pth").write_bytes(b"not read")
   with pytest.raises(ImportError, match="needs torch"):
     models.load_torchvision_resnet(tmp_path / "w.pth", variables)
 
