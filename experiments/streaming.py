@@ -125,7 +125,11 @@ def load(protocol: str, seed: int, options: dict, stream: dict) -> tuple[Part, P
   batch_size = stream["eval_batch_size"]
   train = Part(lists.train, settings, batch_size)
   first = jdata.ImageList(train.images.paths[:SAMPLE_SIZE], train.images.labels[:SAMPLE_SIZE])
-  sample = next(iter(_eval_pipeline(train._replace(images=first))))
+  it = iter(_eval_pipeline(train._replace(images=first)))
+  try:
+    sample = next(it)
+  finally:
+    it.close()  # its read threads stop now
   sample.pop("index")
   return (
     train._replace(sample=sample),
