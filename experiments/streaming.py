@@ -204,26 +204,22 @@ def training_data(part):
 
 
 def check_streamable(method, part) -> None:
-  """A ValueError unless ``method`` can train from a pipeline (when ``part`` is a
-  ``Part``): every phase on minibatches of at most the training set, no ``bind``."""
+  """A ValueError unless ``method`` can train from a pipeline over ``part`` (when it is a
+  ``Part``): ``jhash.training_pipeline``'s own rule (minibatch phases of at most the set,
+  no ``bind``), checked by making the pipeline (orders only: no image is read)."""
   if not isinstance(part, Part):
     return
-  whole = [p.name for p in method.phases if p.batch_size is None]
-  if whole or method.bind is not None:
-    why = f"its phase {whole[0]!r} reads" if whole else "it sizes itself from"
-    raise ValueError(
-      f"{method.name} cannot train from a stream: {why} the whole training set; set the "
-      "data set's stream=False (in memory) or leave the method out (the papers' configs: "
-      "the argument NAME,stream does)."
+  try:
+    jhash.training_pipeline(
+      method,
+      part.images.paths,
+      part.images.labels,
+      key=jax.random.key(0),
+      check_files=False,
+      **part.settings,
     )
-  n = num_items(part)
-  large = [p for p in method.phases if p.batch_size > n]
-  if large:
+  except ValueError as e:
     raise ValueError(
-      f"{method.name}'s phase {large[0].name!r} reads minibatches of {large[0].batch_size}, "
-      f"more than the {n} training images: a stream reads at most the set at a step."
-    )
-
-
-def is_streamed(part) -> bool:
-  return isinstance(part, Part)
+      f"{method.name} cannot train from a stream: {e} Set the data set's stream=False (in "
+      "memory) or leave the method out (the papers' configs: the argument NAME,stream does)."
+    ) from None

@@ -181,8 +181,23 @@ def encode_stream(
     >>> bool((codes == np.asarray(jhash.encode(method, state, {"views": (x,)}))).all())
     True
   """
+  _fit.check_method(method)
   num_items = _checks.positive_int(num_items, "num_items")
   multi = _checks.flag(multi, "multi")
+  if isinstance(minibatches, Mapping) or not isinstance(minibatches, Iterable):
+    got = (
+      f"one batch dict (keys {', '.join(map(repr, minibatches))}; jhash.encode codes a batch)"
+      if isinstance(minibatches, Mapping)
+      else _checks.describe(minibatches)
+    )
+    raise ValueError(
+      f"minibatches must be an iterable of batch dicts, each with 'index'; got {got}."
+    )
+  _checks.fits_in_memory(
+    {"the codes": num_items * method.num_bits, "the positions seen": num_items},
+    f"encode_stream of num_items={num_items:,} items",
+    "code the set in parts of fewer items",
+  )
   out = None  # the output arrays, made at the first minibatch (m is the method's)
   seen = np.zeros(num_items, bool)
   for step, minibatch in enumerate(minibatches):
@@ -221,7 +236,13 @@ def _stream_index(minibatch, step: int) -> np.ndarray:
       f"minibatch {step} must be a batch dict with 'index': int [b], each row's position "
       f"in the set (-1 for padding); got {_checks.describe(index if index is not None else minibatch)}."
     )
-  return np.asarray(index)
+  index = np.asarray(index)
+  if index.size and index.min() < -1:
+    raise ValueError(
+      f"minibatch {step}: 'index' holds {index.min()}; positions are >= 0, and -1 marks a "
+      "padding row."
+    )
+  return index
 
 
 def _new_positions(index: np.ndarray, seen: np.ndarray, num_items: int, step: int) -> np.ndarray:

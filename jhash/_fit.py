@@ -221,6 +221,36 @@ def _check_start(method: _api.HashingMethod, start: int, total: int) -> None:
     )
 
 
+class RunOf(NamedTuple):
+  """The run a prepared stream was made for (``jhash.training_pipeline``'s ``made_for``):
+  ``fit`` refuses the stream for a run of another key, start step or training set size."""
+
+  key_words: tuple[int, ...]  # the PRNG key's data
+  start_step: int
+  num_items: int
+
+
+def key_words(key: jax.Array) -> tuple[int, ...]:
+  """A PRNG key's data as ints (comparable, hashable)."""
+  return tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
+
+
+def _check_made_for(made_for: RunOf, key, start: int, n: int | None) -> None:
+  """A stream made for one run (``RunOf``) is read by that run only."""
+  differ = []
+  if made_for.key_words != key_words(key):
+    differ.append("its key is not fit's key (the order and crops come from the key)")
+  if made_for.start_step != start:
+    differ.append(f"it starts at step {made_for.start_step}, fit at start_step={start}")
+  if n != made_for.num_items:
+    differ.append(f"it reads {made_for.num_items} items, fit was given num_items={n}")
+  if differ:
+    raise ValueError(
+      f"data: this training_pipeline was made for another run: {'; '.join(differ)}. Make "
+      "it with fit's key, start_step and the training set's size as num_items."
+    )
+
+
 class _Span(NamedTuple):
   """A phase's place in the run: global steps ``start .. stop - 1``."""
 
@@ -441,6 +471,8 @@ def fit(
         "pass the training batch, not an iterable of minibatches."
       )
     n = None if num_items is None else _checks.positive_int(num_items, "num_items")
+    if isinstance(getattr(data, "made_for", None), RunOf):
+      _check_made_for(data.made_for, key, start, n)
     if method.bind is not None:
       raise ValueError(
         f"{method.name} reads sizes from its whole training batch; pass it "
@@ -522,6 +554,13 @@ def _record(run: _Run, phase: _api.Phase, metrics, step: int, state, count: int)
   """Keep one round trip's metrics (``count`` steps ending at ``step``), call ``on_step``;
   a non-finite metric stops the run (the check costs no extra host sync: the metrics are
   on the host already)."""
+  for name, value in metrics.items():
+    if not isinstance(value, (np.ndarray, jax.Array)):  # a tuple or dict of a step's values
+      raise ValueError(
+        f"{run.method.name}: metric {name!r} of phase {phase.name!r} must be an array (a "
+        f"number or a fixed-shape array a step); got {type(value).__name__}: return each "
+        "part as a metric of its own."
+      )
   _check_finite(run, phase, metrics, step, count)
   for name, value in metrics.items():
     value, earlier = np.asarray(value), run.history.get(name)

@@ -24,16 +24,22 @@ from jhash.data._layouts import check_image_files
 
 
 class TrainingPipeline:
-  """The minibatches of a method's whole schedule: one ``ImagePipeline`` per minibatch
-  phase still to run, read in turn; ``len(self)`` minibatch dicts in all.
+  """The minibatches of a method's whole schedule (made by ``training_pipeline``): one
+  ``ImagePipeline`` per minibatch phase still to run, read in turn; ``len(self)``
+  minibatch dicts in all.
 
   Attributes:
     pipelines: ``(phase index, ImagePipeline)`` for each phase from ``start_step`` on.
     num_steps: minibatches per iteration (the steps left of the schedule).
+    made_for: ``RunOf(key_data, start_step, num_items)``, the run it reads for:
+      ``jhash.fit`` refuses it for another key, start step or training set size.
   """
 
-  def __init__(self, pipelines: list[tuple[int, ImagePipeline]], num_steps: int):
-    self.pipelines, self.num_steps = pipelines, num_steps
+  def __init__(self, pipelines: list[tuple[int, ImagePipeline]], num_steps: int, made_for):
+    if not all(isinstance(p, tuple) and len(p) == 2 for p in pipelines):
+      raise ValueError("TrainingPipeline: made by jhash.training_pipeline, not by hand.")
+    self.pipelines, self.made_for = list(pipelines), made_for
+    self.num_steps = _checks.nonneg_int(num_steps, "num_steps")
 
   def __len__(self) -> int:
     return self.num_steps
@@ -100,6 +106,7 @@ def training_pipeline(
     A ``TrainingPipeline``: ``len()`` minibatch dicts, as ``image_pipeline``'s.
   """
   _fit.check_method(method)
+  _checks.prng_key(key)
   _check_options(options)
   if method.bind is not None:
     raise ValueError(
@@ -117,6 +124,14 @@ def training_pipeline(
     raise ValueError(
       f"{method.name}'s phase {whole[0]!r} trains on the whole set at every step: train it "
       "in memory, not from a pipeline."
+    )
+  large = [span.phase for span in spans if span.phase.batch_size > len(paths)]
+  if large:
+    raise ValueError(
+      f"{method.name}'s phase {large[0].name!r} reads minibatches of {large[0].batch_size} "
+      f"(the method's batch size for it), more than the {len(paths)} images: a pipeline "
+      "reads at most the set at a step (in memory, fit reads the whole set at each step "
+      "then). Give the method a batch size of at most the number of images."
     )
   pipelines = []
   for span in spans:
@@ -136,4 +151,5 @@ def training_pipeline(
       **options,
     )
     pipelines.append((span.index, pipeline))
-  return TrainingPipeline(pipelines, spans[-1].stop - start)
+  made_for = _fit.RunOf(_fit.key_words(key), start, len(paths))
+  return TrainingPipeline(pipelines, spans[-1].stop - start, made_for)

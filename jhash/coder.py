@@ -240,7 +240,10 @@ def coder(
       another width (a classifier's) is left out: the network starts with a fresh one.
     trainable: "all", or "head": only the hash head trains, the backbone frozen.
     standardize: standardise the inputs by the training inputs' statistics; False reads
-      them as they come (mean 0, scale 1: MCH's policy reads states already scaled).
+      them as they come (mean 0, scale 1: MCH's policy reads states already scaled). A
+      jhash state or ``.npz`` given as ``init_variables`` brings the statistics its
+      network was trained with: those standardise the inputs, whatever ``standardize``
+      says (torchvision's files bring none).
     encode_chunk: items per chunk when coding.
     name: the owner's name, in errors.
   Returns:
@@ -301,8 +304,8 @@ def coder(
     sample = training.standardize(x[:1], mean, scale)
     variables = model.init(key, sample)
     variables, stats = initial_variables(init_variables, variables, model, raw_inputs(batch))
-    if stats is not None:
-      mean, scale = given_statistics(stats, mean)
+    if stats is not None:  # the weights' own input statistics, whatever standardize says
+      mean, scale = given_statistics(stats, jnp.zeros(x.shape[1:] if x.ndim == 2 else ()))
     return CoderState(training.from_variables(variables, optimizer), mean, scale)
 
   def step(state, x, loss_fn, context, key=None):

@@ -186,6 +186,13 @@ def test_standardize_false_reads_the_inputs_as_they_come(name, rng):
   np.testing.assert_allclose(by_data.mean, batch["views"][0].mean(0), rtol=1e-5)
   with pytest.raises(ValueError, match=r"standardize must be True or False"):
     make(standardize="no")
+  # A state given to start from brings the statistics its network was trained with:
+  # they win over standardize=False (features [d] too: was refused as "other inputs").
+  if name == "dch":
+    trained, _ = jhash.fit(make(batch_size=16, num_epochs=1), key, batch, progress=False)
+    again = coder_of(jhash.init(make(standardize=False, init_variables=trained), key, batch))
+    np.testing.assert_array_equal(again.mean, trained.coder.mean)
+    np.testing.assert_array_equal(again.scale, trained.coder.scale)
 
 
 def test_weights_that_do_not_fit_name_the_first_layer_that_differs(rng, resnet_weights):

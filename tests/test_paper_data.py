@@ -316,7 +316,10 @@ def test_list_protocol_refuses_sizes_beyond_memory(tmp_path, monkeypatch):
   _write_lists(tmp_path)
   monkeypatch.setattr(_checks, "memory_bytes", lambda: 10_000)  # a machine of 10 kB
   # 16 images of 32 x 32 x 3 = 49,152 bytes, and 16 x 21 label bytes
-  with pytest.raises(ValueError, match=r"image_size=32: 16 images .* 49,488 bytes .*stream=True.*jhash.training_pipeline"):
+  with pytest.raises(
+    ValueError,
+    match=r"image_size=32: 16 images .* 49,488 bytes .*stream=True.*jhash.training_pipeline",
+  ):
     load_protocol("nuswide_21", 0, root=tmp_path, image_size=32)
   with pytest.warns(UserWarning):
     load_protocol("nuswide_21", 0, root=tmp_path, image_size=4)  # 16 x 48 + 336 bytes: read

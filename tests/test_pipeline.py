@@ -456,7 +456,7 @@ def test_training_pipeline_refuses_what_fit_would_refuse_and_options_it_sets(ima
   with pytest.raises(ValueError, match=r"start_step=18 is past the end of .*17 steps"):
     jhash.training_pipeline(method, paths, labels, key=key, start_step=18)
   big = _two_minibatch_phases(second=27)
-  with pytest.raises(ValueError, match=r"batch_size must be at most the number of images \(26\)"):
+  with pytest.raises(ValueError, match=r"phase 'second' reads minibatches of 27 .* the 26 images"):
     jhash.training_pipeline(big, paths, labels, key=key, **SMALL)
 
 

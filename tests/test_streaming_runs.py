@@ -123,7 +123,7 @@ def test_what_cannot_stream_is_refused_before_any_cell_trains(lists, tmp_path):
   config.evaluation.sweep = {}
   with pytest.raises(
     harness.ConfigError,
-    match=r"adsh .* cannot train from a stream: its phase 'codes' reads the whole training set",
+    match=r"adsh .* cannot train from a stream: adsh's phase 'codes' trains on the whole set",
   ):
     runs.run_config(config.lock(), tmp_path / "run")
   assert not (tmp_path / "run").exists()  # refused before the workdir kept anything

@@ -273,7 +273,8 @@ def load_paper_split(
   Args:
     name, root, encoding, check_files: as ``load_paper_lists``.
     seed: the seed of ``database_limit``'s subset (the split itself is the lists').
-    database_limit: None for the whole database, else a random subset of that many.
+    database_limit: None for the whole database, else a random subset of that many (a
+      limit at or above the database's size keeps all of it, as ``load_protocol``).
   Returns:
     ``PaperLists(train, query, database, notes)``, the database cut to its subset.
   """

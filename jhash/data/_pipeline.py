@@ -164,7 +164,9 @@ def image_pipeline(
   jhash's own processes). Image files are only ever opened by PIL: jhash unpickles no
   data file. Grain's worker code reads absl flags; if the program has not parsed them,
   they are marked parsed (their defaults). Close the iterator (``it.close()``) to stop
-  the workers.
+  the workers. A spawned worker imports the program's main module: a script that starts
+  workers must guard its own work with ``if __name__ == "__main__":`` (else each worker
+  runs the script again).
 
   Args:
     paths: ``n`` image file paths (``ImageList.paths``).

@@ -147,7 +147,8 @@ def pairwise(
       starting weights, "all" or "head" trained.
     standardize: standardise the inputs by the training inputs' statistics (one mean and
       scale for images); False: read them as they come, e.g. images normalised per
-      channel by ``jhash.data.image_pipeline`` as a pretrained backbone expects them.
+      channel by ``jhash.data.image_pipeline`` as a pretrained backbone expects them. A
+      jhash state or ``.npz`` as ``init_variables`` brings its own statistics, which win.
     batch_size: items per minibatch.
     num_epochs: the default schedule, in epochs.
     activation: ``activation(logits, step) -> u``, the continuous codes the loss reads
