@@ -778,7 +778,8 @@ class Workdir:
     round trip after them: minibatch phases come back once per epoch), resumes from the
     last checkpoint, and writes the scalar metrics of every step as a training curve.
     ``batch``: the training batch, or a ``Streamed`` set (its minibatches from the
-    resumed step).
+    resumed step; its trained state is saved at the end too, so that a failure while it
+    is coded, which reads the files again, loses no training).
 
     Returns ``(state, history)``: the history covers every step, resumed ones included.
     """
@@ -819,7 +820,10 @@ class Workdir:
       )
     finally:
       writer.close()
-    return state, {k: np.concatenate(v) for k, v in collected.items()}
+    history = {k: np.concatenate(v) for k, v in collected.items()}
+    if streamed and last_save < total:
+      self.save_state(cell, total, state, history)
+    return state, history
 
 
 class Streamed(NamedTuple):

@@ -232,13 +232,21 @@ def main(argv) -> None:
       "(the run would write into the current directory)."
     )
   from experiments import harness  # after flag parsing: --help stays fast
+  from jhash import data as jdata
 
   signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: as Ctrl-C, one line
+  signal.signal(signal.SIGINT, _interrupt)  # also where a shell started it ignoring SIGINT
   try:
     harness.check_int_ranges(config)  # before the workdir: a seed or count JAX cannot hold
     trainer.train_and_evaluate(config, workdir)
   except (harness.ConfigError, harness.WorkdirError) as e:
     sys.exit(f"error: {e}")
+  except (jdata.DataFormatError, OSError) as e:  # a file that went bad or away mid-run
+    sys.exit(
+      f"error: {harness.first_line(e, 1000)}\nFix it and run the same command again: "
+      f"finished cells are kept in {workdir}, and a cell in progress resumes from its last "
+      "checkpoint."
+    )
   except KeyboardInterrupt:
     sys.exit(
       f"interrupted: the run stopped. Run the same command again to go on: finished cells "

@@ -492,10 +492,11 @@ def load_split(batches_of, dataset: str, seed: int):
 
 
 def _check_cutoffs(evaluation, num_items: int, dataset: str) -> None:
-  for k in list(evaluation.precision_at) + [evaluation.ndcg_at or 1]:
+  cutoffs = [(k, "precision_at") for k in evaluation.precision_at]
+  for k, key in cutoffs + [(evaluation.ndcg_at or 1, "ndcg_at")]:
     if k > num_items:
       raise harness.ConfigError(
-        f"config.evaluation: the cut-off {k} exceeds the {num_items} "
+        f"config.evaluation.{key}: the cut-off {k} exceeds the {num_items} "
         f"database items of config.datasets.{dataset}."
       )
 

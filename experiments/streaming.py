@@ -86,8 +86,9 @@ def check_spec(label: str, spec) -> None:
   if preset is None or preset.layout != "lists":
     lists = [k for k, p in jdata.PAPER_PRESETS.items() if p.layout == "lists"]
     raise harness.ConfigError(
-      f"{where}: {', '.join(given)} stream a list set's image files ({', '.join(lists)}); "
-      f"protocol {spec.protocol!r} is read in memory."
+      f"{where}: {', '.join(given)}: only the list sets ({', '.join(lists)}) take the "
+      f"streaming keys; protocol {spec.protocol!r} is always read in memory. Drop "
+      f"{'it' if len(given) == 1 else 'them'}."
     )
   options = [k for k in OPTIONS if spec.get(k) is not None]
   if options and not stream:
@@ -103,9 +104,11 @@ def check_spec(label: str, spec) -> None:
   image_size = spec.get("image_size", jdata.protocol_options(spec.protocol)["image_size"])
   resize = spec.get("resize") or OPTIONS["resize"]
   if stream and isinstance(image_size, int) and resize < image_size:
+    given_as = "" if spec.get("resize") is not None else f" (the default, {OPTIONS['resize']})"
     raise harness.ConfigError(
-      f"{where}.resize: {resize} would make the images smaller than the crop, image_size "
-      f"{image_size}; resize must be at least image_size."
+      f"{where}: image_size {image_size}, the crop, is larger than resize {resize}"
+      f"{given_as}, the side the images are resized to first; set resize to at least "
+      f"{image_size}."
     )
 
 
@@ -125,11 +128,7 @@ def load(protocol: str, seed: int, options: dict, stream: dict) -> tuple[Part, P
   batch_size = stream["eval_batch_size"]
   train = Part(lists.train, settings, batch_size)
   first = jdata.ImageList(train.images.paths[:SAMPLE_SIZE], train.images.labels[:SAMPLE_SIZE])
-  it = iter(_eval_pipeline(train._replace(images=first)))
-  try:
-    sample = next(it)
-  finally:
-    it.close()  # its read threads stop now
+  sample = _read(train._replace(images=first), next)
   sample.pop("index")
   return (
     train._replace(sample=sample),
@@ -173,14 +172,24 @@ def encode(method, state, part):
   """``jhash.encode`` of a batch, or of a ``Part`` through its evaluation pipeline."""
   if not isinstance(part, Part):
     return jhash.encode(method, state, part)
-  return jhash.encode_stream(method, state, _eval_pipeline(part), num_items(part))
+  return _read(part, lambda it: jhash.encode_stream(method, state, it, num_items(part)))
 
 
 def encode_multi(method, state, part):
   """``jhash.encode_multi`` of a batch, or of a ``Part`` through its evaluation pipeline."""
   if not isinstance(part, Part):
     return jhash.encode_multi(method, state, part)
-  return jhash.encode_stream(method, state, _eval_pipeline(part), num_items(part), multi=True)
+  return _read(part, lambda it: jhash.encode_stream(method, state, it, num_items(part), multi=True))
+
+
+def _read(part: Part, fn):
+  """``fn(iterator)`` over ``part``'s evaluation pipeline, the iterator closed after (its
+  threads, and Grain's workers and their shared memory, released at once)."""
+  it = iter(_eval_pipeline(part))
+  try:
+    return fn(it)
+  finally:
+    it.close()
 
 
 def training_data(part):

@@ -21,6 +21,7 @@ is replicated (data parallel); XLA inserts the reductions.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Callable, NamedTuple
@@ -638,7 +639,7 @@ def _fit_in_memory(run, batch, start, state):
         jnp.int32(span.start),
         jnp.int32(span.index),
       )
-      metrics = jax.tree.map(lambda v: np.asarray(v)[:count], buffers)
+      metrics = jax.tree.map(lambda v: v[:count], _to_host(buffers))
       step += count
       _record(run, span.phase, metrics, step, state, count)
   return state
@@ -708,10 +709,20 @@ def _fit_stream(run, stream, start, state):
       pending.append(metrics)
       step += 1
       if len(pending) == every or step == span.stop:
-        stacked = jax.tree.map(lambda *v: np.stack([np.asarray(x) for x in v]), *pending)
+        stacked = jax.tree.map(lambda *v: np.stack(v), *_to_host(pending))
         _record(run, span.phase, stacked, step, state, len(pending))
         pending = []
   return state
+
+
+_HOST = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jhash-fit-host")
+
+
+def _to_host(tree):
+  """``tree`` as NumPy arrays, waited for on a helper thread: the main thread waits on a
+  lock, which a signal interrupts, so Ctrl-C stops a run inside a long step at once
+  (NumPy's own wait for a device array holds the main thread until the step ends)."""
+  return _HOST.submit(jax.tree.map, np.asarray, tree).result()
 
 
 def _stack(history):

@@ -64,6 +64,11 @@ def test_a_streamed_cell_killed_in_its_second_phase_resumes_on_the_same_minibatc
   assert saves == [5, 11]
   with harness.Workdir(tmp_path / "killed", config) as wd:
     state, history = wd.fit("cell", method, key, data, checkpoint_every=4)
+    # The trained state is saved at the end too: coding the sets reads the files again,
+    # and a failure there must not cost the training (a rerun starts at the end).
+    template = jax.eval_shape(lambda k: jhash.init(method, k, data.sample, num_items=26), key)
+    step, saved, _ = wd.load_state("cell", template)
+    assert step == 17 and int(saved.total) == int(state.total)
   assert int(state.total) == int(want_state.total)
   for name in ("first", "second"):
     np.testing.assert_array_equal(history[name], want[name])
@@ -92,7 +97,11 @@ def lists(tmp_path_factory):
   [
     ({"stream": "yes"}, r"nuswide_21.stream: must be True or False; got 'yes'"),
     ({"resize": 40}, r"resize set how a streamed set is read; with stream=False .* change nothing"),
-    ({"stream": True, "resize": 20}, r"resize: 20 would make the images smaller than the crop"),
+    ({"stream": True, "resize": 20}, r"image_size 28, the crop, is larger than resize 20, the"),
+    (
+      {"stream": True, "image_size": 300},
+      r"larger than resize 256 \(the default, 256\).* at least 300",
+    ),
     ({"stream": True, "eval_batch_size": 0}, r"eval_batch_size: must be an int >= 1; got 0"),
     ({"stream": True, "worker_count": -1}, r"worker_count: must be an int >= 0; got -1"),
   ],
@@ -130,7 +139,8 @@ def test_what_cannot_stream_is_refused_before_any_cell_trains(lists, tmp_path):
   cifar = runs.load_config("papers", "quick").unlock()
   cifar.datasets.cifar10.stream = True
   with pytest.raises(
-    harness.ConfigError, match=r"stream a list set's image files .* 'cifar10' is read in memory"
+    harness.ConfigError,
+    match=r"stream: only the list sets .* take the streaming keys; protocol 'cifar10' is always",
   ):
     retrieval.validate(cifar)
 
@@ -152,3 +162,10 @@ def test_the_papers_configs_stream_a_list_set_with_the_methods_that_can(name, ar
   assert everything.datasets[next(iter(everything.datasets))].stream is False
   with pytest.raises(ValueError, match=r"',stream' streams a list set's image files; use it after"):
     runs.load_config("papers", "cifar10,stream")
+  with pytest.raises(ValueError, match=r"',stream' is given twice"):  # was: "use it after"
+    runs.load_config(name, arg + ",stream")
+  # stream=False on the command line: the networks standardise again (was: kept False)
+  config = runs.load_config(name, arg)
+  next(iter(config.datasets.values())).stream = False
+  for spec in config.methods.values():
+    assert spec.get("base_options", spec).standardize is True

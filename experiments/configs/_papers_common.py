@@ -54,6 +54,8 @@ def stream_arg(arg, names) -> tuple[str | None, bool]:
   if not isinstance(arg, str) or not arg.endswith(STREAM_SUFFIX):
     return arg, False
   name = arg[: -len(STREAM_SUFFIX)]
+  if name.endswith(STREAM_SUFFIX):
+    raise ValueError(f"config argument {arg!r}: {STREAM_SUFFIX!r} is given twice; give it once.")
   lists = [
     n
     for n in names
@@ -127,8 +129,9 @@ def stream(config, label: str) -> None:
   pretrained backbone was trained on (``standardize=False``; MCH's bases' in
   ``base_options``). The methods must be ones that can stream (``STREAMABLE``)."""
   config.datasets[label].stream = True
-  for spec in config.methods.values():
-    (spec.base_options if spec.method == "mch" else spec).standardize = False
+  streamed = config.datasets[label].get_ref("stream")
+  for spec in config.methods.values():  # standardize = not stream: an override moves both
+    (spec.base_options if spec.method == "mch" else spec).standardize = streamed ^ True
 
 
 def link_networks(config) -> None:
