@@ -9,7 +9,15 @@ entry the trainer never holds the images: each cell trains from
 the queries and the database are coded through ``jhash.encode_stream`` from evaluation
 pipelines (resize, centre crop), ``eval_batch_size`` images a call. A resumed cell
 restarts its pipeline at the checkpoint's step (``start_step``): the run continues on
-the minibatches it would have read.
+the minibatches it would have read. A cell's trained state is saved when its training
+ends, so an image that fails to decode while the sets are coded costs no training: the
+run stops with the file's path, and a rerun codes the sets again.
+
+The pipeline normalises the images per channel; a network that standardises its inputs
+(``standardize=True``, the methods' default) then takes one mean and scale from the
+first training minibatch as well. The papers' ``NAME,stream`` arguments set
+``standardize=False`` (linked to ``stream``: an override of either moves both), as a
+pretrained backbone expects its inputs.
 
 Options, beside the protocol's own (each optional; given without ``stream=True`` it is
 refused, as it would change nothing): ``resize`` (256), ``eval_batch_size`` (256),
