@@ -21,7 +21,6 @@ is replicated (data parallel); XLA inserts the reductions.
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Callable, NamedTuple
@@ -41,6 +40,7 @@ from jhash._loops import _jit_loop
 from jhash._loops import _jit_step
 from jhash._loops import _replicated
 from jhash._loops import _split
+from jhash._loops import to_host
 from jhash import _stream_checks
 
 sample_key = _order.sample_key
@@ -219,36 +219,6 @@ def _check_start(method: _api.HashingMethod, start: int, total: int) -> None:
       f"start_step={start} is past the end of {method.name}'s schedule, {total} steps: "
       "a state at that step has no step left to run. Pass the step the state was saved "
       "at, or num_steps (or num_epochs) for a longer schedule."
-    )
-
-
-class RunOf(NamedTuple):
-  """The run a prepared stream was made for (``jhash.training_pipeline``'s ``made_for``):
-  ``fit`` refuses the stream for a run of another key, start step or training set size."""
-
-  key_words: tuple[int, ...]  # the PRNG key's data
-  start_step: int
-  num_items: int
-
-
-def key_words(key: jax.Array) -> tuple[int, ...]:
-  """A PRNG key's data as ints (comparable, hashable)."""
-  return tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
-
-
-def _check_made_for(made_for: RunOf, key, start: int, n: int | None) -> None:
-  """A stream made for one run (``RunOf``) is read by that run only."""
-  differ = []
-  if made_for.key_words != key_words(key):
-    differ.append("its key is not fit's key (the order and crops come from the key)")
-  if made_for.start_step != start:
-    differ.append(f"it starts at step {made_for.start_step}, fit at start_step={start}")
-  if n != made_for.num_items:
-    differ.append(f"it reads {made_for.num_items} items, fit was given num_items={n}")
-  if differ:
-    raise ValueError(
-      f"data: this training_pipeline was made for another run: {'; '.join(differ)}. Make "
-      "it with fit's key, start_step and the training set's size as num_items."
     )
 
 
@@ -472,8 +442,8 @@ def fit(
         "pass the training batch, not an iterable of minibatches."
       )
     n = None if num_items is None else _checks.positive_int(num_items, "num_items")
-    if isinstance(getattr(data, "made_for", None), RunOf):
-      _check_made_for(data.made_for, key, start, n)
+    if isinstance(getattr(data, "made_for", None), _stream_checks.RunOf):
+      _stream_checks.check_made_for(data.made_for, key, start, n)
     if method.bind is not None:
       raise ValueError(
         f"{method.name} reads sizes from its whole training batch; pass it "
@@ -639,7 +609,7 @@ def _fit_in_memory(run, batch, start, state):
         jnp.int32(span.start),
         jnp.int32(span.index),
       )
-      metrics = jax.tree.map(lambda v: v[:count], _to_host(buffers))
+      metrics = jax.tree.map(lambda v: v[:count], to_host(buffers))
       step += count
       _record(run, span.phase, metrics, step, state, count)
   return state
@@ -709,20 +679,10 @@ def _fit_stream(run, stream, start, state):
       pending.append(metrics)
       step += 1
       if len(pending) == every or step == span.stop:
-        stacked = jax.tree.map(lambda *v: np.stack(v), *_to_host(pending))
+        stacked = jax.tree.map(lambda *v: np.stack(v), *to_host(pending))
         _record(run, span.phase, stacked, step, state, len(pending))
         pending = []
   return state
-
-
-_HOST = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jhash-fit-host")
-
-
-def _to_host(tree):
-  """``tree`` as NumPy arrays, waited for on a helper thread: the main thread waits on a
-  lock, which a signal interrupts, so Ctrl-C stops a run inside a long step at once
-  (NumPy's own wait for a device array holds the main thread until the step ends)."""
-  return _HOST.submit(jax.tree.map, np.asarray, tree).result()
 
 
 def _stack(history):

@@ -17,6 +17,7 @@ import jax
 from jhash import _api
 from jhash import _checks
 from jhash import _fit
+from jhash import _stream_checks
 from jhash.data import ImagePipeline
 from jhash.data import _arguments
 from jhash.data import image_pipeline
@@ -151,5 +152,5 @@ def training_pipeline(
       **options,
     )
     pipelines.append((span.index, pipeline))
-  made_for = _fit.RunOf(_fit.key_words(key), start, len(paths))
+  made_for = _stream_checks.RunOf(_stream_checks.key_words(key), start, len(paths))
   return TrainingPipeline(pipelines, spans[-1].stop - start, made_for)

@@ -5,10 +5,12 @@ method function and shape by ``fit``."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 from typing import Callable
 
 import jax
+import numpy as np
 import jax.numpy as jnp
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -148,3 +150,13 @@ def phase_loop(update: Callable, batch_size: int | None, length: int, split=None
     return state, buffers
 
   return loop
+
+
+_HOST = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jhash-fit-host")
+
+
+def to_host(tree):
+  """``tree`` as NumPy arrays, waited for on a helper thread: the main thread waits on a
+  lock, which a signal interrupts, so Ctrl-C stops a run inside a long step at once
+  (NumPy's own wait for a device array holds the main thread until the step ends)."""
+  return _HOST.submit(jax.tree.map, np.asarray, tree).result()

@@ -6,6 +6,8 @@ method's state needs the training set's size (``num_items``) to be given.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import numpy as np
 
@@ -128,3 +130,33 @@ def check_index(minibatch, num_items: int | None = None) -> None:
         f"without replacement, as an in-memory fit does; a memory bank writes one code per "
         f"position); found {np.unique(repeated)[:5].tolist()} more than once."
       )
+
+
+class RunOf(NamedTuple):
+  """The run a prepared stream was made for (``jhash.training_pipeline``'s ``made_for``):
+  ``fit`` refuses the stream for a run of another key, start step or training set size."""
+
+  key_words: tuple[int, ...]  # the PRNG key's data
+  start_step: int
+  num_items: int
+
+
+def key_words(key: jax.Array) -> tuple[int, ...]:
+  """A PRNG key's data as ints (comparable, hashable)."""
+  return tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
+
+
+def check_made_for(made_for: RunOf, key, start: int, n: int | None) -> None:
+  """A stream made for one run (``RunOf``) is read by that run only."""
+  differ = []
+  if made_for.key_words != key_words(key):
+    differ.append("its key is not fit's key (the order and crops come from the key)")
+  if made_for.start_step != start:
+    differ.append(f"it starts at step {made_for.start_step}, fit at start_step={start}")
+  if n != made_for.num_items:
+    differ.append(f"it reads {made_for.num_items} items, fit was given num_items={n}")
+  if differ:
+    raise ValueError(
+      f"data: this training_pipeline was made for another run: {'; '.join(differ)}. Make "
+      "it with fit's key, start_step and the training set's size as num_items."
+    )
