@@ -62,6 +62,16 @@ def search_case():
     num_rows=codes.shape[0],
     top_k=100,
   )
+  # Precision and recall within each radius from the same split (pooled over queries).
+  curve = jhash.metrics.sharded_pr_curve_by_radius(
+    q,
+    distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
+    q_labels,
+    distributed.global_rows(labels[start:stop], codes.shape[0], mesh),
+    mesh=mesh,
+    num_rows=codes.shape[0],
+    average="pooled",
+  )
   # A state saved by process 0 and restored by each process (a shared folder).
   from _distributed_data import saved_state  # pylint: disable=import-outside-toplevel
 
@@ -77,6 +87,8 @@ def search_case():
     idx_multi=distributed.gather(idx_multi),
     rows=np.array([start, stop]),
     mean_ap=np.float64(mean_ap),
+    precision=curve["precision"],
+    recall=curve["recall"],
   )
 
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -100,6 +101,12 @@ def test_search_over_two_processes_equals_one_and_a_dead_process_stops_the_other
   one = jhash.metrics.mean_average_precision(q, codes, q_labels, labels, top_k=100)
   for rank in range(2):
     assert float(np.load(tmp_path / f"search-{rank}.npz")["mean_ap"]) == one
+  curve = jhash.metrics.pr_curve_by_radius(q, codes, q_labels, labels, average="pooled")
+  assert 0 < curve["precision"][4] < 1 and 0 < curve["recall"][4] < 1  # a radius that tells
+  for rank in range(2):
+    got = np.load(tmp_path / f"search-{rank}.npz")
+    np.testing.assert_array_equal(got["precision"], curve["precision"])
+    np.testing.assert_array_equal(got["recall"], curve["recall"])
   # Process 1 then died; process 0, inside a collective, stopped with an error naming it.
   assert rc1 == 3
   assert rc0 != 0 and "passed a collective" not in out0
@@ -231,6 +238,65 @@ def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
       q, padded, q_labels, padded_labels, mesh=mesh, num_rows=97, **options
     )
     assert got == want, options
+
+
+@pytest.mark.parametrize("multi_hot", [False, True])
+def test_sharded_pr_curve_equals_pr_curve_on_one_process(rng, multi_hot):
+  mesh = distributed.process_mesh("db")
+  q = np.where(rng.random((30, 10)) < 0.5, 1, -1).astype(np.int8)
+  db = np.where(rng.random((97, 10)) < 0.5, 1, -1).astype(np.int8)
+  db[:20] = q[0]
+  if multi_hot:
+    q_labels, labels = rng.random((30, 4)) < 0.3, rng.random((97, 4)) < 0.3
+    q_labels[1] = False  # a query with no relevant item
+  else:
+    q_labels, labels = rng.integers(0, 5, 30), rng.integers(0, 5, 97)
+  padded = np.concatenate([db, np.ones((3, 10), np.int8)])  # padding that would count
+  padded_labels = np.concatenate([labels, labels[:3]])
+  for options in (
+    {},
+    {"average": "pooled"},
+    {"empty": "skip", "no_relevant": "skip"},
+    {"average": "pooled", "empty": "skip"},
+  ):
+    with warnings.catch_warnings(record=True) as want_warned:
+      warnings.simplefilter("always")
+      want = jhash.metrics.pr_curve_by_radius(q, db, q_labels, labels, **options)
+    with warnings.catch_warnings(record=True) as got_warned:
+      warnings.simplefilter("always")
+      got = jhash.metrics.sharded_pr_curve_by_radius(
+        q, padded, q_labels, padded_labels, mesh=mesh, num_rows=97, query_chunk=7, **options
+      )
+    # The same counts; a mean over queries may sum in another order (float rounding).
+    close = dict(rtol=0 if options.get("average") == "pooled" else 1e-6, atol=0)
+    np.testing.assert_array_equal(got["radius"], want["radius"])
+    for name in ("precision", "recall"):
+      np.testing.assert_allclose(got[name], want[name], err_msg=f"{name} {options}", **close)
+    assert [str(w.message).replace("sharded_", "") for w in got_warned] == [
+      str(w.message) for w in want_warned
+    ]
+  assert np.isnan(want["precision"][0]) or want["precision"][0] > 0  # radius 0 found q[0]'s ties
+
+
+def test_sharded_pr_curve_inside_jit_and_bad_input(rng):
+  mesh = distributed.process_mesh("db")
+  q = np.where(rng.random((5, 8)) < 0.5, 1, -1).astype(np.int8)
+  db = np.where(rng.random((16, 8)) < 0.5, 1, -1).astype(np.int8)
+  labels, q_labels = np.arange(16) % 3, np.arange(5) % 3
+  curve = jax.jit(
+    lambda a, b: jhash.metrics.sharded_pr_curve_by_radius(a, b, q_labels, labels, mesh=mesh)
+  )(q, db)
+  want = jhash.metrics.pr_curve_by_radius(q, db, q_labels, labels)
+  np.testing.assert_array_equal(np.asarray(curve["precision"]), want["precision"])
+  scurve = jhash.metrics.sharded_pr_curve_by_radius
+  for call, message in [
+    (lambda: scurve(q, db, q_labels, labels, mesh=mesh, average="mean"), r"average"),
+    (lambda: scurve(q, db, q_labels, labels, mesh=mesh, empty="nan"), r"empty"),
+    (lambda: scurve(q, db[:, :6], q_labels, labels, mesh=mesh), r"db_codes must be an array"),
+    (lambda: scurve(q, db, q_labels, labels[:5], mesh=mesh), r"db_labels"),
+  ]:
+    with pytest.raises(ValueError, match=message):
+      call()
 
 
 def test_sharded_map_bad_input_names_the_argument(rng):

@@ -39,11 +39,13 @@ from jhash.metrics._ranking import precision_at_k
 from jhash.metrics._ranking import recall_at_k
 from jhash.metrics._relevance import relevance
 from jhash.metrics._sharded import sharded_mean_average_precision
+from jhash.metrics._sharded import sharded_pr_curve_by_radius
 from jhash.metrics._weighted_map import weighted_mean_average_precision
 
 __all__ = [
   "mean_average_precision",
   "sharded_mean_average_precision",
+  "sharded_pr_curve_by_radius",
   "average_precisions",
   "average_precision",
   "ranked_positions",

@@ -108,7 +108,7 @@ def pr_curve_by_radius(
   """
   options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
   curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
-  _warn_nan(curve, "pr_curve_by_radius", average, at=("radius", curve["radius"]))
+  warn_nan(curve, "pr_curve_by_radius", average, at=("radius", curve["radius"]))
   return curve
 
 
@@ -144,7 +144,7 @@ def _pr_curve(
   }
 
 
-def _warn_nan(values: dict, name: str, average: str, at=None) -> None:
+def warn_nan(values: dict, name: str, average: str, at=None) -> None:
   """A ``RuntimeWarning`` for each of precision and recall that ``"skip"`` made NaN."""
   empty = "every query's ball is empty" + (" (average='pooled')" if average == "pooled" else "")
   _inputs.warn_nan(values["precision"], f"{name}'s precision", empty, "empty", at, stacklevel=4)
@@ -183,7 +183,7 @@ def precision_recall_at_radius(
   if _inputs.traced(curve):
     return curve["precision"][radius], curve["recall"][radius]
   values = {"precision": curve["precision"][radius], "recall": curve["recall"][radius]}
-  _warn_nan(values, f"precision_recall_at_radius (radius {radius})", average)
+  warn_nan(values, f"precision_recall_at_radius (radius {radius})", average)
   return float(values["precision"]), float(values["recall"])
 
 
