@@ -73,6 +73,32 @@ def _check_options(options) -> None:
     )
 
 
+def check_no_bind(method, source: str) -> None:
+  """A method fed by ``source`` (a pipeline, process-local minibatches) must not read
+  sizes from its whole training batch (``bind``)."""
+  if method.bind is not None:
+    raise ValueError(
+      f"{method.name} reads sizes from its whole training batch (bind): train it in "
+      f"memory, not from {source}."
+    )
+
+
+def minibatch_spans(method, num_items: int, num_steps, start_step, source: str):
+  """The spans of ``method``'s schedule over ``num_items`` items and the checked start
+  step, for a run fed by ``source``: every phase must read minibatches (not the whole
+  set at each step)."""
+  spans = _fit._spans(method, num_items, num_steps, None)
+  start = _checks.nonneg_int(start_step, "start_step")
+  _fit._check_start(method, start, spans[-1].stop)
+  whole = [span.phase.name for span in spans if span.phase.batch_size is None]
+  if whole:
+    raise ValueError(
+      f"{method.name}'s phase {whole[0]!r} trains on the whole set at every step: train it "
+      f"in memory, not from {source}."
+    )
+  return spans, start
+
+
 def training_pipeline(
   method: _api.HashingMethod,
   paths: Sequence[str],
@@ -109,23 +135,11 @@ def training_pipeline(
   _fit.check_method(method)
   _checks.prng_key(key)
   _check_options(options)
-  if method.bind is not None:
-    raise ValueError(
-      f"{method.name} reads sizes from its whole training batch (bind): train it in "
-      "memory, not from a pipeline."
-    )
+  check_no_bind(method, "a pipeline")
   paths = _arguments.image_paths(paths, "paths")
   if _checks.flag(options.pop("check_files", True), "check_files"):
     check_image_files(paths, "paths")
-  spans = _fit._spans(method, len(paths), num_steps, None)
-  start = _checks.nonneg_int(start_step, "start_step")
-  _fit._check_start(method, start, spans[-1].stop)
-  whole = [span.phase.name for span in spans if span.phase.batch_size is None]
-  if whole:
-    raise ValueError(
-      f"{method.name}'s phase {whole[0]!r} trains on the whole set at every step: train it "
-      "in memory, not from a pipeline."
-    )
+  spans, start = minibatch_spans(method, len(paths), num_steps, start_step, "a pipeline")
   large = [span.phase for span in spans if span.phase.batch_size > len(paths)]
   if large:
     raise ValueError(

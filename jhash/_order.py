@@ -17,11 +17,21 @@ import jax.numpy as jnp
 import numpy as np
 
 _SAMPLE_FOLD = 0xFFFFFFFF  # sample_key(key) = fold_in(key, _SAMPLE_FOLD): apart from steps
+_PROCESS_FOLD = 0xFFFFFFFE  # process_key: apart from steps and the sample key
 
 
 def sample_key(key: jax.Array) -> jax.Array:
   """The key of the minibatch order (step keys are ``fold_in(key, s + 1)``)."""
   return jax.random.fold_in(key, _SAMPLE_FOLD)
+
+
+def process_key(key: jax.Array, process: int, count: int) -> jax.Array:
+  """The key of the order in which process ``process`` of ``count`` draws its own rows
+  (``jhash.distributed.local_minibatches``): ``key`` itself with one process (the
+  in-memory order), else ``fold_in(fold_in(key, 0xFFFFFFFE), process)``."""
+  if count == 1:
+    return key
+  return jax.random.fold_in(jax.random.fold_in(key, _PROCESS_FOLD), process)
 
 
 def init_key(key: jax.Array) -> jax.Array:

@@ -137,7 +137,27 @@ def stream_case():
     method, jax.random.key(0), local, stream_steps(), progress=False, mesh=mesh, num_items=128
   )
   leaves = {f"leaf{i}": distributed.gather(x) for i, x in enumerate(jax.tree.leaves(state))}
-  return dict(loss=np.asarray(history["loss"]), **leaves)
+  # The set split over the processes in memory: each holds its row_range rows only and
+  # draws its share of every minibatch from them.
+  start, stop = distributed.row_range(128, mesh)
+  mine = jax.tree.map(lambda x: x[start:stop], batch)
+  local = distributed.local_minibatches(
+    method, mine, key=jax.random.key(0), num_items=128, mesh=mesh, num_steps=stream_steps()
+  )
+  state, local_history = jhash.fit(
+    method, jax.random.key(0), local, stream_steps(), progress=False, mesh=mesh, num_items=128
+  )
+  local_leaves = {
+    f"local_leaf{i}": distributed.gather(x) for i, x in enumerate(jax.tree.leaves(state))
+  }
+  return dict(
+    loss=np.asarray(history["loss"]),
+    local_loss=np.asarray(local_history["loss"]),
+    rows=np.array([start, stop]),
+    local_index=np.stack([m["index"] for m in local]),
+    **leaves,
+    **local_leaves,
+  )
 
 
 def die():

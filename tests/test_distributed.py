@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import jhash
+from jax.sharding import Mesh
 from jhash import distributed
 
 from _distributed_data import cdh_data
@@ -164,6 +165,120 @@ def test_a_stream_of_process_local_minibatches_trains_as_one_process(tmp_path):
     np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
     for i, leaf in enumerate(leaves):
       np.testing.assert_allclose(got[f"leaf{i}"], np.asarray(leaf), rtol=1e-4, atol=1e-5)
+  # The set split in memory (distributed.local_minibatches): process p's share of each
+  # minibatch drawn from its own rows, an epoch a permutation by its own key (the rule,
+  # written out here), trains as one process fed the minibatches side by side.
+  rows = [tuple(np.load(tmp_path / f"stream-{rank}.npz")["rows"]) for rank in range(2)]
+  assert rows == [(0, 64), (64, 128)]
+  whole_history = history
+  one, history = jhash.fit(
+    method,
+    key,
+    local_rule_minibatches(batch, key, rows, 16, steps),
+    steps,
+    progress=False,
+    num_items=128,
+  )
+  rule = [m["index"] for m in local_rule_minibatches(batch, key, rows, 16, steps)]
+  for rank in range(2):
+    got = np.load(tmp_path / f"stream-{rank}.npz")
+    want = np.stack([index[16 * rank : 16 * (rank + 1)] for index in rule])
+    np.testing.assert_array_equal(got["local_index"], want)  # positions in the whole set
+    # Float sums over 4 devices in another order: 1.1e-5 of the loss measured (8 steps).
+    np.testing.assert_allclose(got["local_loss"], history["loss"], rtol=1e-4)
+    # ... while another order of the same items (the whole set's) is far off.
+    assert np.abs(got["local_loss"] - whole_history["loss"]).max() > 1e-3
+    for i, leaf in enumerate(jax.tree.leaves(one)):
+      np.testing.assert_allclose(got[f"local_leaf{i}"], np.asarray(leaf), rtol=1e-4, atol=1e-5)
+
+
+def local_rule_minibatches(batch, key, rows, share, steps, phase=0):
+  """The global minibatches of a set split over processes by ``rows`` [(start, stop)],
+  each process drawing ``share`` rows a step: for process p of P > 1, epoch e is
+  ``permutation(fold_in(fold_in(fold_in(fold_in(key, 0xFFFFFFFE), p), 0xFFFFFFFF), e),
+  phase)`` of its rows (with one process, ``key`` itself); blocks side by side."""
+  perms = {}
+  for step in range(steps):
+    parts = []
+    for p, (start, stop) in enumerate(rows):
+      n, fold = stop - start, jax.random.fold_in
+      per_epoch, e = n // share, step // (n // share)
+      if (p, e) not in perms:
+        pk = key if len(rows) == 1 else fold(fold(key, 0xFFFFFFFE), p)
+        k = fold(fold(fold(pk, 0xFFFFFFFF), e), phase)
+        perms[p, e] = np.asarray(jax.random.permutation(k, n))
+      at = (step % per_epoch) * share
+      parts.append(start + perms[p, e][at : at + share])
+    index = np.concatenate(parts).astype(np.int32)
+    yield {
+      "views": tuple(v[index] for v in batch["views"]),
+      "labels": batch["labels"][index],
+      "index": index,
+    }
+
+
+def test_local_minibatches_on_one_process_is_fits_order_and_refuses_bad_input():
+  batch, method = fit_data()
+  key = jax.random.key(0)
+  mesh = Mesh(np.array(jax.devices()), ("data",))
+  local = distributed.local_minibatches(method, batch, key=key, num_items=128, mesh=mesh)
+  assert len(local) == jhash.schedule(method, 128)
+  got = list(local)
+  want = list(local_rule_minibatches(batch, key, [(0, 128)], 32, len(local)))
+  assert len(got) == len(want)
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(g["index"], w["index"])
+    np.testing.assert_array_equal(g["views"][0], w["views"][0])
+    np.testing.assert_array_equal(g["labels"], w["labels"])
+  # Resumed at step 5: the last steps of the same order.
+  later = distributed.local_minibatches(
+    method, batch, key=key, num_items=128, mesh=mesh, start_step=5
+  )
+  assert [m["index"].tolist() for m in later] == [m["index"].tolist() for m in got[5:]]
+  # fit reads it as it reads the in-memory order drawn on the host (bit for bit).
+  a, _ = jhash.fit(method, key, local, mesh=mesh, num_items=128, progress=False)
+  drawn = jhash.minibatches(batch, 32, key, len(local))
+  b, _ = jhash.fit(method, key, drawn, len(local), mesh=mesh, num_items=128, progress=False)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  with pytest.raises(ValueError, match=r"it starts at step 5, fit at start_step=0"):
+    jhash.fit(method, key, later, mesh=mesh, num_items=128, progress=False)
+  # Two processes' keys: each its own, neither the run's key.
+  keys = [jax.random.key_data(jhash._order.process_key(key, p, 2)).tolist() for p in (0, 1)]
+  assert keys[0] != keys[1] and jax.random.key_data(key).tolist() not in keys
+  lm = distributed.local_minibatches
+  cases = [
+    (
+      lambda: lm(method, jax.tree.map(lambda x: x[:100], batch), key=key, num_items=128, mesh=mesh),
+      r"local must hold this process's rows 0 to 127 of the 128 items \(128 rows.*holds 100",
+    ),
+    (
+      lambda: lm(
+        method, batch, key=key, num_items=128, mesh=Mesh(np.array(jax.devices()), ("db",))
+      ),
+      r"mesh must be a jax.sharding.Mesh with a 'data' axis",
+    ),
+    (lambda: lm(method, batch, key=key, num_items=0, mesh=mesh), r"num_items"),
+    (lambda: lm(method, {"x": 1}, key=key, num_items=128, mesh=mesh), r"local must be a dict"),
+    (
+      lambda: lm(jhash.methods.itq(8), batch, key=key, num_items=128, mesh=mesh),
+      r"trains on the whole set at every step",
+    ),
+    (
+      lambda: lm(
+        jhash.methods.pairwise(8, backbone=jhash.models.backbone((20,), 8), batch_size=256),
+        batch,
+        key=key,
+        num_items=128,
+        mesh=mesh,
+      ),
+      r"more than the 128 rows it holds",
+    ),
+    (lambda: lm(method, batch, key=key, num_items=128, mesh=mesh, start_step=99), r"start_step"),
+  ]
+  for call, message in cases:
+    with pytest.raises(ValueError, match=message):
+      call()
 
 
 def test_initialize_refuses_bad_arguments(monkeypatch):

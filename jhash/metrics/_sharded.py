@@ -254,8 +254,9 @@ def sharded_pr_curve_by_radius(
   (``precision_recall_at_radius``'s values).
 
   Args:
-    query_codes, db_codes, query_labels, db_labels, mesh, num_rows, relevance,
-      query_chunk: as in ``sharded_mean_average_precision``.
+    query_codes, db_codes, query_labels, db_labels: as in
+      ``sharded_mean_average_precision``.
+    mesh, num_rows, relevance, query_chunk: as there too.
     average, empty, no_relevant: as in ``pr_curve_by_radius``.
   Returns:
     dict of NumPy arrays ``radius`` int [K + 1], ``precision`` and ``recall`` float
