@@ -28,6 +28,8 @@ from jhash._encode import encode_multi
 from jhash._encode import encode_stream
 from jhash._fit_pipeline import TrainingPipeline
 from jhash._fit_pipeline import training_pipeline
+from jhash._local_minibatches import LocalMinibatches
+from jhash._local_minibatches import local_minibatches
 from jhash._fit import epoch_permutation
 from jhash._fit import fit
 from jhash._fit import init
@@ -67,6 +69,8 @@ __all__ = [
   "init",
   "schedule",
   "minibatches",
+  "local_minibatches",
+  "LocalMinibatches",
   "epoch_permutation",
   "make_train",
   "encode",

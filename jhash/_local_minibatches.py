@@ -28,12 +28,13 @@ from jhash import _fit_pipeline
 from jhash import _order
 from jhash import _shards
 from jhash import _stream_checks
+from jhash import distributed
 from jhash._loops import _split
 
 
 class LocalMinibatches:
   """This process's share of each minibatch of a method's schedule (made by
-  ``jhash.distributed.local_minibatches``): ``len(self)`` minibatch dicts, each with
+  ``jhash.local_minibatches``): ``len(self)`` minibatch dicts, each with
   ``"index"``, int32 [rows], its items' positions in the whole training set.
 
   Attributes:
@@ -60,8 +61,6 @@ class LocalMinibatches:
 
 def _local_rows_of(local: Any, num_items: int, mesh: Mesh) -> tuple[dict, int]:
   """``local`` checked as this process's ``row_range`` rows, as NumPy; its first row."""
-  from jhash import distributed  # pylint: disable=import-outside-toplevel
-
   start, stop = distributed.row_range(num_items, mesh)
   rows = _checks.batch(local, "local")
   if rows != stop - start:

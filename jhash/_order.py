@@ -27,7 +27,7 @@ def sample_key(key: jax.Array) -> jax.Array:
 
 def process_key(key: jax.Array, process: int, count: int) -> jax.Array:
   """The key of the order in which process ``process`` of ``count`` draws its own rows
-  (``jhash.distributed.local_minibatches``): ``key`` itself with one process (the
+  (``jhash.local_minibatches``): ``key`` itself with one process (the
   in-memory order), else ``fold_in(fold_in(key, 0xFFFFFFFE), process)``."""
   if count == 1:
     return key

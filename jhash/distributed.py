@@ -12,7 +12,7 @@ process for its own rows only, ``row_range(num_rows, mesh)``, and assembled into
 global array by ``global_rows`` (``jax.make_array_from_process_local_data``), padded at
 its end to a multiple of the device count (``num_rows`` tells the sharded search which
 rows are items). ``gather`` brings a global result to every process as NumPy. A
-training set so split trains from ``local_minibatches`` (each process's share of every
+training set so split trains from ``jhash.local_minibatches`` (each process's share of every
 minibatch drawn from its own rows) with ``jhash.fit(..., mesh=)``.
 
 Failure: every process sends heartbeats to the coordinator; when one dies, the others
@@ -38,8 +38,6 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jhash import _checks
-from jhash._local_minibatches import LocalMinibatches
-from jhash._local_minibatches import local_minibatches
 
 __all__ = [
   "ENV_VARS",
@@ -48,8 +46,6 @@ __all__ = [
   "row_range",
   "global_rows",
   "gather",
-  "local_minibatches",
-  "LocalMinibatches",
 ]
 
 #: The environment variables ``initialize`` reads for arguments left None.

@@ -141,7 +141,7 @@ def stream_case():
   # draws its share of every minibatch from them.
   start, stop = distributed.row_range(128, mesh)
   mine = jax.tree.map(lambda x: x[start:stop], batch)
-  local = distributed.local_minibatches(
+  local = jhash.local_minibatches(
     method, mine, key=jax.random.key(0), num_items=128, mesh=mesh, num_steps=stream_steps()
   )
   state, local_history = jhash.fit(

@@ -165,7 +165,7 @@ def test_a_stream_of_process_local_minibatches_trains_as_one_process(tmp_path):
     np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
     for i, leaf in enumerate(leaves):
       np.testing.assert_allclose(got[f"leaf{i}"], np.asarray(leaf), rtol=1e-4, atol=1e-5)
-  # The set split in memory (distributed.local_minibatches): process p's share of each
+  # The set split in memory (jhash.local_minibatches): process p's share of each
   # minibatch drawn from its own rows, an epoch a permutation by its own key (the rule,
   # written out here), trains as one process fed the minibatches side by side.
   rows = [tuple(np.load(tmp_path / f"stream-{rank}.npz")["rows"]) for rank in range(2)]
@@ -221,7 +221,7 @@ def test_local_minibatches_on_one_process_is_fits_order_and_refuses_bad_input():
   batch, method = fit_data()
   key = jax.random.key(0)
   mesh = Mesh(np.array(jax.devices()), ("data",))
-  local = distributed.local_minibatches(method, batch, key=key, num_items=128, mesh=mesh)
+  local = jhash.local_minibatches(method, batch, key=key, num_items=128, mesh=mesh)
   assert len(local) == jhash.schedule(method, 128)
   got = list(local)
   want = list(local_rule_minibatches(batch, key, [(0, 128)], 32, len(local)))
@@ -231,9 +231,7 @@ def test_local_minibatches_on_one_process_is_fits_order_and_refuses_bad_input():
     np.testing.assert_array_equal(g["views"][0], w["views"][0])
     np.testing.assert_array_equal(g["labels"], w["labels"])
   # Resumed at step 5: the last steps of the same order.
-  later = distributed.local_minibatches(
-    method, batch, key=key, num_items=128, mesh=mesh, start_step=5
-  )
+  later = jhash.local_minibatches(method, batch, key=key, num_items=128, mesh=mesh, start_step=5)
   assert [m["index"].tolist() for m in later] == [m["index"].tolist() for m in got[5:]]
   # fit reads it as it reads the in-memory order drawn on the host (bit for bit).
   a, _ = jhash.fit(method, key, local, mesh=mesh, num_items=128, progress=False)
@@ -246,7 +244,7 @@ def test_local_minibatches_on_one_process_is_fits_order_and_refuses_bad_input():
   # Two processes' keys: each its own, neither the run's key.
   keys = [jax.random.key_data(jhash._order.process_key(key, p, 2)).tolist() for p in (0, 1)]
   assert keys[0] != keys[1] and jax.random.key_data(key).tolist() not in keys
-  lm = distributed.local_minibatches
+  lm = jhash.local_minibatches
   cases = [
     (
       lambda: lm(method, jax.tree.map(lambda x: x[:100], batch), key=key, num_items=128, mesh=mesh),

@@ -23,7 +23,7 @@ LAYERS = (  # top first
   ("jhash.evaluate",),
   ("jhash._evaluate_presets",),
   ("jhash._evaluate_files",),
-  ("jhash._grid", "jhash._train", "jhash._saving"),
+  ("jhash._grid", "jhash._train", "jhash._saving", "jhash._local_minibatches"),
   ("jhash._encode", "jhash._fit_pipeline"),
   ("jhash._fit", "jhash._network"),
   ("jhash._stream_checks",),
