@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import difflib
 import fcntl
 import hashlib
@@ -501,6 +502,9 @@ class Workdir:
         bad = next((c for c, r in progress["cells"].items() if not isinstance(r, dict)), None)
         if bad is not None:
           problem = f"the result of cell {bad!r} is not an object"
+        digests = progress.setdefault("digests", {})  # runs before digests were kept
+        if not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
+          problem = "its 'digests' must be an object of strings keyed by cell"
     if problem is not None:
       raise WorkdirError(
         f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
@@ -630,6 +634,7 @@ class Workdir:
   def finish(self, cell: str, result: dict, seconds: float) -> None:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
+    self.progress["digests"][cell] = result_digest(self.progress["cells"][cell])
     self.progress["fingerprint"] = self.fingerprint  # which config made the cells
     self.progress["seconds"][cell] = seconds
     atomic_write_json(self.progress_path, self.progress)
@@ -637,11 +642,19 @@ class Workdir:
     self._after_save()
 
   def check_done(self, cells: Iterable[str], check: Callable[[str, dict], str | None]) -> None:
-    """Refuse a finished cell of ``cells`` in which ``check(cell, result)`` finds a problem
-    (a hand-edited ``progress.json``), naming the cell and how to go on."""
+    """Refuse a finished cell of ``cells`` whose result differs from the digest written
+    with it (a hand-edited or damaged ``progress.json``), naming the cell, what
+    ``check(cell, result)`` finds wrong (if anything; without a digest, a run before
+    digests were kept, only that), and how to go on."""
     for cell in cells:
       result = self.done(cell)
-      problem = None if result is None else check(cell, result)
+      digest = self.progress["digests"].get(cell)
+      if result is None:
+        problem = None
+      elif digest is None or digest != result_digest(result):
+        problem = check(cell, result) or (None if digest is None else _EDITED)
+      else:
+        problem = None
       if problem is not None:
         raise WorkdirError(
           f"{self.progress_path} is damaged: the result of cell {cell!r} {problem}; jhash "
@@ -875,6 +888,17 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
+def result_digest(result: Any) -> str:
+  """The SHA-256 of a cell's result as ``progress.json`` holds it (keys sorted)."""
+  text = json.dumps(result, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+_EDITED = (
+  "differs from the digest jhash wrote with it (a value, a curve or a history was changed or lost)"
+)
+
+
 def run_cells(
   cells: list[tuple[str, Callable[[], dict]]],
   workdir: Workdir,
@@ -884,14 +908,16 @@ def run_cells(
   """Run named cells in order, skipping finished ones; returns cell -> result.
 
   Prints one line per finished cell (its float metrics and wall time); a tqdm bar over
-  the cells shows on a terminal only (``disable=None``). ``check(cell, result)``: what
-  is wrong with a finished cell's result (``metric_problem``), or None; checked for
-  every finished cell before any cell runs (``Workdir.check_done``).
+  the cells shows on a terminal only (``disable=None``). Every finished cell is checked
+  before any cell runs (``Workdir.check_done``): against the digest written with its
+  result, or, without one, by ``check(cell, result)`` (what is wrong with it, or None;
+  default ``metric_problem``).
   """
   from tqdm.auto import tqdm
 
-  if check is not None:
-    workdir.check_done([name for name, _ in cells], check)
+  workdir.check_done(
+    [name for name, _ in cells], check or (lambda _, result: metric_problem(result))
+  )
 
   todo = [name for name, _ in cells if workdir.done(name) is None]
   if todo and len(todo) < len(cells):
@@ -911,7 +937,7 @@ def run_cells(
       workdir.finish(name, result, seconds)
       bar.update(1)
       bar.write(f"{name}: {summary_line(result)} ({seconds:.1f} s)")
-    out[name] = result
+    out[name] = copy.deepcopy(result)  # what a trainer does with it leaves progress as written
   bar.close()
   return out
 

@@ -51,11 +51,16 @@ def decode_image(
 
   _arguments.path_argument(path, "path", "an image file")
   resize = _resize_arg(resize)
-  with open_image(path) as image:
-    image = image if image.mode == "RGB" else image.convert("RGB")
-    if resize is not None:
-      image = _resize_pil(image, resize)
-    return np.asarray(image)
+  try:
+    with open_image(path) as image:
+      image = image if image.mode == "RGB" else image.convert("RGB")
+      if resize is not None:
+        image = _resize_pil(image, resize)
+      return np.asarray(image)
+  except FileNotFoundError:
+    raise FileNotFoundError(
+      f"path: no image file {os.fspath(path)!r} (it does not exist)."
+    ) from None
 
 
 @contextlib.contextmanager

@@ -116,8 +116,6 @@ def searcher(
   most_queries = _checks.memory_bytes() // (8 * max_results)  # their results fit
 
   def search(query_packed):
-    if np.shape(query_packed)[0] > most_queries:
-      _search.check_slots(np.shape(query_packed)[0], max_results)
     if (
       type(query_packed) is np.ndarray
       and query_packed.dtype == np.uint32
@@ -127,6 +125,8 @@ def searcher(
       check_padding(query_packed)
     else:
       _probe.check_queries(prepared, query_packed)
+    if query_packed.shape[0] > most_queries:
+      _search.check_slots(query_packed.shape[0], max_results)
     return run(prepared, query_packed)
 
   return Searcher(search, outputs)

@@ -301,10 +301,20 @@ def _is_float(x) -> bool:
 
 
 def check_relevance_values(relevance, name: str = "relevance") -> None:
-  """Relevance for a metric of relevant / not relevant items: bool, integers (non-zero is
-  relevant) or floats holding only 0 and 1 (concrete values checked): a float such as
+  """Relevance for a metric of relevant / not relevant items: bool, integers >= 0 (non-zero
+  is relevant; a negative one, as in a {-1, +1} similarity, is refused) or floats holding only 0 and 1 (concrete values checked): a float such as
   0.3 (a similarity, a soft label) is not read as relevant; graded relevance is NDCG's."""
-  if not _checks.is_concrete(relevance) or not _is_float(relevance):
+  if not _checks.is_concrete(relevance):
+    return
+  if _checks.dtype_of(relevance).kind == "i":
+    low = np.min(np.asarray(relevance), initial=0)
+    if low < 0:
+      raise ValueError(
+        f"{name} must be bool, or integers >= 0 (non-zero is relevant); found {low} in "
+        f"{_checks.describe(relevance)}. A {{-1, +1}} similarity S: pass S > 0."
+      )
+    return
+  if not _is_float(relevance):
     return
   a = np.asarray(relevance, np.float32)
   bad = (a != 0) & (a != 1)

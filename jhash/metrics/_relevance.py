@@ -51,7 +51,10 @@ def relevance(query_labels: jax.Array, db_labels: jax.Array, kind: str) -> jax.A
   """
   if kind not in KINDS[1:]:
     raise ValueError(f"kind must be one of {KINDS[1:]}; got {kind!r}.")
-  check_labels(query_labels, db_labels, np.shape(query_labels)[0], np.shape(db_labels)[0])
+  rows = [
+    np.shape(x)[0] if np.ndim(x) else name for x, name in ((query_labels, "q"), (db_labels, "n"))
+  ]
+  check_labels(query_labels, db_labels, *rows)
   return relevance_matrix(jnp.asarray(query_labels), jnp.asarray(db_labels), kind)
 
 

@@ -1,0 +1,118 @@
+"""Bad input, round 15: what a re-run of the earlier probes still found.
+
+Finished cells whose curves or histories were changed in ``progress.json`` (every trainer:
+the digest written with each result), negative integer relevance, and arguments read
+before they were checked.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import jhash
+from experiments import harness
+
+
+def _result():
+  return {
+    "map": 0.5,
+    "pr_radius": {"radius": [0, 1, 2], "precision": [0.9, 0.8, 0.7], "recall": [0.1, 0.2, 0.3]},
+    "history": {"loss": [1.0, 0.5]},
+  }
+
+
+def _finish(tmp_path):
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)
+
+
+def _edit(path, edit):
+  data = json.loads(path.read_text())
+  edit(data)
+  path.write_text(json.dumps(data))
+
+
+def _rerun(tmp_path):
+  ran = []
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    harness.run_cells([("a", lambda: ran.append("a") or _result())], wd, progress=False)
+  return ran
+
+
+@pytest.mark.parametrize(
+  "edit",
+  [
+    lambda c: c["pr_radius"]["recall"].__setitem__(2, -4),  # was: published, exit 0
+    lambda c: c.pop("pr_radius"),  # was: KeyError in the trainer
+    lambda c: c["pr_radius"].update(precision=[0.9]),  # was: matplotlib's ValueError
+    lambda c: c["history"].update(loss=["a"]),  # was: a plot with a category axis
+    lambda c: c.update(extra=1),
+  ],
+)
+def test_a_finished_cell_changed_anywhere_is_named_for_every_trainer(tmp_path, edit):
+  _finish(tmp_path)
+  assert _rerun(tmp_path) == []  # as written: finished, not run again
+  _edit(tmp_path / "progress.json", lambda p: edit(p["cells"]["a"]))
+  with pytest.raises(harness.WorkdirError) as error:
+    _rerun(tmp_path)
+  message = str(error.value)
+  assert "is damaged: the result of cell 'a' differs from the digest" in message, message
+  assert "delete the entry 'a' from its 'cells' and run again" in message, message
+  _edit(tmp_path / "progress.json", lambda p: p["cells"].pop("a"))  # as the message says
+  assert _rerun(tmp_path) == ["a"]
+  assert _rerun(tmp_path) == []
+
+
+def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_before(tmp_path):
+  _finish(tmp_path)
+  _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map="x"))
+  with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\"; expected a number"):
+    _rerun(tmp_path)
+  # A workdir from before digests: its numbers still checked (curves cannot be).
+  _edit(tmp_path / "progress.json", lambda p: p.pop("digests"))
+  with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\""):
+    _rerun(tmp_path)
+  _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map=0.5))
+  assert _rerun(tmp_path) == []
+  _edit(tmp_path / "progress.json", lambda p: p.update(digests=[1]))
+  with pytest.raises(harness.WorkdirError, match=r"'digests' must be an object of strings"):
+    _rerun(tmp_path)
+
+
+def test_what_a_trainer_does_with_the_results_leaves_the_digests_as_written(tmp_path):
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    out = harness.run_cells([("a", _result)], wd, progress=False)
+    out["a"]["pr_radius"]["recall"][0] = 7  # a trainer's own use of its results
+    harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)  # writes again
+  assert _rerun(tmp_path) == []
+
+
+def test_negative_integer_relevance_is_refused_not_counted_relevant():
+  d = np.array([[0, 1, 2]], np.int32)
+  signed = np.array([[-1, -1, 1]], np.int32)  # a {-1, +1} similarity matrix S
+  # was: 1.0 and [[1.]], every item relevant
+  for call in (
+    lambda: jhash.metrics.average_precision(d, signed),
+    lambda: jhash.metrics.hits_at_k(d, signed, (1,)),
+  ):
+    with pytest.raises(ValueError, match=r"relevance.*>= 0.*-1"):
+      call()
+  ap, defined = jhash.metrics.average_precision(d, (signed > 0).astype(np.int32))
+  assert float(ap[0]) == pytest.approx(1 / 3) and bool(defined[0])
+
+
+def test_arguments_read_before_their_checks_are_named():
+  codes = jhash.codes.pack_bits(np.where(np.eye(8, 16) > 0, 1, -1).astype(np.int8))
+  search = jhash.index.searcher(
+    jhash.index.build_index(codes, num_bits=16), max_radius=2, max_results=5
+  ).search
+  for bad in (np.uint32(3), None, [1, 2]):
+    with pytest.raises(ValueError, match=r"query_packed"):  # was: IndexError
+      search(bad)
+  with pytest.raises(ValueError, match=r"query_labels"):  # was: IndexError
+    jhash.metrics.relevance(np.int64(1), np.arange(5), "same_class")
+  # was: PIL's own traceback ending in its FileNotFoundError
+  with pytest.raises(FileNotFoundError, match=r"path: no image file 'zz.png'") as error:
+    jhash.data.decode_image("zz.png")
+  assert error.value.__suppress_context__
