@@ -150,7 +150,9 @@ def read_json(path, default: Any = None, remedy: str | None = None) -> Any:
 def first_line(error: BaseException, limit: int = 300) -> str:
   """The first line of an error's message (at most ``limit`` characters)."""
   text = str(error).strip().splitlines()
-  return (text[0] if text else "")[:limit]
+  line = text[0] if text else ""
+  line = line.split(" See full TensorStore details")[0]  # a repr of a bound method follows
+  return line[:limit]
 
 
 def package_versions() -> dict[str, str]:
@@ -554,8 +556,8 @@ class Workdir:
 
   def _restore_remedy(self) -> str:
     return (
-      f"It records which config made the work in {self.path}, and nothing else there "
-      "does: restore it from a copy; or use a new workdir, or delete this one, to start over."
+      f"config.json alone records which config made the work in {self.path}: restore "
+      "config.json from a copy; or use a new workdir, or delete this one, to start over."
     )
 
   def _check_recorded(self, recorded: dict, config) -> None:
@@ -831,6 +833,20 @@ class Workdir:
         on_step=on_step,
         **sized,
       )
+    except FloatingPointError as e:
+      unverified = start and not (self._cell_folder(cell) / str(start) / files.MANIFEST).exists()
+      if unverified and last_save == start:  # diverged before a save of its own
+        raise WorkdirError(
+          self._damaged(
+            cell,
+            start,
+            [],
+            f"training diverged right after resuming from it ({first_line(e)}), and its "
+            f"files cannot be checked (its {files.MANIFEST}, written after them, is missing)"
+            ", so it may be damaged",
+          )
+        ) from None
+      raise
     finally:
       writer.close()
     history = {k: np.concatenate(v) for k, v in collected.items()}

@@ -352,11 +352,16 @@ def coder(
     and a CoderState (not the method's whole state)."""
     _checks.batch(batch)
     _check_state(state, name)
-    width = jax.eval_shape(read, batch).shape[-1]
-    if jnp.ndim(state.mean) == 1 and width != state.mean.shape[0]:
+    item = jax.eval_shape(read, batch).shape[1:]
+    if jnp.ndim(state.mean) == 1 and item != (state.mean.shape[0],):
+      views = [v for v in batch["views"] if v is not None] if view is None else []
+      if view is not None and view < len(batch["views"]) and batch["views"][view] is not None:
+        views = [batch["views"][view]]
+      given = tuple(views[0].shape[1:]) if len(views) == 1 else item
+      got = f"width {item[0]}" if len(item) == 1 else f"items of shape {tuple(given)}"
       raise ValueError(
         f"views: {name}'s network reads features of width {state.mean.shape[0]} (its "
-        f"training data's); the batch's have width {width}."
+        f"training data's), items of shape ({state.mean.shape[0]},); the batch's have {got}."
       )
     x = jax.eval_shape(read, batch)
     model = model_for(x)

@@ -7,6 +7,7 @@ before they were checked.
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -116,3 +117,53 @@ def test_arguments_read_before_their_checks_are_named():
   with pytest.raises(FileNotFoundError, match=r"path: no image file 'zz.png'") as error:
     jhash.data.decode_image("zz.png")
   assert error.value.__suppress_context__
+
+
+def test_messages_that_named_the_wrong_thing(tmp_path):
+  # A list file that is a folder (was: "lacks database.txt").
+  for name in ("train.txt", "test.txt"):
+    (tmp_path / name).write_text("a.png 1 0\n")
+  (tmp_path / "database.txt").mkdir()
+  with pytest.raises(FileNotFoundError, match=r"database.txt is a folder, not a list file"):
+    jhash.data.load_paper_lists("nuswide_21", root=tmp_path)
+  # Fashion-MNIST's root= a file (was: "the directory good.txt").
+  (tmp_path / "good.txt").write_text("x")
+  with pytest.raises(jhash.data.DataNotFoundError, match=r"root= must be a directory.*is a file"):
+    jhash.data.load_fashion_mnist(root=tmp_path / "good.txt")
+  # Features of another item shape (was: "the batch's have width 1").
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(32, 8)).astype(np.float32)
+  net = jhash.models.backbone((8,), 4, hidden=(8,))
+  method = jhash.methods.dch(4, batch_size=16, num_epochs=1, backbone=net)
+  train = {"views": (x,), "labels": np.arange(32) % 4}
+  state, _ = jhash.fit(method, jax.random.key(0), train, progress=False)
+  with pytest.raises(ValueError, match=r"items of shape \(2, 4\)"):
+    jhash.encode(method, state, {"views": (x.reshape(32, 2, 4),)})
+
+
+def test_divergence_right_after_an_unverifiable_checkpoint_names_the_checkpoint(tmp_path):
+  # A checkpoint without its file list (a kill between orbax's commit and the list) whose
+  # data was also changed: was "training diverged ... check the inputs' scale".
+  rng = np.random.default_rng(0)
+  batch = {"views": (rng.normal(size=(64, 6)).astype(np.float32),)}
+  method = jhash.methods.itq(4, num_iters=6)
+  key = jax.random.key(0)
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    state, history = jhash.fit(method, key, batch, 3, progress=False)
+    broken = jax.tree.map(lambda x: x * np.nan if x.dtype.kind == "f" else x, state)
+    wd.save_state("cell", 3, broken, history)
+    (tmp_path / "checkpoints" / "cell" / "3" / "jhash_files.json").unlink()
+    with pytest.raises(harness.WorkdirError) as error:
+      wd.fit("cell", method, key, batch, checkpoint_every=100, progress=False)
+  message = str(error.value)
+  assert "checkpoint of cell 'cell' at step 3 is unusable: training diverged" in message
+  assert "jhash_files.json" in message and "may be damaged" in message, message
+  assert "delete" in message and "checkpoints/cell" in message, message
+
+
+def test_a_tensorstore_error_is_named_without_the_repr_it_appends():
+  error = ValueError(
+    "OUT_OF_RANGE: Error reading chunk [source locations='x'] See full TensorStore "
+    "details: <bound method pybind11_detail_function_record.spec of TensorStore({...})>"
+  )
+  assert harness.first_line(error) == "OUT_OF_RANGE: Error reading chunk [source locations='x']"

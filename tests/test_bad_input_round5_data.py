@@ -230,3 +230,13 @@ def test_metrics_refuse_negative_class_ids(rng):
     jhash.metrics.mean_average_precision(q, d, np.full(5, -1), np.full(30, -1))
   with pytest.raises(ValueError, match="db_labels: class ids must be >= 0; found -2"):
     jhash.metrics.mean_average_precision(q, d, np.zeros(5, int), np.arange(30) - 2)
+
+
+def test_torchvision_weights_already_in_flax_layout_are_named(resnet, tmp_path):
+  save_file = pytest.importorskip("safetensors.numpy").save_file
+  variables, state = resnet
+  hwio = np.ascontiguousarray(np.transpose(state["conv1.weight"], (2, 3, 1, 0)))
+  save_file(dict(state, **{"conv1.weight": hwio}), str(tmp_path / "w.safetensors"))
+  # was: "the file's convolution reads 7-channel images"
+  with pytest.raises(ValueError, match=r"conv1.weight .* the model's own \(Flax's HWIO\) layout"):
+    jhash.models.load_torchvision_resnet(tmp_path / "w.safetensors", variables)

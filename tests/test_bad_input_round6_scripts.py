@@ -97,7 +97,7 @@ def test_work_that_records_no_config_is_refused_without_config_json(tmp_path):
     with pytest.raises(harness.WorkdirError, match="but no config.json") as error:
       harness.Workdir(tmp_path, other)
     message = str(error.value)
-    assert str(tmp_path) in message and "restore it from a copy" in message, message
+    assert str(tmp_path) in message and "restore config.json from a copy" in message, message
     assert "use a new workdir, or delete this one" in message, message
     assert not (tmp_path / "config.json").exists()
   # Checkpoints alone record no config either.
@@ -124,7 +124,9 @@ def test_a_damaged_config_json_advises_deleting_it_only_where_that_is_safe(tmp_p
   (tmp_path / "config.json").write_text("[]")
   with pytest.raises(harness.WorkdirError, match="config.json is damaged") as error:
     harness.Workdir(tmp_path, config)
-  assert "delete it" not in str(error.value) and "restore it from a copy" in str(error.value)
+  assert "delete it" not in str(error.value) and "restore config.json from a copy" in str(
+    error.value
+  )
 
 
 # ------------------------------------------------------------------------- hand-edited cells

@@ -88,6 +88,11 @@ def _find_idx(folder: pathlib.Path, stem: str, user_root: bool) -> pathlib.Path:
   for name in (stem + ".gz", stem):
     if (folder / name).is_file():
       return folder / name
+  if user_root and folder.exists() and not folder.is_dir():
+    raise _errors.DataNotFoundError(
+      f"Fashion-MNIST: root= must be a directory holding the four original IDX files; "
+      f"{folder} is a file."
+    )
   if user_root:
     raise _errors.DataNotFoundError(
       f"Fashion-MNIST: the directory {folder} (root=) has no file '{stem}.gz' (nor '{stem}'). "

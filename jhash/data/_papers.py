@@ -166,6 +166,11 @@ def load_paper_lists(
   preset = _preset(name, "lists")
   check_files = _checks.flag(check_files, "check_files")
   root = _root(name, root)
+  folders = [f for f in LIST_FILES.values() if (root / f).is_dir()]
+  if folders:
+    raise FileNotFoundError(
+      f"{name}: {root / folders[0]} is a folder, not a list file; expected {LISTS_LAYOUT}."
+    )
   missing = [f for f in LIST_FILES.values() if not (root / f).is_file()]
   if missing:
     raise FileNotFoundError(f"{name}: {root} lacks {', '.join(missing)}; expected {LISTS_LAYOUT}.")

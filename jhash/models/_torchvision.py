@@ -246,10 +246,17 @@ def _to_flax(name: str, value: np.ndarray, target: Any, path: Any) -> jnp.ndarra
   """One entry in Flax layout (OIHW -> HWIO, Linear's [out, in] -> [in, out]), its shape
   checked."""
   value = _check_values(name, value, path)
+  torch_layout = value.shape
   if value.ndim == 4:
     value = np.transpose(value, (2, 3, 1, 0))
   elif value.ndim == 2:
     value = value.T
+  if value.ndim == 4 and value.shape != tuple(target.shape) and torch_layout == tuple(target.shape):
+    raise ValueError(
+      f"{name} in {path} has shape {torch_layout}, the model's own (Flax's HWIO) layout; a "
+      "torchvision file holds convolutions as [out, in, H, W] (OIHW). Give the file "
+      "torchvision saved (state_dict()), not weights already converted for Flax."
+    )
   if value.shape != tuple(target.shape):
     raise ValueError(
       f"{name} in {path} has shape {value.shape} in Flax layout; the model's "
