@@ -364,9 +364,17 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
   none = mask.copy()
   none[::5] = False
 
-  def per_query_ndcg(m, ties):  # NDCG@700 of each query, jittable (the mask traced)
+  def per_query_ndcg(m, ties, q_labels, db_labels):  # NDCG@700 of each query, jittable
+    # (the mask traced; the labels too: as constants, XLA sorts the ideal gains while it
+    # compiles, 4 s a call)
     corpus, setup = metrics._inputs.prepare(
-      qc, dc, lq, ld, relevance="graded", db_mask=m, relevance_kinds=metrics._relevance.KINDS
+      qc,
+      dc,
+      q_labels,
+      db_labels,
+      relevance="graded",
+      db_mask=m,
+      relevance_kinds=metrics._relevance.KINDS,
     )
     return metrics._ranking._per_query_ndcg(corpus, setup, 64, (700, ties, "exp"))[0]
 
@@ -375,7 +383,7 @@ def test_ndcg_native_equals_array_code_for_several_codes_per_item(rng, monkeypat
       metrics.ndcg_at_k(qc, dc, lq, ld, k, db_mask=mask, ties=t)
       for k in (10,)  # the whole ranking (k = 700): the jitted calls below
       for t in ("aware", "index")
-    ] + [jax.jit(per_query_ndcg, static_argnums=1)(none, t) for t in ("aware", "index")]
+    ] + [jax.jit(per_query_ndcg, static_argnums=1)(none, t, lq, ld) for t in ("aware", "index")]
 
   by_kernel = both()
   jax.clear_caches()
