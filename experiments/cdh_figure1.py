@@ -93,9 +93,14 @@ def sweep_cell(wd, config, key, data, method, sweep: int) -> dict:
     state = jhash.init(method, key, train)
   else:
     template = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
-    _, state, _ = wd.load_state(f"trajectory/{sweep - 1}", template)
-    state, history = jhash.fit(method, key, train, sweep, state=state, start_step=sweep - 1)
-    out = {name: np.asarray(value[0]).tolist() for name, value in history.items()}
+    before = wd.load_state(f"trajectory/{sweep - 1}", template)
+    if before is None:  # its checkpoint is gone (deleted): the sweeps again from the start
+      state, history = jhash.fit(method, key, train, sweep, progress=False)
+    else:
+      state, history = jhash.fit(
+        method, key, train, sweep, state=before[1], start_step=sweep - 1, progress=False
+      )
+    out = {name: np.asarray(value[-1]).tolist() for name, value in history.items()}
   wd.save_state(f"trajectory/{sweep}", sweep, state, {})
   out["objective"] = float(jax.jit(method.extras.objective)(state, train))
   out["train_map"] = train_map(state.codes, train["labels"], config.train_queries, config.seed)

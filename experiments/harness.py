@@ -504,9 +504,17 @@ class Workdir:
         bad = next((c for c, r in progress["cells"].items() if not isinstance(r, dict)), None)
         if bad is not None:
           problem = f"the result of cell {bad!r} is not an object"
-        digests = progress.setdefault("digests", {})  # runs before digests were kept
-        if not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
+        # A run before digests were kept wrote no "version": its cells are checked by the
+        # trainer's rules only, and take digests when next written.
+        self._legacy = "version" not in progress
+        digests = progress.setdefault("digests", {}) if self._legacy else progress.get("digests")
+        if progress.get("version", PROGRESS_VERSION) != PROGRESS_VERSION:
+          problem = f"its 'version' must be {PROGRESS_VERSION}; got {progress['version']!r}"
+        elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
           problem = "its 'digests' must be an object of strings keyed by cell"
+        seconds = progress["seconds"].values()
+        if problem is None and not all(is_number(v) and v != "-inf" for v in seconds):
+          problem = "its 'seconds' must be numbers of seconds keyed by cell"
     if problem is not None:
       raise WorkdirError(
         f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
@@ -637,6 +645,11 @@ class Workdir:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
     self.progress["digests"][cell] = result_digest(self.progress["cells"][cell])
+    if self._legacy:  # the cells of a run before digests, as they are, take theirs
+      for name, kept in self.progress["cells"].items():
+        self.progress["digests"].setdefault(name, result_digest(kept))
+      self._legacy = False
+    self.progress["version"] = PROGRESS_VERSION
     self.progress["fingerprint"] = self.fingerprint  # which config made the cells
     self.progress["seconds"][cell] = seconds
     atomic_write_json(self.progress_path, self.progress)
@@ -653,8 +666,12 @@ class Workdir:
       digest = self.progress["digests"].get(cell)
       if result is None:
         problem = None
+      elif digest is None and not self._legacy:
+        problem = check(cell, result) or "has no digest (jhash writes one with every result)"
       elif digest is None or digest != result_digest(result):
         problem = check(cell, result) or (None if digest is None else _EDITED)
+        if problem is None:  # a run before digests: checked, so taken as written
+          self.progress["digests"][cell] = result_digest(result)
       else:
         problem = None
       if problem is not None:
@@ -682,7 +699,10 @@ class Workdir:
     import orbax.checkpoint as ocp
 
     history = {**{k: np.asarray(v) for k, v in history.items()}, "_step": np.asarray(step)}
-    self._manager(cell).save(
+    manager = self._manager(cell)
+    if step in manager.all_steps():  # saved before (a rerun): replaced, never re-listed
+      manager.delete(step)
+    manager.save(
       step,
       args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
@@ -742,10 +762,17 @@ class Workdir:
     """The message for a checkpoint of ``cell`` at ``step`` that cannot be used."""
     folder = self._cell_folder(cell)
     intact = next((s for s in earlier if files.first_damage(folder / str(s)) is None), None)
+    checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
     if intact is not None:
       way = (
         f"delete {folder / str(step)} and run again: the cell resumes from its checkpoint "
-        f"at step {intact}, which is intact"
+        f"at step {intact}, "
+        + (
+          "which is intact"
+          if checked
+          else f"whose files cannot be checked (its {files.MANIFEST} is missing); if that "
+          f"fails too, delete {folder} to start the cell again from step 0"
+        )
       )
     else:
       way = f"delete {folder} and run again: the cell starts again from step 0"
@@ -902,6 +929,10 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 
 
 # ----------------------------------------------------------------------------- cells
+
+
+#: ``progress.json``'s layout: 2 holds a SHA-256 digest of each finished cell's result.
+PROGRESS_VERSION = 2
 
 
 def result_digest(result: Any) -> str:

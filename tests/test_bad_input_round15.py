@@ -70,14 +70,38 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map="x"))
   with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\"; expected a number"):
     _rerun(tmp_path)
-  # A workdir from before digests: its numbers still checked (curves cannot be).
+  # The digests gone, or one cell's: damage (was: taken as a run from before digests).
   _edit(tmp_path / "progress.json", lambda p: p.pop("digests"))
+  with pytest.raises(harness.WorkdirError, match=r"'digests' must be an object of strings"):
+    _rerun(tmp_path)
+  _edit(tmp_path / "progress.json", lambda p: p.update(digests={"b": "0" * 64}))
   with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\""):
     _rerun(tmp_path)
   _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map=0.5))
-  assert _rerun(tmp_path) == []
+  with pytest.raises(harness.WorkdirError, match=r"cell 'a' has no digest"):
+    _rerun(tmp_path)
   _edit(tmp_path / "progress.json", lambda p: p.update(digests=[1]))
   with pytest.raises(harness.WorkdirError, match=r"'digests' must be an object of strings"):
+    _rerun(tmp_path)
+  _edit(tmp_path / "progress.json", lambda p: p.update(version=3, digests={}))
+  with pytest.raises(harness.WorkdirError, match=r"'version' must be 2; got 3"):
+    _rerun(tmp_path)
+  # A workdir from before digests (no version): its numbers still checked (curves cannot
+  # be), then, once a cell finishes, every cell as it is takes its digest.
+  _edit(tmp_path / "progress.json", lambda p: (p.pop("version"), p.pop("digests")))
+  _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map="x"))
+  with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\""):
+    _rerun(tmp_path)
+  _edit(
+    tmp_path / "progress.json", lambda p: (p["cells"]["a"].update(map=0.5), p["cells"].pop("b"))
+  )
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)
+  written = json.loads((tmp_path / "progress.json").read_text())
+  assert written["version"] == 2 and sorted(written["digests"]) == ["a", "b"]
+  assert _rerun(tmp_path) == []
+  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a="x"))
+  with pytest.raises(harness.WorkdirError, match=r"'seconds' must be numbers"):  # was: copied
     _rerun(tmp_path)
 
 
@@ -167,3 +191,52 @@ def test_a_tensorstore_error_is_named_without_the_repr_it_appends():
     "details: <bound method pybind11_detail_function_record.spec of TensorStore({...})>"
   )
   assert harness.first_line(error) == "OUT_OF_RANGE: Error reading chunk [source locations='x']"
+
+
+def _mfeat(n, seed):
+  ds = jhash.data.load_mfeat(["fou", "kar"])
+  idx = np.sort(np.random.default_rng(seed).choice(ds.labels.size, n, replace=False))
+  return {"views": tuple(v[idx] for v in ds.views), "labels": ds.labels[idx]}
+
+
+def test_a_sweep_whose_trajectory_checkpoint_is_gone_runs_the_sweeps_again(tmp_path):
+  # cdh_figure1's sweep cells start from the state the previous one saved; with that
+  # checkpoint deleted (as an error message advised), was: TypeError in sweep_cell.
+  import types
+
+  from experiments import cdh_common
+  from experiments import cdh_figure1
+
+  data = {"train": _mfeat(120, 0), "query": _mfeat(30, 1), "names": ("fou", "kar")}
+  config = types.SimpleNamespace(train_queries=20, seed=0)
+  method = cdh_common.cdh_method(8, {"w_iters": 10, "max_inner": 4}, 0.01)
+  key = jax.random.key(0)
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    chained = [cdh_figure1.sweep_cell(wd, config, key, data, method, s) for s in range(3)]
+    wd.remove_state("trajectory/1")
+    again = cdh_figure1.sweep_cell(wd, config, key, data, method, 2)
+  assert again == chained[2] and chained[2] != chained[1]
+
+
+def test_a_rerun_save_replaces_the_step_and_an_unchecked_step_is_not_called_intact(tmp_path):
+  state = {"w": np.arange(4096, dtype=np.float32)}
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    wd.save_state("cell", 1, state, {})
+    folder = tmp_path / "checkpoints" / "cell" / "1"
+    data = max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(b"")
+    # Saved again at the same step (a cell run again): was kept damaged and re-listed.
+    wd.save_state("cell", 1, {"w": state["w"] + 1}, {})
+    _, got, _ = wd.load_state("cell", jax.eval_shape(lambda: state))
+    np.testing.assert_array_equal(np.asarray(got["w"]), state["w"] + 1)
+    wd.save_state("cell", 2, state, {})
+    for step in (1, 2):
+      (tmp_path / "checkpoints" / "cell" / str(step) / "jhash_files.json").unlink()
+    folder = tmp_path / "checkpoints" / "cell" / "2"
+    data = max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:10])
+    with pytest.raises(harness.WorkdirError) as error:
+      wd.load_state("cell", jax.eval_shape(lambda: state))
+  message = str(error.value)
+  assert "at step 1, whose files cannot be checked" in message, message
+  assert "which is intact" not in message, message
