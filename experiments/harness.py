@@ -743,6 +743,7 @@ class Workdir:
         ),
       )
     except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
+      quiet_orbax_leftovers()
       checked = (folder / str(step) / files.MANIFEST).exists()
       cause = (
         "its files are as written, so it was written by another version of jhash"
@@ -880,6 +881,32 @@ class Workdir:
     if streamed and last_save < total:
       self.save_state(cell, total, state, history)
     return state, history
+
+
+def _orbax_leftover(unraisable) -> bool:
+  """An error orbax's reads left behind when a restore failed: a coroutine of orbax that
+  raised as it was collected, or asyncio's "Event loop is closed" while collecting one."""
+  code = getattr(unraisable.object, "cr_code", None)
+  if code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename:
+    return True
+  exc = unraisable.exc_value
+  return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+
+
+def quiet_orbax_leftovers() -> None:
+  """After a failed restore, drop the errors of orbax's abandoned reads that Python would
+  print as they are collected (often at exit, hundreds of lines after jhash's one-line
+  message naming the damaged checkpoint); other unraisable errors print as before."""
+  before = sys.unraisablehook
+  if getattr(before, "_jhash_quiet", False):
+    return
+
+  def hook(unraisable):
+    if not _orbax_leftover(unraisable):
+      before(unraisable)
+
+  hook._jhash_quiet = True
+  sys.unraisablehook = hook
 
 
 class Streamed(NamedTuple):

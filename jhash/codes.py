@@ -325,7 +325,14 @@ def to_bytes(packed) -> np.ndarray:
   _host_only(packed, "to_bytes")
   _checks.rank(packed, 2, "packed", "with shape [n, words] (packed codes)")
   _check_words(packed, "packed")
-  a = np.ascontiguousarray(np.asarray(packed).astype("<u4"))
+  a = np.asarray(packed)
+  if a.dtype != np.uint32 and a.size and np.isin(a, (-1, 0, 1)).all() and np.abs(a).max():
+    raise ValueError(
+      f"packed must be packed codes, uint32 words [n, ceil(K / 32)]; got "
+      f"{_checks.describe(a)} holding only bits or signs (0, 1, -1): pack them first "
+      "(jhash.codes.pack_bits)."
+    )
+  a = np.ascontiguousarray(a.astype("<u4"))
   return a.view(np.uint8).reshape(a.shape[0], 4 * a.shape[1])
 
 

@@ -240,3 +240,36 @@ def test_a_rerun_save_replaces_the_step_and_an_unchecked_step_is_not_called_inta
   message = str(error.value)
   assert "at step 1, whose files cannot be checked" in message, message
   assert "which is intact" not in message, message
+
+
+def test_to_bytes_refuses_bits_or_signs_given_as_words():
+  signs = np.where(np.random.default_rng(0).random((3, 12)) < 0.5, -1, 1).astype(np.int8)
+  for bad in ((signs > 0).astype(np.uint8), (signs > 0).astype(np.int64)):
+    with pytest.raises(ValueError, match=r"holding only bits or signs .*pack_bits"):
+      jhash.codes.to_bytes(bad)  # was: bytes [3, 48], no error
+  with pytest.raises(ValueError, match=r"packed must hold 32-bit words"):
+    jhash.codes.to_bytes(signs)
+  packed = jhash.codes.pack_bits(signs)
+  want = jhash.codes.to_bytes(packed)
+  assert want.shape == (3, 4)
+  np.testing.assert_array_equal(jhash.codes.to_bytes(np.asarray(packed).astype(np.int64)), want)
+  np.testing.assert_array_equal(jhash.codes.to_bytes(np.zeros((2, 1), np.int64)), 0)
+
+
+def test_after_a_failed_restore_orbaxs_abandoned_reads_print_nothing(monkeypatch):
+  # Was: up to 400 lines of "Exception ignored in: <coroutine ...>" after the message.
+  import os
+  import sys
+  import types
+
+  seen = []
+  monkeypatch.setattr(sys, "unraisablehook", seen.append)
+  harness.quiet_orbax_leftovers()
+  harness.quiet_orbax_leftovers()  # once is enough: not wrapped twice
+  code = types.SimpleNamespace(co_filename=os.sep.join(["", "site", "orbax", "x.py"]))
+  orbax_read = types.SimpleNamespace(object=types.SimpleNamespace(cr_code=code), exc_value=None)
+  closed = types.SimpleNamespace(object=None, exc_value=RuntimeError("Event loop is closed"))
+  other = types.SimpleNamespace(object=None, exc_value=ValueError("mine"))
+  for unraisable in (orbax_read, closed, other):
+    sys.unraisablehook(unraisable)
+  assert seen == [other]
