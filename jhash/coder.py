@@ -119,7 +119,7 @@ def _check_optimizer(optimizer: Any) -> None:
 def bit_balance(logits: jax.Array) -> jax.Array:
   """float32 []: the mean over bits of ``|mean code|`` of a minibatch (0 when balanced).
 
-  Codes are ``jhash.codes.sign`` of the logits, so NaN logits count as +1 (a diverged
+  Codes are ``jhash.codes.sign`` of the logits, so NaN logits count as -1 (a diverged
   network reads as all-equal bits, 1.0); ``jhash.fit`` reports the NaN loss itself."""
   codes = codes_lib.sign(logits).astype(jnp.float32)
   return jnp.mean(jnp.abs(jnp.mean(codes, axis=0)))

@@ -273,3 +273,13 @@ def test_after_a_failed_restore_orbaxs_abandoned_reads_print_nothing(monkeypatch
   for unraisable in (orbax_read, closed, other):
     sys.unraisablehook(unraisable)
   assert seen == [other]
+
+
+def test_a_resize_past_any_image_is_refused_before_memory_runs_out(tmp_path):
+  from PIL import Image
+
+  Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "tiny.png")
+  for resize in ((100_000, 100_000), 70_000):  # was: 15 GB, then killed for memory
+    with pytest.raises(ValueError, match=r"resize must ask for sides of at most 65535"):
+      jhash.data.decode_image(tmp_path / "tiny.png", resize=resize)
+  assert jhash.data.decode_image(tmp_path / "tiny.png", resize=(8, 6)).shape == (8, 6, 3)

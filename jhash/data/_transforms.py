@@ -271,13 +271,23 @@ def _resized(image: np.ndarray, resize) -> np.ndarray:
   return image if resize is None else _resize_array(image, resize)
 
 
+#: The largest side a resize may ask for (a 16-bit image's worth, 65,535 pixels).
+MAX_SIDE = 65_535
+
+
 def _resize_arg(resize, name: str = "resize"):
-  """``resize`` as ``None``, an int >= 1 (the shorter side) or a tuple ``(H, W)``."""
+  """``resize`` as ``None``, an int in [1, MAX_SIDE] (the shorter side) or a tuple
+  ``(H, W)`` of them."""
   if resize is None:
     return None
-  if isinstance(resize, (tuple, list)):
-    return _crop_size(resize, name)
-  return _checks.positive_int(resize, name)
+  size = _crop_size(resize, name) if isinstance(resize, (tuple, list)) else None
+  side = max(size) if size else _checks.positive_int(resize, name)
+  if side > MAX_SIDE:
+    raise ValueError(
+      f"{name} must ask for sides of at most {MAX_SIDE} pixels (one image of that size is "
+      f"{3 * MAX_SIDE**2 / 2**30:.0f} GiB); got {resize!r}."
+    )
+  return size if size else side
 
 
 def _image_shape(image) -> tuple[int, int, int]:
