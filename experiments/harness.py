@@ -512,9 +512,14 @@ class Workdir:
           problem = f"its 'version' must be {PROGRESS_VERSION}; got {progress['version']!r}"
         elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
           problem = "its 'digests' must be an object of strings keyed by cell"
-        seconds = progress["seconds"].values()
-        if problem is None and not all(is_number(v) and v != "-inf" for v in seconds):
-          problem = "its 'seconds' must be numbers of seconds keyed by cell"
+        bad = [
+          c
+          for c, v in progress["seconds"].items()
+          if not is_number(v) or v == "-inf" or (isinstance(v, (int, float)) and v < 0)
+        ]
+        if problem is None and bad:
+          got = json.dumps(progress["seconds"][bad[0]])[:40]
+          problem = f"its 'seconds' of cell {bad[0]!r} is {got}; expected seconds >= 0"
     if problem is not None:
       raise WorkdirError(
         f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
@@ -554,6 +559,13 @@ class Workdir:
     if saved is None and holds_work:
       self._check_recorded(recorded, config)
     elif saved is not None and saved["fingerprint"] != self.fingerprint and holds_work:
+      if recorded and set(recorded.values()) == {self.fingerprint}:
+        raise WorkdirError(
+          f"{path} is damaged: it records fingerprint {saved['fingerprint']}, but the "
+          f"run's {' and '.join(sorted(recorded))} record this config's ({self.fingerprint}); "
+          "jhash writes it, so something else changed it. To go on, delete it and run "
+          "again: the run's own config writes it again and keeps the run's work."
+        )
       self._refuse_other_config(saved["fingerprint"], saved["config"], config)
     elif saved is not None:  # the work must be this config's too (not copied in)
       for name, fingerprint in recorded.items():
@@ -1042,8 +1054,10 @@ def metric_problem(result: Mapping, names: Iterable[str] = ()) -> str | None:
   return None
 
 
-#: The names of a cell's numbers that are fractions in [0, 1] (not ``map_k``, the K).
-_FRACTION = re.compile(r"^(?!map_k(_|$))(map|precision|recall|ndcg)(_|$)")
+#: The names of a cell's numbers that are fractions in [0, 1] (not ``map_k``, the K): a
+#: mAP, precision, recall or NDCG by name (``train_map`` too) and a cross-view mAP
+#: (``"pix->fou"``).
+_FRACTION = re.compile(r"^(?!map_k(_|$))((.*_)?(map|precision|recall|ndcg)(_|$)|.*->)")
 
 
 def summary_line(result: Mapping) -> str:

@@ -22,6 +22,8 @@ def describe(x: Any) -> str:
       f"a traced value of shape {tuple(shape)} and dtype {dtype} (inside jit or vmap, "
       "where its value is unknown)"
     )
+  if isinstance(x, dict):  # its keys say more than the repr of its arrays
+    return f"a dict with keys {sorted(map(str, x))}"[:200]
   if shape is None:
     return f"{type(x).__name__} {x!r}"[:120]
   return f"array of shape {tuple(shape)} and dtype {dtype}"

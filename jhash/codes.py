@@ -326,7 +326,8 @@ def to_bytes(packed) -> np.ndarray:
   _checks.rank(packed, 2, "packed", "with shape [n, words] (packed codes)")
   _check_words(packed, "packed")
   a = np.asarray(packed)
-  if a.dtype != np.uint32 and a.size and np.isin(a, (-1, 0, 1)).all() and np.abs(a).max():
+  bits_like = a.shape[1] > 1 and a.size and np.isin(a, (-1, 0, 1)).all() and np.abs(a).max()
+  if a.dtype != np.uint32 and bits_like:  # words of 0 and 1 only: bits, not packed codes
     raise ValueError(
       f"packed must be packed codes, uint32 words [n, ceil(K / 32)]; got "
       f"{_checks.describe(a)} holding only bits or signs (0, 1, -1): pack them first "

@@ -59,6 +59,8 @@ def first_damage(folder) -> str | None:
   path = folder / MANIFEST
   if not path.exists():
     return None
+  if not path.is_file():
+    return f"{path} (the list of its files) is not a file"
   try:
     expected = json.loads(path.read_text())["files"]
   except (ValueError, KeyError, TypeError, UnicodeDecodeError):

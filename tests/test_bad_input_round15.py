@@ -101,7 +101,7 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   assert written["version"] == 2 and sorted(written["digests"]) == ["a", "b"]
   assert _rerun(tmp_path) == []
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a="x"))
-  with pytest.raises(harness.WorkdirError, match=r"'seconds' must be numbers"):  # was: copied
+  with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'a' is \"x\""):  # was: copied
     _rerun(tmp_path)
 
 
@@ -283,3 +283,58 @@ def test_a_resize_past_any_image_is_refused_before_memory_runs_out(tmp_path):
     with pytest.raises(ValueError, match=r"resize must ask for sides of at most 65535"):
       jhash.data.decode_image(tmp_path / "tiny.png", resize=resize)
   assert jhash.data.decode_image(tmp_path / "tiny.png", resize=(8, 6)).shape == (8, 6, 3)
+
+
+def test_round_17_leftovers(tmp_path, monkeypatch):
+  from PIL import Image
+
+  # A resize under the side cap whose image would not fit in memory names resize (was:
+  # "could not be decoded as an image (MemoryError)").
+  Image.fromarray(np.zeros((1, 4000, 3), np.uint8)).save(tmp_path / "wide.png")
+  monkeypatch.setattr(jhash._checks, "memory_bytes", lambda: 10**9)
+  with pytest.raises(ValueError, match=r"resize=2000 makes the 1 x 4000 image .*more than"):
+    jhash.data.decode_image(tmp_path / "wide.png", resize=2000)
+  monkeypatch.undo()
+  # One-bit packed words of 0 and 1 are words (was: refused as bits).
+  np.testing.assert_array_equal(
+    jhash.codes.to_bytes(np.array([[1], [0], [1]])), [[1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]
+  )
+  # A batch dict with a misspelt key lists the keys (was: an array's repr).
+  with pytest.raises(ValueError, match=r"got a dict with keys \[.view.\]\.$"):
+    jhash.num_items({"view": (np.zeros((4, 3)),)})  # noqa
+
+
+def test_round_17_workdir_leftovers(tmp_path):
+  _finish(tmp_path)
+  # A cross-view or training mAP past 1 in a workdir from before digests (was: printed).
+  _edit(tmp_path / "progress.json", lambda p: (p.pop("version"), p.pop("digests")))
+  for name in ("pix->fou", "train_map"):
+    _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update({name: 7.5}))
+    with pytest.raises(harness.WorkdirError, match=rf"has '{name}' = 7.5; a mAP"):
+      _rerun(tmp_path)
+    _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].pop(name))
+  # Negative seconds, named with the cell (was: copied into results.json).
+  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=-1e6))
+  with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'b' is -1000000.0"):
+    _rerun(tmp_path)
+  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=1.0))
+  assert _rerun(tmp_path) == []
+  # config.json's fingerprint changed while the work records this config's: damage, not
+  # "a different config" (whose remedy, deleting the workdir, lost the work).
+  _edit(tmp_path / "config.json", lambda c: c.update(fingerprint="0" * 16))
+  with pytest.raises(harness.WorkdirError, match=r"config.json is damaged: .*delete it and run"):
+    _rerun(tmp_path)
+  (tmp_path / "config.json").unlink()
+  assert _rerun(tmp_path) == []
+
+
+def test_a_file_list_that_is_a_folder_is_named(tmp_path):
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    wd.save_state("cell", 1, {"w": np.ones(3, np.float32)}, {})
+    listed = tmp_path / "checkpoints" / "cell" / "1" / "jhash_files.json"
+    listed.unlink()
+    listed.mkdir()
+    with pytest.raises(
+      harness.WorkdirError, match=r"jhash_files.json \(the list of its files\) is not a file"
+    ):
+      wd.load_state("cell", jax.eval_shape(lambda: {"w": np.ones(3, np.float32)}))  # was: Errno 21

@@ -53,10 +53,18 @@ def decode_image(
   resize = _resize_arg(resize)
   try:
     with open_image(path) as image:
-      image = image if image.mode == "RGB" else image.convert("RGB")
-      if resize is not None:
-        image = _resize_pil(image, resize)
-      return np.asarray(image)
+      source = (image.height, image.width)
+      size = None if resize is None else _target_size(source, resize)
+      if size is None or 3 * size[0] * size[1] <= _checks.memory_bytes():
+        image = image if image.mode == "RGB" else image.convert("RGB")
+        if resize is not None:
+          image = _resize_pil(image, resize)
+        return np.asarray(image)
+    raise ValueError(
+      f"resize={resize!r} makes the {source[0]} x {source[1]} image {os.fspath(path)} "
+      f"{size[0]} x {size[1]} pixels ({3 * size[0] * size[1] / 2**30:.1f} GiB), more than "
+      "this machine's memory."
+    )
   except FileNotFoundError:
     raise FileNotFoundError(
       f"path: no image file {os.fspath(path)!r} (it does not exist)."
