@@ -517,9 +517,14 @@ class Workdir:
           for c, v in progress["seconds"].items()
           if not is_number(v) or v == "-inf" or (isinstance(v, (int, float)) and v < 0)
         ]
-        if problem is None and bad:
+        if problem is None and bad:  # a wall time only: dropping it loses no result
           got = json.dumps(progress["seconds"][bad[0]])[:40]
-          problem = f"its 'seconds' of cell {bad[0]!r} is {got}; expected seconds >= 0"
+          raise WorkdirError(
+            f"{self.progress_path} is damaged: its 'seconds' of cell {bad[0]!r} is {got}; "
+            "expected seconds >= 0. jhash writes it, so something else changed it. To go "
+            f"on, delete the entry {bad[0]!r} from its 'seconds' and run again (the cell's "
+            "result is kept; its wall time is then unknown)."
+          )
     if problem is not None:
       raise WorkdirError(
         f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
@@ -790,8 +795,13 @@ class Workdir:
     else:
       way = f"delete {folder} and run again: the cell starts again from step 0"
     return (
-      f"the checkpoint of cell {cell!r} at step {step} is unusable: {what}. Finished cells "
-      f"are intact (their results are in {self.progress_path}). To go on, {way}."
+      f"the checkpoint of cell {cell!r} at step {step} is unusable: {what}. "
+      + (
+        f"Finished cells are intact (their results are in {self.progress_path}). "
+        if self.progress_path.exists()
+        else ""
+      )
+      + f"To go on, {way}."
     )
 
   def remove_state(self, cell: str) -> None:

@@ -240,6 +240,8 @@ def test_a_rerun_save_replaces_the_step_and_an_unchecked_step_is_not_called_inta
   message = str(error.value)
   assert "at step 1, whose files cannot be checked" in message, message
   assert "which is intact" not in message, message
+  # No cell has finished: no progress.json to point to (was: "their results are in ...").
+  assert "Finished cells are intact" not in message and "progress.json" not in message
 
 
 def test_to_bytes_refuses_bits_or_signs_given_as_words():
@@ -315,9 +317,11 @@ def test_round_17_workdir_leftovers(tmp_path):
     _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].pop(name))
   # Negative seconds, named with the cell (was: copied into results.json).
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=-1e6))
-  with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'b' is -1000000.0"):
+  with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'b' is -1000000.0") as error:
     _rerun(tmp_path)
-  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=1.0))
+  # Its remedy drops the wall time only (was: delete progress.json, losing every cell).
+  assert "delete the entry 'b' from its 'seconds'" in str(error.value)
+  _edit(tmp_path / "progress.json", lambda p: p["seconds"].pop("b"))
   assert _rerun(tmp_path) == []
   # config.json's fingerprint changed while the work records this config's: damage, not
   # "a different config" (whose remedy, deleting the workdir, lost the work).
