@@ -53,25 +53,17 @@ def search_case():
 
   q, codes, q_labels, labels = map_data()
   start, stop = distributed.row_range(codes.shape[0], mesh)
-  mean_ap = jhash.metrics.sharded_mean_average_precision(
-    q,
-    distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
-    q_labels,
-    distributed.global_rows(labels[start:stop], codes.shape[0], mesh),
+  split = dict(
+    db_codes=distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
+    db_labels=distributed.global_rows(labels[start:stop], codes.shape[0], mesh),
+    query_codes=q,
+    query_labels=q_labels,
     mesh=mesh,
     num_rows=codes.shape[0],
-    top_k=100,
   )
+  mean_ap = jhash.metrics.sharded_mean_average_precision(**split, top_k=100)
   # Precision and recall within each radius from the same split (pooled over queries).
-  curve = jhash.metrics.sharded_pr_curve_by_radius(
-    q,
-    distributed.global_rows(codes[start:stop], codes.shape[0], mesh),
-    q_labels,
-    distributed.global_rows(labels[start:stop], codes.shape[0], mesh),
-    mesh=mesh,
-    num_rows=codes.shape[0],
-    average="pooled",
-  )
+  curve = jhash.metrics.sharded_pr_curve_by_radius(**split, average="pooled")
   # A state saved by process 0 and restored by each process (a shared folder).
   from _distributed_data import saved_state  # pylint: disable=import-outside-toplevel
 

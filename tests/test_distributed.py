@@ -323,19 +323,26 @@ def test_rows_per_process_on_one_process():
     distributed.row_range(n, "mesh")
 
 
-@pytest.mark.parametrize("multi_hot", [False, True])
-def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
-  mesh = distributed.process_mesh("db")
-  q = np.where(rng.random((30, 12)) < 0.5, 1, -1).astype(np.int8)
-  db = np.where(rng.random((97, 12)) < 0.5, 1, -1).astype(np.int8)
+def _sharded_metric_case(rng, multi_hot, num_bits, pad):
+  """30 queries and 97 items (20 tied with query 0 at distance 0), class ids or multi-hot
+  labels (query 1 with no relevant item), and the database padded by 3 rows of ``pad``."""
+  q = np.where(rng.random((30, num_bits)) < 0.5, 1, -1).astype(np.int8)
+  db = np.where(rng.random((97, num_bits)) < 0.5, 1, -1).astype(np.int8)
   db[:20] = q[0]  # a big tie group at distance 0 for query 0
   if multi_hot:
     q_labels, labels = rng.random((30, 4)) < 0.3, rng.random((97, 4)) < 0.3
     q_labels[1] = False  # a query with no relevant item
   else:
     q_labels, labels = rng.integers(0, 5, 30), rng.integers(0, 5, 97)
-  padded = np.concatenate([db, np.zeros((3, 12), np.int8)])  # global_rows pads with zeros
-  padded_labels = np.concatenate([labels, labels[:3]])
+  padded = np.concatenate([db, np.full((3, num_bits), pad, np.int8)])
+  return q, db, q_labels, labels, padded, np.concatenate([labels, labels[:3]])
+
+
+@pytest.mark.parametrize("multi_hot", [False, True])
+def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
+  mesh = distributed.process_mesh("db")
+  # global_rows pads with zeros
+  q, db, q_labels, labels, padded, padded_labels = _sharded_metric_case(rng, multi_hot, 12, 0)
   for options in (
     {},
     {"top_k": 10},
@@ -356,16 +363,8 @@ def test_sharded_map_equals_map_on_one_process(rng, multi_hot):
 @pytest.mark.parametrize("multi_hot", [False, True])
 def test_sharded_pr_curve_equals_pr_curve_on_one_process(rng, multi_hot):
   mesh = distributed.process_mesh("db")
-  q = np.where(rng.random((30, 10)) < 0.5, 1, -1).astype(np.int8)
-  db = np.where(rng.random((97, 10)) < 0.5, 1, -1).astype(np.int8)
-  db[:20] = q[0]
-  if multi_hot:
-    q_labels, labels = rng.random((30, 4)) < 0.3, rng.random((97, 4)) < 0.3
-    q_labels[1] = False  # a query with no relevant item
-  else:
-    q_labels, labels = rng.integers(0, 5, 30), rng.integers(0, 5, 97)
-  padded = np.concatenate([db, np.ones((3, 10), np.int8)])  # padding that would count
-  padded_labels = np.concatenate([labels, labels[:3]])
+  # padding rows of ones: they would count if read as items
+  q, db, q_labels, labels, padded, padded_labels = _sharded_metric_case(rng, multi_hot, 10, 1)
   for options in (
     {},
     {"average": "pooled"},
