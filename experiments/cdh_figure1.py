@@ -93,7 +93,12 @@ def sweep_cell(wd, config, key, data, method, sweep: int) -> dict:
     state = jhash.init(method, key, train)
   else:
     template = jax.eval_shape(lambda k: jhash.init(method, k, train), key)
-    before = wd.load_state(f"trajectory/{sweep - 1}", template)
+    before = wd.load_state(
+      f"trajectory/{sweep - 1}",
+      template,
+      label=f"'trajectory/{sweep - 1}' (the state cell 'sweep/{sweep}' starts from)",
+      restart=f"cell 'sweep/{sweep}' runs its {sweep} sweeps from the start",
+    )
     if before is None:  # its checkpoint is gone (deleted): the sweeps again from the start
       state, history = jhash.fit(method, key, train, sweep, progress=False)
     else:

@@ -47,6 +47,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import json
+import logging
 import math
 import os
 import pathlib
@@ -454,7 +455,7 @@ class Workdir:
     if blocking is not None and not blocking.is_dir():
       raise WorkdirError(
         f"workdir {str(self.path)!r} must be a directory (new or a run's); "
-        f"{str(blocking)!r} is a file."
+        f"{str(blocking)!r} is a file. Move or delete that file, or give another workdir."
       )
     # The folders this run makes (the workdir and missing parents), removed again by a
     # run that stops with an error before writing anything but config.json and the lock.
@@ -508,29 +509,65 @@ class Workdir:
         # trainer's rules only, and take digests when next written.
         self._legacy = "version" not in progress
         digests = progress.setdefault("digests", {}) if self._legacy else progress.get("digests")
-        if progress.get("version", PROGRESS_VERSION) != PROGRESS_VERSION:
+        if progress.get("version", PROGRESS_VERSION) not in (2, PROGRESS_VERSION):
           problem = f"its 'version' must be {PROGRESS_VERSION}; got {progress['version']!r}"
         elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
           problem = "its 'digests' must be an object of strings keyed by cell"
-        bad = [
-          c
-          for c, v in progress["seconds"].items()
-          if not is_number(v) or v == "-inf" or (isinstance(v, (int, float)) and v < 0)
-        ]
-        if problem is None and bad:  # a wall time only: dropping it loses no result
-          got = json.dumps(progress["seconds"][bad[0]])[:40]
-          raise WorkdirError(
-            f"{self.progress_path} is damaged: its 'seconds' of cell {bad[0]!r} is {got}; "
-            "expected seconds >= 0. jhash writes it, so something else changed it. To go "
-            f"on, delete the entry {bad[0]!r} from its 'seconds' and run again (the cell's "
-            "result is kept; its wall time is then unknown)."
-          )
+        if problem is None:
+          self._check_times()
     if problem is not None:
       raise WorkdirError(
         f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
         "changed it. It holds the results of the finished cells: restore it from a copy, or "
         "delete it and run again to train those cells again."
       )
+
+  def _check_times(self) -> None:
+    """Refuse wall times that are not seconds >= 0, or (version 3) that differ from the
+    digest written with them; dropping them loses no result."""
+    progress = self.progress
+    seconds = progress["seconds"]
+    bad = next((c for c, v in seconds.items() if not _is_seconds(v)), None)
+    if bad is not None:
+      what = (
+        f"its 'seconds' of cell {bad!r} is {json.dumps(seconds[bad])[:40]}; expected seconds >= 0"
+      )
+    elif "wall_time_s" in progress and not _is_seconds(progress["wall_time_s"]):
+      what = (
+        f"its 'wall_time_s' is {json.dumps(progress['wall_time_s'])[:40]}; expected seconds >= 0"
+      )
+    elif (
+      progress.get("version") == PROGRESS_VERSION
+      and progress.get("time_digest") != times_digest(progress)
+      and (seconds or "wall_time_s" in progress or "time_digest" in progress)  # none: unknown
+    ):
+      what = (
+        "its wall times ('seconds' and 'wall_time_s') differ from the digest jhash wrote with them"
+      )
+    else:
+      return
+    if progress.get("version") == PROGRESS_VERSION:
+      drop = "delete its 'seconds', 'wall_time_s' and 'time_digest'"
+      lost = "the cells' results are kept; their wall times are then unknown"
+    else:  # a run before wall times were under a digest: the one entry
+      drop = f"delete the entry {bad!r} from its 'seconds'" if bad else "delete its 'wall_time_s'"
+      lost = "the cell's result is kept; its wall time is then unknown"
+    raise WorkdirError(
+      f"{self.progress_path} is damaged: {what}. jhash writes it, so something else changed "
+      f"it. To go on, {drop} and run again ({lost})."
+    )
+
+  def write_progress(self) -> None:
+    """Write ``progress.json`` (atomically) in this version's layout, its wall times under
+    their digest."""
+    if self._legacy:  # the cells of a run before digests, as they are, take theirs
+      for name, kept in self.progress["cells"].items():
+        self.progress["digests"].setdefault(name, result_digest(kept))
+      self._legacy = False
+    self.progress["version"] = PROGRESS_VERSION
+    self.progress["fingerprint"] = self.fingerprint  # which config made the cells
+    self.progress["time_digest"] = times_digest(self.progress)
+    atomic_write_json(self.progress_path, self.progress)
 
   def _claim(self, config) -> None:
     """Write ``config.json`` before any work; refuse a config other than the one whose
@@ -559,6 +596,12 @@ class Workdir:
       raise WorkdirError(
         f"{path} is damaged (it must be an object with a 'fingerprint' string and a "
         f"'config' object; got {json.dumps(saved)[:80]}); jhash writes it, so something "
+        f"else changed it. {remedy}"
+      )
+    if saved is not None and config_fingerprint(saved["config"]) != saved["fingerprint"]:
+      raise WorkdirError(
+        f"{path} is damaged: its 'config' is not the config of its fingerprint "
+        f"{saved['fingerprint']} (its options were changed); jhash writes it, so something "
         f"else changed it. {remedy}"
       )
     if saved is None and holds_work:
@@ -662,14 +705,8 @@ class Workdir:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
     self.progress["digests"][cell] = result_digest(self.progress["cells"][cell])
-    if self._legacy:  # the cells of a run before digests, as they are, take theirs
-      for name, kept in self.progress["cells"].items():
-        self.progress["digests"].setdefault(name, result_digest(kept))
-      self._legacy = False
-    self.progress["version"] = PROGRESS_VERSION
-    self.progress["fingerprint"] = self.fingerprint  # which config made the cells
     self.progress["seconds"][cell] = seconds
-    atomic_write_json(self.progress_path, self.progress)
+    self.write_progress()
     self.remove_state(cell)
     self._after_save()
 
@@ -685,10 +722,13 @@ class Workdir:
         problem = None
       elif digest is None and not self._legacy:
         problem = check(cell, result) or "has no digest (jhash writes one with every result)"
-      elif digest is None or digest != result_digest(result):
-        problem = check(cell, result) or (None if digest is None else _EDITED)
-        if problem is None:  # a run before digests: checked, so taken as written
+      elif digest is None:  # a run before digests: checked, and taken as written
+        problem = check(cell, result)
+        if problem is None:
           self.progress["digests"][cell] = result_digest(result)
+      elif digest != result_digest(result):
+        found = check(cell, result)
+        problem = _EDITED + (f"; it {found}" if found else "")
       else:
         problem = None
       if problem is not None:
@@ -719,6 +759,8 @@ class Workdir:
     manager = self._manager(cell)
     if step in manager.all_steps():  # saved before (a rerun): replaced, never re-listed
       manager.delete(step)
+    for leftover in self._cell_folder(cell).glob(f"{step}.orbax-checkpoint-tmp*"):
+      shutil.rmtree(leftover, ignore_errors=True)  # a killed save's (orbax would, and log it)
     manager.save(
       step,
       args=ocp.args.Composite(
@@ -731,27 +773,32 @@ class Workdir:
   def _cell_folder(self, cell: str) -> pathlib.Path:
     return self.path / "checkpoints" / _safe(cell)
 
-  def load_state(self, cell: str, template: Any):
+  def load_state(
+    self, cell: str, template: Any, label: str | None = None, restart: str | None = None
+  ):
     """``(step, state, history)`` of the last save of ``cell``, or None.
 
     ``template``: the state's structure (``jax.eval_shape(...)`` of its init); the state
     comes back in it, arrays and all. A damaged checkpoint (a file missing, truncated or
     changed since it was written) is a ``WorkdirError`` naming the file and saying how to
-    go on; so is one that cannot be read as this version's state.
+    go on; so is one that cannot be read as this version's state. ``label`` names the
+    checkpoint there (default: "cell CELL"), ``restart`` says what deleting it does
+    (default: the cell starts again from step 0).
     """
     import orbax.checkpoint as ocp
 
     folder = self._cell_folder(cell)
     if not folder.exists():
       return None
-    manager = self._manager(cell)
-    steps = sorted(manager.all_steps(), reverse=True)
+    with _quiet_orbax_log():  # what orbax logs of a damaged step, the message below says
+      manager = self._manager(cell)
+      steps = sorted(manager.all_steps(), reverse=True)
     if not steps:
       return None
     step = steps[0]
     damage = files.first_damage(folder / str(step))
     if damage is not None:
-      raise WorkdirError(self._damaged(cell, step, steps[1:], damage))
+      raise WorkdirError(self._damaged(cell, step, steps[1:], damage, label, restart))
     try:
       restored = manager.restore(
         step,
@@ -772,12 +819,15 @@ class Workdir:
         f"({type(e).__name__}: {first_line(e)}); {cause}"
       )
       earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
-      raise WorkdirError(self._damaged(cell, step, earlier, what)) from None
+      raise WorkdirError(self._damaged(cell, step, earlier, what, label, restart)) from None
     history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
     return step, restored.state, history
 
-  def _damaged(self, cell: str, step: int, earlier: list[int], what: str) -> str:
-    """The message for a checkpoint of ``cell`` at ``step`` that cannot be used."""
+  def _damaged(
+    self, cell: str, step: int, earlier: list[int], what: str, label=None, restart=None
+  ) -> str:
+    """The message for a checkpoint of ``cell`` at ``step`` that cannot be used (``label``,
+    ``restart``: as ``load_state``'s)."""
     folder = self._cell_folder(cell)
     intact = next((s for s in earlier if files.first_damage(folder / str(s)) is None), None)
     checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
@@ -793,9 +843,9 @@ class Workdir:
         )
       )
     else:
-      way = f"delete {folder} and run again: the cell starts again from step 0"
+      way = f"delete {folder} and run again: {restart or 'the cell starts again from step 0'}"
     return (
-      f"the checkpoint of cell {cell!r} at step {step} is unusable: {what}. "
+      f"the checkpoint of {label or f'cell {cell!r}'} at step {step} is unusable: {what}. "
       + (
         f"Finished cells are intact (their results are in {self.progress_path}). "
         if self.progress_path.exists()
@@ -905,6 +955,18 @@ class Workdir:
     return state, history
 
 
+@contextlib.contextmanager
+def _quiet_orbax_log():
+  """Orbax's log lines (absl's logger) off inside the block."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+
+
 def _orbax_leftover(unraisable) -> bool:
   """An error orbax's reads left behind when a restore failed: a coroutine of orbax that
   raised as it was collected, or asyncio's "Event loop is closed" while collecting one."""
@@ -980,8 +1042,25 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-#: ``progress.json``'s layout: 2 holds a SHA-256 digest of each finished cell's result.
-PROGRESS_VERSION = 2
+#: ``progress.json``'s layout: 2 holds a SHA-256 digest of each finished cell's result, 3
+#: also one of the wall times (``time_digest``). A workdir of version 2 is read (its wall
+#: times unchecked) and written again as 3.
+PROGRESS_VERSION = 3
+
+
+def _is_seconds(value) -> bool:
+  return (
+    isinstance(value, (int, float))
+    and not isinstance(value, bool)
+    and math.isfinite(value)
+    and value >= 0
+  )
+
+
+def times_digest(progress: Mapping) -> str:
+  """The SHA-256 of a ``progress.json``'s wall times: each cell's ``seconds`` and the
+  ``wall_time_s`` the results last published."""
+  return result_digest({"seconds": progress["seconds"], "wall_time_s": progress.get("wall_time_s")})
 
 
 def result_digest(result: Any) -> str:
@@ -1056,7 +1135,8 @@ def metric_problem(result: Mapping, names: Iterable[str] = ()) -> str | None:
   for name, value in result.items():
     scalar = not isinstance(value, (dict, list))
     if (scalar or name in names) and not is_number(value):
-      return f"has {name!r} = {json.dumps(value)[:60]}; expected a number"
+      other = "" if name in names else " (or a list or object, as jhash wrote it)"
+      return f"has {name!r} = {json.dumps(value)[:60]}; expected a number{other}"
     if isinstance(value, float) and math.isnan(value):  # jhash writes NaN as null
       return f"has {name!r} = NaN, which jhash writes as null"
     if _FRACTION.match(name) and isinstance(value, (int, float)) and not 0 <= value <= 1:
@@ -1084,14 +1164,18 @@ def write_results(
   rerun of a finished workdir adds its own seconds to the first run's), and is at least
   the finished cells' own seconds (a run killed before it wrote results, then resumed)."""
   elapsed = time.time() - started
-  try:  # the results this config wrote before (damaged or absent: none; written anew)
-    before = json.loads((workdir.path / "results.json").read_text())
-  except (OSError, ValueError):
-    before = {}
-  if isinstance(before, dict) and before.get("fingerprint") == workdir.fingerprint:
-    earlier = before.get("wall_time_s")
-    elapsed += earlier if is_number(earlier) and isinstance(earlier, (int, float)) else 0.0
+  earlier = workdir.progress.get("wall_time_s")  # checked with its digest
+  if earlier is None:  # a workdir of an older version: what its results.json published
+    try:  # (damaged or absent: none; written anew)
+      before = json.loads((workdir.path / "results.json").read_text())
+    except (OSError, ValueError):
+      before = {}
+    if isinstance(before, dict) and before.get("fingerprint") == workdir.fingerprint:
+      earlier = before.get("wall_time_s")
+  elapsed += earlier if _is_seconds(earlier) else 0.0
   cells = sum(v for v in workdir.progress["seconds"].values() if isinstance(v, (int, float)))
+  workdir.progress["wall_time_s"] = max(elapsed, cells)
+  workdir.write_progress()
   results = {
     "metrics": metrics,
     "config": jsonable(config),
@@ -1099,7 +1183,7 @@ def write_results(
     "versions": package_versions(),
     "machine": machine(),
     "command": command(),
-    "wall_time_s": max(elapsed, cells),
+    "wall_time_s": workdir.progress["wall_time_s"],
     "cell_seconds": workdir.progress["seconds"],
     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed

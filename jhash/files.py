@@ -58,6 +58,8 @@ def first_damage(folder) -> str | None:
   folder = pathlib.Path(folder)
   path = folder / MANIFEST
   if not path.exists():
+    if folder.is_dir() and not any(folder.iterdir()):
+      return f"{folder} is empty (its files were deleted)"
     return None
   if not path.is_file():
     return f"{path} (the list of its files) is not a file"

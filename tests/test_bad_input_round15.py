@@ -83,8 +83,8 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   _edit(tmp_path / "progress.json", lambda p: p.update(digests=[1]))
   with pytest.raises(harness.WorkdirError, match=r"'digests' must be an object of strings"):
     _rerun(tmp_path)
-  _edit(tmp_path / "progress.json", lambda p: p.update(version=3, digests={}))
-  with pytest.raises(harness.WorkdirError, match=r"'version' must be 2; got 3"):
+  _edit(tmp_path / "progress.json", lambda p: p.update(version=4, digests={}))
+  with pytest.raises(harness.WorkdirError, match=r"'version' must be 3; got 4"):
     _rerun(tmp_path)
   # A workdir from before digests (no version): its numbers still checked (curves cannot
   # be), then, once a cell finishes, every cell as it is takes its digest.
@@ -98,7 +98,7 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   with harness.Workdir(tmp_path, {"seed": 0}) as wd:
     harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)
   written = json.loads((tmp_path / "progress.json").read_text())
-  assert written["version"] == 2 and sorted(written["digests"]) == ["a", "b"]
+  assert written["version"] == harness.PROGRESS_VERSION and sorted(written["digests"]) == ["a", "b"]
   assert _rerun(tmp_path) == []
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a="x"))
   with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'a' is \"x\""):  # was: copied
