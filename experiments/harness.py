@@ -63,8 +63,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 import jax
 import numpy as np
 
+from experiments import _processes
 from jhash import files
-from jhash.files import atomic_write_bytes
 
 
 CRASH_ENV = "JHASH_KILL_AFTER_SAVES"
@@ -126,6 +126,13 @@ def jsonable(x: Any) -> Any:
   if isinstance(x, float) and not np.isfinite(x):
     return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
   return x
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+  """``jhash.files.atomic_write_bytes`` in the process that writes the run's files (the
+  only one, or process 0 of several); nothing in the others."""
+  if _processes.writes():
+    files.atomic_write_bytes(path, data)
 
 
 def atomic_write_json(path, obj: Any) -> None:
@@ -462,13 +469,10 @@ class Workdir:
     self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
     self._lock_fd = None
     _check_entries(self.path)
-    try:
-      self.path.mkdir(parents=True, exist_ok=True)
-      self._lock_fd = _lock(self.path / ".lock")
-    except OSError as error:
-      raise WorkdirError(
-        f"workdir {str(self.path)!r} cannot be created or written: {error.strerror or error}."
-      ) from None
+    if not _processes.writes():  # another process of the run writes (and locks) it
+      self._made = []
+    else:
+      self._make_and_lock()
     self.progress_path = self.path / "progress.json"
     self.fingerprint = config_fingerprint(config)
     try:
@@ -486,6 +490,15 @@ class Workdir:
       raise
     self._managers: dict[str, Any] = {}
     self._saves = 0
+
+  def _make_and_lock(self) -> None:
+    try:
+      self.path.mkdir(parents=True, exist_ok=True)
+      self._lock_fd = _lock(self.path / ".lock")
+    except OSError as error:
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} cannot be created or written: {error.strerror or error}."
+      ) from None
 
   def _check_progress(self) -> None:
     """Refuse a ``progress.json`` that is JSON but not what a run writes (an object of
@@ -756,18 +769,21 @@ class Workdir:
     import orbax.checkpoint as ocp
 
     history = {**{k: np.asarray(v) for k, v in history.items()}, "_step": np.asarray(step)}
+    state = _processes.host(state)  # over processes: each its copy (orbax's primary writes)
     manager = self._manager(cell)
     if step in manager.all_steps():  # saved before (a rerun): replaced, never re-listed
       manager.delete(step)
     for leftover in self._cell_folder(cell).glob(f"{step}.orbax-checkpoint-tmp*"):
-      shutil.rmtree(leftover, ignore_errors=True)  # a killed save's (orbax would, and log it)
+      if _processes.writes():  # a killed save's (orbax would remove it, and log it)
+        shutil.rmtree(leftover, ignore_errors=True)
     manager.save(
       step,
       args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
       ),
     )
-    files.write_manifest(self._cell_folder(cell) / str(step))
+    if _processes.writes():
+      files.write_manifest(self._cell_folder(cell) / str(step))
     self._after_save()
 
   def _cell_folder(self, cell: str) -> pathlib.Path:
@@ -803,7 +819,8 @@ class Workdir:
       restored = manager.restore(
         step,
         args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(template), history=ocp.args.StandardRestore()
+          state=ocp.args.StandardRestore(_processes.restore_target(template)),
+          history=ocp.args.StandardRestore(),
         ),
       )
     except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
@@ -859,7 +876,8 @@ class Workdir:
     manager = self._managers.pop(cell, None)
     if manager is not None:
       manager.close()
-    shutil.rmtree(self._cell_folder(cell), ignore_errors=True)
+    if _processes.writes():
+      shutil.rmtree(self._cell_folder(cell), ignore_errors=True)
 
   def _after_save(self) -> None:
     self._saves += 1
@@ -871,6 +889,8 @@ class Workdir:
   def curve_writer(self, cell: str, start_step: int = 0):
     """A tensorboardX ``SummaryWriter`` for ``cell``; steps after ``start_step`` that an
     earlier, killed run wrote are purged (hidden) by TensorBoard."""
+    if not _processes.writes():
+      return _processes.NoCurves()
     writer = summary_writer_class()
     return writer(
       str(self.path / "tensorboard" / _safe(cell)),
@@ -901,6 +921,13 @@ class Workdir:
     import jhash  # local: keeps this module importable without initialising jhash
 
     streamed = isinstance(batch, Streamed)
+    mesh = _processes.data_mesh()  # over several processes: data-parallel over them all
+    if streamed and mesh is not None:
+      raise WorkdirError(
+        f"cell {cell!r}: a set streamed from its files does not train over several "
+        "processes in the experiment runner yet; run it in one process, or hold the set in "
+        "memory (stream=False)."
+      )
     n = batch.num_items if streamed else jhash.num_items(batch)
     sample, sized = (batch.sample, {"num_items": n}) if streamed else (batch, {})
     total = jhash.schedule(method, n, num_steps=num_steps)
@@ -931,8 +958,10 @@ class Workdir:
         start_step=start,
         progress=progress,
         on_step=on_step,
+        mesh=mesh,
         **sized,
       )
+      state = _processes.host(state)  # each process codes and scores with its own copy
     except FloatingPointError as e:
       unverified = start and not (self._cell_folder(cell) / str(start) / files.MANIFEST).exists()
       if unverified and last_save == start:  # diverged before a save of its own

@@ -7,6 +7,10 @@ The config file (a path, relative to the current directory or absolute) defines
 nested ones too: ``--config.seed=3``, ``--config.methods.itq.num_iters=20``; a key the
 config does not have is an error. Rerunning with the same config and workdir resumes;
 another config on that workdir is refused.
+
+Over several processes (hosts): start the same command in each with
+``JHASH_COORDINATOR_ADDRESS``, ``JHASH_NUM_PROCESSES`` and ``JHASH_PROCESS_ID`` set
+(``experiments/_processes.py``; docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -219,6 +223,12 @@ def main(argv) -> None:
       "--workdir DIR and --config.KEY=VALUE overrides)."
     )
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  from experiments import _processes
+
+  try:  # a run over several processes (JHASH_NUM_PROCESSES > 1): join it first
+    _processes.join_if_asked()
+  except (ValueError, RuntimeError) as error:
+    sys.exit(f"error: {error}")
   try:
     config = _CONFIG.value
     config.get("trainer")  # ml_collections reports a failed load on first use
@@ -252,6 +262,10 @@ def main(argv) -> None:
       f"interrupted: the run stopped. Run the same command again to go on: finished cells "
       f"are kept in {workdir}, and a cell in progress resumes from its last checkpoint."
     )
+  except Exception as e:  # pylint: disable=broad-except
+    if not _processes.several():
+      raise
+    _processes.stop(e, workdir)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ run) and compares what each process gathered with the one-process result, bit fo
 order).
 """
 
+import json
 import os
 import pathlib
 import socket
@@ -42,6 +43,12 @@ def free_port() -> int:
 
 def launch(case, out_dir, *extra):
   """Both processes of one run; returns their (return code, output, seconds) after both end."""
+  return launch_command([str(WORKER), case, str(out_dir), *extra])
+
+
+def launch_command(args, envs=({}, {}), cwd=None):
+  """``python -u ARGS`` as both processes of one run (``envs``: each one's extra
+  environment); returns their (return code, output, seconds) after both end."""
   port = free_port()
   procs = []
   for rank in range(2):
@@ -51,11 +58,13 @@ def launch(case, out_dir, *extra):
       JHASH_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
       JHASH_NUM_PROCESSES="2",
       JHASH_PROCESS_ID=str(rank),
+      **envs[rank],
     )
     procs.append(
       subprocess.Popen(
-        [sys.executable, "-u", str(WORKER), case, str(out_dir), *extra],
+        [sys.executable, "-u", *args],
         env=env,
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -428,3 +437,76 @@ def test_sharded_map_bad_input_names_the_argument(rng):
   for call, message in cases:
     with pytest.raises(ValueError, match=message):
       call()
+
+
+# ----------------------------------------------------------------------------- the runner
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RUN_TINY = ["-m", "experiments.main", "--config", "experiments/configs/baselines.py:tiny"]
+
+
+def _metrics(workdir):
+  return json.loads((workdir / "results.json").read_text())["metrics"]
+
+
+@pytest.mark.slow
+def test_the_experiment_runner_over_two_processes_resumes_and_equals_one(tmp_path):
+  # The runner joins the run from the environment; process 1 dies right after its 4th save
+  # (ITQ at 8 bits: checkpoints at steps 4 and 8, its result; then the 16-bit cell's
+  # checkpoint at step 4), and process 0 stops with one line instead of hanging.
+  workdir, crash = tmp_path / "two", {"JHASH_KILL_AFTER_SAVES": "4"}
+  args = [*RUN_TINY, "--workdir", str(workdir)]
+  (rc0, out0, _), (rc1, out1, _) = launch_command(args, ({}, crash), cwd=REPO)
+  assert rc1 == -9, out1[-2000:]
+  assert rc0 == 1 and "error: process 0 of 2 stopped" in out0, out0[-3000:]
+  assert "Traceback" not in out0 and "start every process again" in out0, out0[-3000:]
+  progress = json.loads((workdir / "progress.json").read_text())  # written by process 0
+  assert list(progress["cells"]) == ["mfeat/itq/8/seed=0"]
+  assert (workdir / "checkpoints" / "mfeat_itq_16_seed=0" / "4" / "jhash_files.json").is_file()
+  # Both again: each restores the checkpoint and skips the finished cell; the results are
+  # those of one process running the same command (the same arithmetic on every device).
+  again = launch_command(args, cwd=REPO)
+  for rc, out, _ in again:
+    assert rc == 0 and "1 of 4 cells already done; running 3." in out, out[-3000:]
+  one = subprocess.run(
+    [sys.executable, *RUN_TINY, "--workdir", str(tmp_path / "one")],
+    cwd=REPO,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+  )
+  assert one.returncode == 0, one.stderr[-3000:]
+  assert _metrics(workdir) == _metrics(tmp_path / "one")
+  assert again[0][1].split("| dataset")[1] == again[1][1].split("| dataset")[1]  # both tables
+
+
+def test_a_process_that_does_not_write_leaves_the_workdir_as_it_is(tmp_path, monkeypatch):
+  # What the runner's processes other than 0 do: read the workdir, run the cells, save
+  # checkpoints through orbax (whose primary process writes them) and write nothing.
+  from experiments import _processes
+  from experiments import harness
+
+  config = {"seed": 0}
+  with harness.Workdir(tmp_path, config) as wd:  # process 0's first cell
+    harness.run_cells([("a", lambda: {"map": 0.5})], wd, progress=False)
+  before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+  monkeypatch.setattr(_processes, "writes", lambda: False)
+  ran = []
+  with harness.Workdir(tmp_path, config) as wd:
+    out = harness.run_cells(
+      [("a", lambda: ran.append("a")), ("b", lambda: ran.append("b") or {"map": 0.25})],
+      wd,
+      progress=False,
+    )
+    wd.curve_writer("b").add_scalar("loss", 1.0, 1)
+    harness.write_results(wd, config, out, time.time())
+    harness.atomic_write_json(tmp_path / "x.json", {})
+  assert ran == ["b"] and out["b"] == {"map": 0.25}  # it ran what was left, as process 0 does
+  after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+  assert after == before
+  # A run of one process trains as it always has; one asked of the environment must be whole.
+  assert _processes.data_mesh() is None and _processes.join_if_asked() == 1
+  monkeypatch.setenv("JHASH_NUM_PROCESSES", "2")
+  monkeypatch.delenv("JHASH_COORDINATOR_ADDRESS", raising=False)
+  with pytest.raises(ValueError, match="set the environment variable JHASH_COORDINATOR_ADDRESS"):
+    _processes.join_if_asked()
