@@ -766,6 +766,43 @@ def test_searcher_equals_brute_force_and_bucket_search(rng, path, monkeypatch):
       outputs=["radius_reached"],
     ).search(pack(queries[:5]))
     np.testing.assert_array_equal(radius, got.radius_reached[:5])
+    # NumPy queries on the CPU take the host path (no JAX dispatch) where the kernels are.
+    assert isinstance(got.item_ids, np.ndarray) == (path == "native"), type(got.item_ids)
+
+
+@pytest.mark.parametrize(
+  "num_bits, max_radius, num_substrings", [(32, 0, 0), (20, 2, 2), (64, 1, 0)]
+)
+def test_searchers_host_path_equals_its_compiled_program_over_many_threads(
+  rng, num_bits, max_radius, num_substrings
+):
+  # 1,000 queries: 16 tasks of 64 for OpenMP's threads (the test above has one task);
+  # half the queries are stored codes, some buckets hold several items.
+  from jhash import native  # pylint: disable=import-outside-toplevel
+
+  if not native.enabled():
+    pytest.skip("the native kernels are off")
+  codes = np.where(rng.random((3000, num_bits)) < 0.5, 1, -1).astype(np.int8)
+  codes[1000:1500] = codes[:500]  # buckets of two
+  queries = np.concatenate(
+    [codes[rng.integers(0, 3000, 500)], np.where(rng.random((500, num_bits)) < 0.5, 1, -1)]
+  )
+  index = index_lib.build_index(codes, num_bits=num_bits, num_substrings=num_substrings)
+  fields = index_lib.SearchResults._fields
+  prepared = index_lib.searcher(
+    index, max_radius=max_radius, max_results=3, num_wanted=2, outputs=fields
+  )
+  host = prepared.search(pack(queries))
+  compiled = jax.jit(prepared.search)(pack(queries))
+  assert all(isinstance(x, np.ndarray) for x in host)
+  assert int(np.sum(host[2] >= 2)) > 100  # buckets of two (and more, past radius 0) found
+  for name, x, y in zip(fields, host, compiled):
+    np.testing.assert_array_equal(x, y, err_msg=name)
+  few = slice(0, 1000, 25)  # against brute force: 40 queries over every task
+  expected = expected_results(
+    codes[:, None], np.ones((3000, 1), bool), np.arange(3000), queries[few], 2, max_radius, 3
+  )
+  assert_matches(index_lib.SearchResults(*(x[few] for x in host)), expected, 3)
 
 
 def test_searcher_bad_input_names_the_argument():

@@ -127,10 +127,15 @@ def build(verbose: bool = False) -> pathlib.Path:
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
   os.close(fd)
-  cmd = [cxx, *_flags(), f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", tmp]
-  if verbose:
-    print(" ".join(cmd))
-  result = subprocess.run(cmd, capture_output=True, text=True)
+  # OpenMP where the compiler has it: the threads of the host entry (the prepared
+  # searcher's calls from NumPy); without it, that entry runs in the calling thread.
+  for extra in (["-fopenmp"], []):
+    cmd = [cxx, *_flags(), *extra, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", tmp]
+    if verbose:
+      print(" ".join(cmd))
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode == 0:
+      break
   if result.returncode != 0:
     os.unlink(tmp)
     raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-4000:]}")
@@ -139,9 +144,9 @@ def build(verbose: bool = False) -> pathlib.Path:
 
 
 @functools.cache
-def _load() -> bool:
+def _load() -> ctypes.CDLL | None:
   if os.environ.get("JHASH_NATIVE", "1") == "0":
-    return False
+    return None
   try:
     lib = ctypes.cdll.LoadLibrary(str(build()))
     for name, symbol in TARGETS.items():
@@ -153,12 +158,18 @@ def _load() -> bool:
       RuntimeWarning,
       stacklevel=3,
     )
-    return False
-  return True
+    return None
+  return lib
 
 
 def enabled() -> bool:
   """True when the native kernels are built and registered (CPU paths use them)."""
+  return _load() is not None
+
+
+def host_library() -> ctypes.CDLL | None:
+  """The loaded kernel library, for its plain C entries called with NumPy buffers
+  (``jhash.index.searcher``'s host path), or None where the kernels are off."""
   return _load()
 
 

@@ -1435,6 +1435,50 @@ ffi::Error LookupImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> queries,
   return ffi::Error::Success();
 }
 
+// Fills the substring layout of t (num_bits cut into num_substrings runs, the longer
+// ones first: jhash.index._build.substring_layout; each table's offsets follow the
+// last's), then searches queries [q, W] into out, for_tasks(tasks, body) running
+// body(task) for every task (in parallel where it can).
+template <typename ForTasks>
+void RunBucketSearch(BucketTables& t, const uint32_t* queries, int64_t q, int64_t num_substrings,
+                     int64_t num_wanted, const BucketOut& out, ForTasks&& for_tasks) {
+  int64_t first = 0, base = 0;
+  for (int64_t j = 0; j < num_substrings; ++j) {
+    const int64_t length = t.num_bits / num_substrings + (j < t.num_bits % num_substrings);
+    t.sub_first.push_back(first);
+    t.sub_length.push_back(length);
+    t.sub_base.push_back(base);
+    first += length;
+    base += (int64_t{1} << length) + 1;
+  }
+  // Buckets visited through radius r: sum_{i <= r} C(K, i), at most INT32_MAX.
+  std::vector<int32_t> visited_by_radius(t.max_radius + 1);
+  unsigned __int128 total = 0, comb = 1;
+  for (int64_t r = 0; r <= t.max_radius; ++r) {
+    if (r > 0) comb = comb * (t.num_bits - r + 1) / r;
+    total += comb;
+    visited_by_radius[r] = static_cast<int32_t>(std::min<unsigned __int128>(total, INT32_MAX));
+  }
+  const int64_t wanted = std::max<int64_t>(1, num_wanted);
+  constexpr int64_t kBlock = 64;
+  for_tasks((q + kBlock - 1) / kBlock, [&](int64_t task) {
+    const int64_t a0 = task * kBlock, a1 = std::min(q, (task + 1) * kBlock);
+    if (t.max_radius == 0) {
+      SearchOwnBuckets(t, queries, a0, a1, visited_by_radius, out);
+      return;
+    }
+    std::vector<Hit> hits;
+    for (int64_t a = a0; a < a1; ++a) {
+      SearchQuery(t, queries, a, wanted, visited_by_radius, hits, out);
+    }
+  });
+}
+
+bool BadBucketShapes(int64_t w, int64_t num_bits, int64_t directory_bits, int64_t max_radius) {
+  return w > 2 || w < 1 || num_bits < 1 || num_bits > 32 * w || directory_bits < 1 ||
+         directory_bits > num_bits || max_radius < 0 || max_radius > num_bits;
+}
+
 ffi::Error BucketSearchImpl(
     ffi::ThreadPool pool, ffi::Buffer<ffi::U32> queries, ffi::Buffer<ffi::U32> keys,
     ffi::Buffer<ffi::S32> offsets, ffi::Buffer<ffi::S32> bucket_items,
@@ -1450,8 +1494,7 @@ ffi::Error BucketSearchImpl(
   const auto kd = keys.dimensions();
   const auto cd = item_codes.dimensions();
   if (qd.size() != 2 || kd.size() != 2 || cd.size() != 3 || qd[1] != kd[1] || cd[2] != kd[1] ||
-      kd[1] > 2 || num_bits < 1 || num_bits > 32 * kd[1] || directory_bits < 1 ||
-      directory_bits > num_bits || max_radius < 0 || max_radius > num_bits) {
+      BadBucketShapes(kd[1], num_bits, directory_bits, max_radius)) {
     return ffi::Error::InvalidArgument("jhash_bucket_search: inconsistent index or queries");
   }
   BucketTables t;
@@ -1472,45 +1515,72 @@ ffi::Error BucketSearchImpl(
   t.max_radius = max_radius;
   t.flips = flips;
   t.slots = ids->dimensions()[1];
-  // The substrings: num_bits cut into num_substrings runs, the longer ones first
-  // (jhash.index._build.substring_layout); each table's offsets follow the last's.
-  int64_t first = 0, base = 0;
-  for (int64_t j = 0; j < num_substrings; ++j) {
-    const int64_t length = num_bits / num_substrings + (j < num_bits % num_substrings);
-    t.sub_first.push_back(first);
-    t.sub_length.push_back(length);
-    t.sub_base.push_back(base);
-    first += length;
-    base += (int64_t{1} << length) + 1;
-  }
-  // Buckets visited through radius r: sum_{i <= r} C(K, i), at most INT32_MAX.
-  std::vector<int32_t> visited_by_radius(max_radius + 1);
-  unsigned __int128 total = 0, comb = 1;
-  for (int64_t r = 0; r <= max_radius; ++r) {
-    if (r > 0) comb = comb * (num_bits - r + 1) / r;
-    total += comb;
-    visited_by_radius[r] = static_cast<int32_t>(std::min<unsigned __int128>(total, INT32_MAX));
-  }
-  const int64_t wanted = std::max<int64_t>(1, num_wanted.typed_data()[0]);
   const BucketOut out{ids->typed_data(), radii->typed_data(), found->typed_data(),
                       visited->typed_data(), nonempty->typed_data(), radius->typed_data()};
-  const int64_t q = qd[0];
-  constexpr int64_t kBlock = 64;
-  ParallelFor(pool, (q + kBlock - 1) / kBlock, [&](int64_t task) {
-    const int64_t a0 = task * kBlock, a1 = std::min(q, (task + 1) * kBlock);
-    if (max_radius == 0) {
-      SearchOwnBuckets(t, queries.typed_data(), a0, a1, visited_by_radius, out);
-      return;
-    }
-    std::vector<Hit> hits;
-    for (int64_t a = a0; a < a1; ++a) {
-      SearchQuery(t, queries.typed_data(), a, wanted, visited_by_radius, hits, out);
-    }
-  });
+  RunBucketSearch(t, queries.typed_data(), qd[0], num_substrings, num_wanted.typed_data()[0], out,
+                  [&](int64_t tasks, const auto& body) { ParallelFor(pool, tasks, body); });
   return ffi::Error::Success();
 }
 
 }  // namespace
+
+// The bucket search called from the host with plain buffers (jhash.index.searcher's host
+// path: no JAX dispatch). The index is described once (JhashBucketIndex, filled by the
+// caller); each call passes its queries [q, W] and the six result buffers. The tasks run
+// on OpenMP's threads (at most `threads`) when the library is built with OpenMP, else in
+// the calling thread. Returns 0, or 1 for an inconsistent index.
+extern "C" {
+struct JhashBucketIndex {
+  const uint32_t* keys;
+  const int32_t* offsets;
+  const int32_t* bucket_items;
+  const int32_t* item_ids;
+  const uint32_t* item_codes;
+  const bool* code_mask;
+  const int32_t* directory;
+  const int32_t* sub_offsets;
+  const int32_t* sub_buckets;
+  int64_t w, m, num_keys, num_bits, directory_bits, max_radius, flips, slots, num_substrings,
+      num_wanted, threads;
+};
+
+int jhash_bucket_search_host(const JhashBucketIndex* index, const uint32_t* queries, int64_t q,
+                             int32_t* ids, int32_t* radii, int32_t* found, int32_t* visited,
+                             int32_t* nonempty, int32_t* radius) {
+  const JhashBucketIndex& x = *index;
+  if (BadBucketShapes(x.w, x.num_bits, x.directory_bits, x.max_radius) || q < 0) return 1;
+  BucketTables t;
+  t.keys = x.keys;
+  t.offsets = x.offsets;
+  t.bucket_items = x.bucket_items;
+  t.item_ids = x.item_ids;
+  t.item_codes = x.item_codes;
+  t.code_mask = x.code_mask;
+  t.directory = x.directory;
+  t.sub_offsets = x.sub_offsets;
+  t.sub_buckets = x.sub_buckets;
+  t.w = x.w;
+  t.m = x.m;
+  t.num_keys = x.num_keys;
+  t.num_bits = x.num_bits;
+  t.directory_bits = x.directory_bits;
+  t.max_radius = x.max_radius;
+  t.flips = x.flips;
+  t.slots = x.slots;
+  const BucketOut out{ids, radii, found, visited, nonempty, radius};
+  const int threads = static_cast<int>(std::max<int64_t>(1, x.threads));
+  RunBucketSearch(t, queries, q, x.num_substrings, x.num_wanted, out,
+                  [threads](int64_t tasks, const auto& body) {
+                    if (tasks == 1 || threads == 1) {  // no team to start
+                      for (int64_t task = 0; task < tasks; ++task) body(task);
+                      return;
+                    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+                    for (int64_t task = 0; task < tasks; ++task) body(task);
+                  });
+  return 0;
+}
+}  // extern "C"
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JhashHammingTopk, HammingTopkImpl,
                               ffi::Ffi::Bind()
