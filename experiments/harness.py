@@ -518,12 +518,19 @@ class Workdir:
         bad = next((c for c, r in progress["cells"].items() if not isinstance(r, dict)), None)
         if bad is not None:
           problem = f"the result of cell {bad!r} is not an object"
-        # A run before digests were kept wrote no "version": its cells are checked by the
-        # trainer's rules only, and take digests when next written.
-        self._legacy = "version" not in progress
-        digests = progress.setdefault("digests", {}) if self._legacy else progress.get("digests")
-        if progress.get("version", PROGRESS_VERSION) not in (2, PROGRESS_VERSION):
-          problem = f"its 'version' must be {PROGRESS_VERSION}; got {progress['version']!r}"
+        # A new workdir's (no file yet) takes this version; a file without it was written
+        # before results carried digests (or the version was removed): its results cannot
+        # be checked, so they are not taken.
+        if not self.progress_path.exists():
+          progress.update(version=PROGRESS_VERSION, digests={})
+        digests = progress.get("digests")
+        if progress.get("version") != PROGRESS_VERSION:
+          got = repr(progress["version"]) if "version" in progress else "none"
+          problem = (
+            f"its 'version' must be {PROGRESS_VERSION}; got {got} (a jhash before results "
+            "and wall times carried digests wrote it, or it was edited), so its results "
+            "cannot be checked"
+          )
         elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
           problem = "its 'digests' must be an object of strings keyed by cell"
         if problem is None:
@@ -536,8 +543,8 @@ class Workdir:
       )
 
   def _check_times(self) -> None:
-    """Refuse wall times that are not seconds >= 0, or (version 3) that differ from the
-    digest written with them; dropping them loses no result."""
+    """Refuse wall times that are not seconds >= 0, or that differ from the digest written
+    with them; dropping them loses no result."""
     progress = self.progress
     seconds = progress["seconds"]
     bad = next((c for c, v in seconds.items() if not _is_seconds(v)), None)
@@ -549,34 +556,23 @@ class Workdir:
       what = (
         f"its 'wall_time_s' is {json.dumps(progress['wall_time_s'])[:40]}; expected seconds >= 0"
       )
-    elif (
-      progress.get("version") == PROGRESS_VERSION
-      and progress.get("time_digest") != times_digest(progress)
-      and (seconds or "wall_time_s" in progress or "time_digest" in progress)  # none: unknown
+    elif progress.get("time_digest") != times_digest(progress) and (
+      seconds or "wall_time_s" in progress or "time_digest" in progress  # none: unknown
     ):
       what = (
         "its wall times ('seconds' and 'wall_time_s') differ from the digest jhash wrote with them"
       )
     else:
       return
-    if progress.get("version") == PROGRESS_VERSION:
-      drop = "delete its 'seconds', 'wall_time_s' and 'time_digest'"
-      lost = "the cells' results are kept; their wall times are then unknown"
-    else:  # a run before wall times were under a digest: the one entry
-      drop = f"delete the entry {bad!r} from its 'seconds'" if bad else "delete its 'wall_time_s'"
-      lost = "the cell's result is kept; its wall time is then unknown"
     raise WorkdirError(
       f"{self.progress_path} is damaged: {what}. jhash writes it, so something else changed "
-      f"it. To go on, {drop} and run again ({lost})."
+      "it. To go on, delete its 'seconds', 'wall_time_s' and 'time_digest' and run again "
+      "(the cells' results are kept; their wall times are then unknown)."
     )
 
   def write_progress(self) -> None:
     """Write ``progress.json`` (atomically) in this version's layout, its wall times under
     their digest."""
-    if self._legacy:  # the cells of a run before digests, as they are, take theirs
-      for name, kept in self.progress["cells"].items():
-        self.progress["digests"].setdefault(name, result_digest(kept))
-      self._legacy = False
     self.progress["version"] = PROGRESS_VERSION
     self.progress["fingerprint"] = self.fingerprint  # which config made the cells
     self.progress["time_digest"] = times_digest(self.progress)
@@ -630,6 +626,17 @@ class Workdir:
       self._refuse_other_config(saved["fingerprint"], saved["config"], config)
     elif saved is not None:  # the work must be this config's too (not copied in)
       for name, fingerprint in recorded.items():
+        if fingerprint != self.fingerprint and saved["fingerprint"] == self.fingerprint:
+          lost = (
+            "its finished cells train again"
+            if name == "progress.json"
+            else "it is written again from progress.json, nothing trained again"
+          )
+          raise WorkdirError(
+            f"{self.path / name} is damaged or another run's: it records fingerprint "
+            f"{fingerprint}, but config.json records this config's ({self.fingerprint}). "
+            f"Restore it from a copy, or delete it and run again ({lost})."
+          )
         if fingerprint != self.fingerprint:
           self._refuse_other_config(fingerprint, None, config, name)
     if saved is None or saved["fingerprint"] != self.fingerprint:
@@ -733,12 +740,8 @@ class Workdir:
       digest = self.progress["digests"].get(cell)
       if result is None:
         problem = None
-      elif digest is None and not self._legacy:
+      elif digest is None:
         problem = check(cell, result) or "has no digest (jhash writes one with every result)"
-      elif digest is None:  # a run before digests: checked, and taken as written
-        problem = check(cell, result)
-        if problem is None:
-          self.progress["digests"][cell] = result_digest(result)
       elif digest != result_digest(result):
         found = check(cell, result)
         problem = _EDITED + (f"; it {found}" if found else "")
@@ -783,7 +786,7 @@ class Workdir:
       ),
     )
     if _processes.writes():
-      files.write_manifest(self._cell_folder(cell) / str(step))
+      files.write_manifest(self._cell_folder(cell) / str(step), cell=cell)
     self._after_save()
 
   def _cell_folder(self, cell: str) -> pathlib.Path:
@@ -813,6 +816,10 @@ class Workdir:
       return None
     step = steps[0]
     damage = files.first_damage(folder / str(step))
+    owner = files.manifest_record(folder / str(step)).get("cell", cell)
+    if damage is None and owner != cell:  # would resume another cell's training
+      what = f"it is the checkpoint of cell {owner!r}, moved or copied here"
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
     if damage is not None:
       raise WorkdirError(self._damaged(cell, step, steps[1:], damage, label, restart))
     try:
@@ -826,14 +833,16 @@ class Workdir:
     except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
       quiet_orbax_leftovers()
       checked = (folder / str(step) / files.MANIFEST).exists()
-      cause = (
-        "its files are as written, so it was written by another version of jhash"
-        if checked
-        else "it is damaged or was written by another version of jhash"
-      )
+      if checked:
+        cause = (
+          "its files are as written, so it was written for another cell or by another "
+          "version of jhash"
+        )
+      else:
+        cause = "it is damaged or was written by another version of jhash"
       what = (
-        f"it cannot be restored as the state this version makes "
-        f"({type(e).__name__}: {first_line(e)}); {cause}"
+        f"it cannot be restored as this cell's state "
+        f"({type(e).__name__}: {first_line(e).split('. ')[0]}); {cause}"
       )
       earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
       raise WorkdirError(self._damaged(cell, step, earlier, what, label, restart)) from None
@@ -965,14 +974,15 @@ class Workdir:
     except FloatingPointError as e:
       unverified = start and not (self._cell_folder(cell) / str(start) / files.MANIFEST).exists()
       if unverified and last_save == start:  # diverged before a save of its own
+        earlier = sorted((s for s in self._manager(cell).all_steps() if s < start), reverse=True)
         raise WorkdirError(
           self._damaged(
             cell,
             start,
-            [],
-            f"training diverged right after resuming from it ({first_line(e)}), and its "
-            f"files cannot be checked (its {files.MANIFEST}, written after them, is missing)"
-            ", so it may be damaged",
+            earlier,
+            "training diverged right after resuming from it (a loss or the state became NaN "
+            f"or infinite), and its files cannot be checked (its {files.MANIFEST}, written "
+            "after them, is missing), so it may be damaged",
           )
         ) from None
       raise
@@ -1071,9 +1081,9 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-#: ``progress.json``'s layout: 2 holds a SHA-256 digest of each finished cell's result, 3
-#: also one of the wall times (``time_digest``). A workdir of version 2 is read (its wall
-#: times unchecked) and written again as 3.
+#: ``progress.json``'s layout: 2 held a SHA-256 digest of each finished cell's result, 3
+#: also one of the wall times (``time_digest``). Other versions are refused (their
+#: results or wall times cannot be checked).
 PROGRESS_VERSION = 3
 
 
@@ -1193,14 +1203,7 @@ def write_results(
   rerun of a finished workdir adds its own seconds to the first run's), and is at least
   the finished cells' own seconds (a run killed before it wrote results, then resumed)."""
   elapsed = time.time() - started
-  earlier = workdir.progress.get("wall_time_s")  # checked with its digest
-  if earlier is None:  # a workdir of an older version: what its results.json published
-    try:  # (damaged or absent: none; written anew)
-      before = json.loads((workdir.path / "results.json").read_text())
-    except (OSError, ValueError):
-      before = {}
-    if isinstance(before, dict) and before.get("fingerprint") == workdir.fingerprint:
-      earlier = before.get("wall_time_s")
+  earlier = workdir.progress.get("wall_time_s")  # checked with its digest; None: no results yet
   elapsed += earlier if _is_seconds(earlier) else 0.0
   cells = sum(v for v in workdir.progress["seconds"].values() if isinstance(v, (int, float)))
   workdir.progress["wall_time_s"] = max(elapsed, cells)
@@ -1218,6 +1221,8 @@ def write_results(
     "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed
   }
   results.update(extra or {})
+  results = jsonable(results)
+  results["digest"] = result_digest(results)  # experiments.report checks it
   atomic_write_json(workdir.path / "results.json", results)
   return results
 

@@ -85,7 +85,10 @@ def panels(specs: list[dict], path, title: str = "") -> None:
     ax.set_xlabel(panel.get("xlabel", ""))
     ax.set_ylabel(panel.get("ylabel", ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[1]:
+      ax.legend(fontsize=7)
+    if not any(len(line.get_xdata()) for line in ax.lines):  # a curve of no steps
+      ax.text(0.5, 0.5, "no points", ha="center", va="center", transform=ax.transAxes)
   if title:
     fig.suptitle(title)
   save(fig, path)

@@ -12,7 +12,8 @@ their tables come from runs and cannot drift from the code:
 A retrieval run's sweeps (``evaluation.sweep``) get a table per cell and parameter
 (``sweep_tables``). Without ``--out`` the page is printed. A run directory without a finished
 ``results.json`` is an error naming it, as is a retrieval run's ``results.json`` whose
-metrics are not numbers (hand-edited); so is an ``--out`` that is a folder or a run's
+metrics are not numbers, or whose contents differ from the digest written with them
+(hand-edited); so is an ``--out`` that is a folder or a run's
 own ``results.json``, ``config.json`` or ``progress.json`` (the page would replace it).
 """
 
@@ -41,7 +42,13 @@ def load(run_dir) -> dict:
   if path.is_dir():
     raise ValueError(f"{path} is a folder, not the results file a run writes.")
   if not path.is_file():
-    raise ValueError(f"{path} does not exist: the run in {run_dir} has not finished.")
+    started = any((pathlib.Path(run_dir) / name).exists() for name in RUN_FILES[1:])
+    raise ValueError(
+      f"{path} does not exist: the run in {run_dir} has not finished."
+      if started
+      else f"{run_dir} is not a run directory: it holds no results.json, config.json or "
+      "progress.json (give the --workdir of a finished run)."
+    )
   try:
     results = json.loads(path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -65,7 +72,28 @@ def load(run_dir) -> dict:
         f"{path} is damaged: its {key!r} must be {what}; got {type(value).__name__} {value!r:.60}."
       )
   _check_metrics(results, path)
+  _check_digest(results, path)
   return results
+
+
+def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:
+  """Refuse ``results.json`` whose contents differ from the digest written with them (a
+  number or the table edited), or that has none (an older jhash's, or edited)."""
+  from experiments import harness  # pylint: disable=import-outside-toplevel
+
+  digest = results.get("digest")
+  if digest == harness.result_digest({k: v for k, v in results.items() if k != "digest"}):
+    return
+  what = (
+    "has no digest (an older jhash wrote it, or it was edited)"
+    if digest is None
+    else "differs from the digest jhash wrote with it (a number, the table or a record was changed)"
+  )
+  raise ValueError(
+    f"{path} {what}. Run the experiment again on its run directory (the same command): "
+    "results.json is written again from the finished cells in progress.json, none trained "
+    "again."
+  )
 
 
 def _check_metrics(results: Mapping[str, Any], path: pathlib.Path) -> None:

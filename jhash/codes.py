@@ -299,7 +299,8 @@ def check_padding(packed, num_bits: int, name: str) -> None:
     raise ValueError(
       f"{name} sets bits past num_bits={num_bits} in {int(bad.any(axis=1).sum())} "
       f"codes (first: code {row}, words {a[row].tolist()}); packed codes must have "
-      "zero padding bits, as jhash.codes.pack_bits makes them."
+      "zero padding bits, as jhash.codes.pack_bits makes them (or num_bits is shorter "
+      "than the length they were packed at)."
     )
 
 

@@ -45,11 +45,22 @@ def _files(folder: pathlib.Path) -> dict[str, list]:
   }
 
 
-def write_manifest(folder) -> None:
-  """Record the files of ``folder`` (a finished checkpoint) in its ``MANIFEST``, atomically."""
+def write_manifest(folder, **record) -> None:
+  """Record the files of ``folder`` (a finished checkpoint) in its ``MANIFEST``, atomically,
+  with ``record`` (JSON values: what the checkpoint is, e.g. ``cell=``) beside them."""
   folder = pathlib.Path(folder)
-  data = json.dumps({"files": _files(folder)}, indent=2, sort_keys=True).encode()
+  data = json.dumps({**record, "files": _files(folder)}, indent=2, sort_keys=True).encode()
   atomic_write_bytes(folder / MANIFEST, data)
+
+
+def manifest_record(folder) -> dict:
+  """What ``write_manifest`` recorded beside the files of ``folder`` ({} when nothing, or
+  when its ``MANIFEST`` is missing or unreadable)."""
+  try:
+    data = json.loads((pathlib.Path(folder) / MANIFEST).read_text())
+  except (OSError, ValueError, UnicodeDecodeError):
+    return {}
+  return {k: v for k, v in data.items() if k != "files"} if isinstance(data, dict) else {}
 
 
 def first_damage(folder) -> str | None:
@@ -72,9 +83,9 @@ def first_damage(folder) -> str | None:
     if not file.is_file():
       return f"{file} is missing"
     if file.stat().st_size != size:
-      return f"{file} has {file.stat().st_size} bytes where {size} were written"
+      return f"{file} has {file.stat().st_size} bytes where {MANIFEST} lists {size}"
     if _digest(file) != digest:
-      return f"{file} has other contents than were written"
+      return f"{file} has other contents than {MANIFEST} lists"
   return None
 
 

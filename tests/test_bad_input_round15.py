@@ -86,20 +86,19 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   _edit(tmp_path / "progress.json", lambda p: p.update(version=4, digests={}))
   with pytest.raises(harness.WorkdirError, match=r"'version' must be 3; got 4"):
     _rerun(tmp_path)
-  # A workdir from before digests (no version): its numbers still checked (curves cannot
-  # be), then, once a cell finishes, every cell as it is takes its digest.
+  # A workdir from before digests (no version), or one whose version and digests were
+  # removed: its results cannot be checked, so they are refused (round 19: adopting them
+  # published an edited mAP); as the message says, deleting it trains the cells again.
   _edit(tmp_path / "progress.json", lambda p: (p.pop("version"), p.pop("digests")))
-  _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map="x"))
-  with pytest.raises(harness.WorkdirError, match=r"has 'map' = \"x\""):
+  _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map=0.99))
+  with pytest.raises(
+    harness.WorkdirError, match=r"'version' must be 3; got none .*cannot be checked"
+  ):
     _rerun(tmp_path)
-  _edit(
-    tmp_path / "progress.json", lambda p: (p["cells"]["a"].update(map=0.5), p["cells"].pop("b"))
-  )
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
-    harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)
+  (tmp_path / "progress.json").unlink()
+  assert _rerun(tmp_path) == ["a"]
   written = json.loads((tmp_path / "progress.json").read_text())
-  assert written["version"] == harness.PROGRESS_VERSION and sorted(written["digests"]) == ["a", "b"]
-  assert _rerun(tmp_path) == []
+  assert written["version"] == harness.PROGRESS_VERSION and written["cells"]["a"]["map"] == 0.5
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a="x"))
   with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'a' is \"x\""):  # was: copied
     _rerun(tmp_path)
@@ -182,6 +181,7 @@ def test_divergence_right_after_an_unverifiable_checkpoint_names_the_checkpoint(
   message = str(error.value)
   assert "checkpoint of cell 'cell' at step 3 is unusable: training diverged" in message
   assert "jhash_files.json" in message and "may be damaged" in message, message
+  assert "inputs' scale" not in message, message  # round 19: the training advice is not quoted
   assert "delete" in message and "checkpoints/cell" in message, message
 
 
@@ -308,20 +308,22 @@ def test_round_17_leftovers(tmp_path, monkeypatch):
 
 def test_round_17_workdir_leftovers(tmp_path):
   _finish(tmp_path)
-  # A cross-view or training mAP past 1 in a workdir from before digests (was: printed).
-  _edit(tmp_path / "progress.json", lambda p: (p.pop("version"), p.pop("digests")))
+  # A cross-view or training mAP past 1 (was: printed in a workdir from before digests).
   for name in ("pix->fou", "train_map"):
     _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update({name: 7.5}))
-    with pytest.raises(harness.WorkdirError, match=rf"has '{name}' = 7.5; a mAP"):
+    with pytest.raises(harness.WorkdirError, match=rf"it has '{name}' = 7.5; a mAP"):
       _rerun(tmp_path)
     _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].pop(name))
-  # Negative seconds, named with the cell (was: copied into results.json).
+  # Negative seconds, named with the cell (was: copied into results.json); the remedy
+  # drops the wall times only (was: delete progress.json, losing every cell).
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=-1e6))
   with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'b' is -1000000.0") as error:
     _rerun(tmp_path)
-  # Its remedy drops the wall time only (was: delete progress.json, losing every cell).
-  assert "delete the entry 'b' from its 'seconds'" in str(error.value)
-  _edit(tmp_path / "progress.json", lambda p: p["seconds"].pop("b"))
+  assert "delete its 'seconds', 'wall_time_s' and 'time_digest'" in str(error.value)
+  _edit(
+    tmp_path / "progress.json",
+    lambda p: [p.pop(k, None) for k in ("seconds", "wall_time_s", "time_digest")],
+  )
   assert _rerun(tmp_path) == []
   # config.json's fingerprint changed while the work records this config's: damage, not
   # "a different config" (whose remedy, deleting the workdir, lost the work).

@@ -80,20 +80,20 @@ def test_results_json_edited_wall_time_is_not_carried_over(tmp_path):
   assert first <= again < 60, (first, again)  # was: 99999 plus this run's seconds
 
 
-def test_a_workdir_of_version_2_is_read_and_written_again_as_3(tmp_path):
+def test_a_workdir_of_an_earlier_version_is_refused_not_adopted(tmp_path):
+  # Round 19: version 2 (wall times without a digest) or none (no digests at all) let an
+  # edited wall time or mAP through; their results cannot be checked, so they are refused.
   _run(tmp_path)
-  _edit(
-    tmp_path / "progress.json",
-    lambda p: (p.update(version=2), p.pop("time_digest"), p.pop("wall_time_s")),
-  )
-  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a=7.0))  # unchecked in 2
-  ran, results = _run(tmp_path)
-  assert ran == [] and results["cell_seconds"]["a"] == 7.0
-  written = json.loads((tmp_path / "progress.json").read_text())
-  assert written["version"] == 3 and written["time_digest"] == harness.times_digest(written)
-  _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(a=8.0))
-  with pytest.raises(harness.WorkdirError, match="differ from the digest"):
-    _run(tmp_path)
+  for edit in (
+    lambda p: (p.update(version=2), p.pop("time_digest"), p["seconds"].update(a=0.01)),
+    lambda p: (p.pop("version"), p.pop("digests"), p["cells"]["a"].update(map=0.99)),
+  ):
+    text = (tmp_path / "progress.json").read_text()
+    _edit(tmp_path / "progress.json", edit)
+    with pytest.raises(harness.WorkdirError, match=r"'version' must be 3; got .*cannot be checked"):
+      _run(tmp_path)
+    (tmp_path / "progress.json").write_text(text)
+  assert _run(tmp_path)[0] == []
 
 
 def test_config_json_options_edited_under_their_fingerprint_are_damage(tmp_path):

@@ -35,6 +35,11 @@ def _check_pixels(images: Any) -> np.ndarray:
 def _check_images(images: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
   images = _check_pixels(images)
   labels = np.asarray(labels)
+  if labels.ndim != 1:  # before label_array, whose multi-hot hint does not apply here
+    raise ValueError(
+      f"labels must be integer class ids [{images.shape[0]}] (single-label source images: "
+      f"a canvas's labels are the classes of its cells); got {_checks.describe(labels)}."
+    )
   if _checks.label_array(labels, "labels", num_items=images.shape[0]) != "class_ids":
     raise ValueError(
       f"labels must be integer class ids [n] (single-label source images); "

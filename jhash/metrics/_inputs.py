@@ -266,7 +266,25 @@ def host_mean(values: jax.Array, defined: jax.Array, rule: str, name: str) -> fl
     return mean_defined(values, defined, rule)
   value = float(mean_defined(values, defined, rule))
   warn_nan(value, name, "no query has a relevant item", "no_relevant", stacklevel=4)
+  warn_none_relevant(defined, name, rule, stacklevel=4)
   return value
+
+
+def warn_none_relevant(defined, name: str, rule: str, stacklevel: int = 3) -> None:
+  """A ``RuntimeWarning`` when ``rule="zero"`` scores a concrete result 0 because no query
+  has a relevant item at all (``defined`` all False): most often labels of two kinds
+  (0-based against 1-based ids, another label set), which a plain 0 would hide."""
+  if rule != "zero" or traced(defined):
+    return
+  defined = np.asarray(defined)
+  if defined.size and not defined.any():
+    warnings.warn(
+      f"{name} is 0: no query has a relevant item in the database, and no_relevant='zero' "
+      "counts each such query as 0. Check that the query and database labels are of one "
+      "kind (the same class ids or label columns); no_relevant='skip' gives NaN instead.",
+      RuntimeWarning,
+      stacklevel=stacklevel,
+    )
 
 
 def warn_nan(values, name: str, why: str, option: str, at=None, stacklevel: int = 3) -> None:

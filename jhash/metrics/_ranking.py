@@ -288,6 +288,7 @@ def recall_at_k(
   mean = jax.vmap(lambda r, d: _inputs.mean_defined(r, d, no_relevant), in_axes=1)
   result = mean(recall, defined)
   _inputs.warn_nan(result, "recall_at_k", "no query has a relevant item", "no_relevant")
+  _inputs.warn_none_relevant(total > 0, "recall_at_k", no_relevant)
   return result
 
 
