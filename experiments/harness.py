@@ -971,7 +971,7 @@ class Workdir:
         **sized,
       )
       state = _processes.host(state)  # each process codes and scores with its own copy
-    except FloatingPointError as e:
+    except FloatingPointError:
       unverified = start and not (self._cell_folder(cell) / str(start) / files.MANIFEST).exists()
       if unverified and last_save == start:  # diverged before a save of its own
         earlier = sorted((s for s in self._manager(cell).all_steps() if s < start), reverse=True)
