@@ -18,19 +18,22 @@ memory of one B-step sweep (its memory analysis) and the process's peak resident
 from __future__ import annotations
 
 import json
+import pathlib
 import resource
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/
 
-import _report
-import jhash
-from experiments import cdh_common as common
-from experiments import cdh_fashion
-from jhash.methods import cdh_parts
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import _report  # noqa: E402
+import jhash  # noqa: E402
+from experiments import cdh_common as common  # noqa: E402
+from experiments import cdh_fashion  # noqa: E402
+from jhash.methods import cdh_parts  # noqa: E402
 
 BITS, GAMMA, SWEEPS = 32, 0.003, 2
 OPTIONS = {"max_inner": 16, "w_iters": 300, "num_sweeps": SWEEPS}
