@@ -1,6 +1,7 @@
 """CDH's exact B-step against the paper's chunks on all 60,000 Fashion-MNIST items.
 
-Command: ``python benchmarks/bench_cdh_exact_fashion.py chunked OUT.json``, then ``exact``
+Command (from the repository root, which holds ``experiments/``):
+``PYTHONPATH=. python benchmarks/bench_cdh_exact_fashion.py chunked OUT.json``, then ``exact``
 (each in its own process, so that each one's peak memory is its own), then
 ``python benchmarks/bench_cdh_exact_fashion.py table CHUNKED.json EXACT.json`` writes the
 section of ``benchmarks/RESULTS.md``.
@@ -18,22 +19,19 @@ memory of one B-step sweep (its memory analysis) and the process's peak resident
 from __future__ import annotations
 
 import json
-import pathlib
 import resource
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import _report  # noqa: E402
-import jhash  # noqa: E402
-from experiments import cdh_common as common  # noqa: E402
-from experiments import cdh_fashion  # noqa: E402
-from jhash.methods import cdh_parts  # noqa: E402
+import _report
+import jhash
+from experiments import cdh_common as common
+from experiments import cdh_fashion
+from jhash.methods import cdh_parts
 
 BITS, GAMMA, SWEEPS = 32, 0.003, 2
 OPTIONS = {"max_inner": 16, "w_iters": 300, "num_sweeps": SWEEPS}
@@ -121,7 +119,9 @@ def table(chunked_path: str, exact_path: str) -> None:
     + f"\n\nSecond sweep, exact / chunked: {ratio:.1f}x the time (the n^2 work alone: 6x, "
     "six chunks' pairs against all pairs)."
   )
-  command = "python benchmarks/bench_cdh_exact_fashion.py chunked|exact OUT.json; ... table"
+  command = (
+    "PYTHONPATH=. python benchmarks/bench_cdh_exact_fashion.py chunked|exact OUT.json; ... table"
+  )
   _report.write_section("CDH's exact B-step on all of Fashion-MNIST", command, body)
 
 

@@ -524,7 +524,9 @@ class Workdir:
         if not self.progress_path.exists():
           progress.update(version=PROGRESS_VERSION, digests={})
         digests = progress.get("digests")
-        if progress.get("version") != PROGRESS_VERSION:
+        if problem is not None:
+          pass  # named above
+        elif progress.get("version") != PROGRESS_VERSION:
           got = repr(progress["version"]) if "version" in progress else "none"
           problem = (
             f"its 'version' must be {PROGRESS_VERSION}; got {got} (a jhash before results "
@@ -1221,10 +1223,16 @@ def write_results(
     "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed
   }
   results.update(extra or {})
-  results = jsonable(results)
-  results["digest"] = result_digest(results)  # experiments.report checks it
+  results = with_digest(results)  # experiments.report checks it
   atomic_write_json(workdir.path / "results.json", results)
   return results
+
+
+def with_digest(results: Mapping) -> dict:
+  """``results`` as ``results.json`` holds them: JSON values, and ``"digest"``, the
+  SHA-256 of the rest (``result_digest``)."""
+  results = jsonable({k: v for k, v in results.items() if k != "digest"})
+  return {**results, "digest": result_digest(results)}
 
 
 def format_table(rows: list[list[Any]], header: list[str]) -> str:

@@ -82,7 +82,7 @@ def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:
   from experiments import harness  # pylint: disable=import-outside-toplevel
 
   digest = results.get("digest")
-  if digest == harness.result_digest({k: v for k, v in results.items() if k != "digest"}):
+  if digest == harness.with_digest(results)["digest"]:
     return
   what = (
     "has no digest (an older jhash wrote it, or it was edited)"

@@ -34,7 +34,10 @@ def test_work_copied_from_another_config_is_refused(tmp_path):
   with harness.Workdir(other, _config(n=4)) as wd:
     wd.finish("cell", {"map": 0.25}, 1.0)
   (tmp_path / "progress.json").write_text((other / "progress.json").read_text())
-  with pytest.raises(harness.WorkdirError, match=r"its progress\.json records fingerprint"):
+  with pytest.raises(
+    harness.WorkdirError,
+    match=r"progress\.json is damaged or another run's: it records fingerprint",
+  ):
     harness.Workdir(tmp_path, _config())  # was: the other config's numbers, reported as this
 
 

@@ -97,7 +97,7 @@ def test_quickstart_checks_the_cross_view_data_before_training():
 
 def test_the_results_page_names_damage_in_any_trainers_results(tmp_path):
   def write(results):
-    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "results.json").write_text(json.dumps(harness.with_digest(results)))
 
   base = {"table": "| a |\n|---|\n| 1 |", "config": {"trainer": "experiments.cdh_mfeat"}}
   write({**base, "metrics": [1, 2]})  # was: AttributeError

@@ -117,7 +117,9 @@ def test_evaluate_refuses_json_and_curves_on_one_path(codes, capsys, tmp_path):
 def _run_dir(path: pathlib.Path, **fields) -> pathlib.Path:
   path.mkdir(parents=True)
   results = {"table": "| a |\n|---|\n| 1 |", "seeds": [0], "machine": {"cpu": "x"}, **fields}
-  (path / "results.json").write_text(json.dumps(results))
+  from experiments import harness  # pylint: disable=import-outside-toplevel
+
+  (path / "results.json").write_text(json.dumps(harness.with_digest(results)))
   (path / "config.json").write_text("{}")
   return path
 

@@ -138,10 +138,11 @@ def test_radius_and_recall_metrics_warn_when_skip_leaves_nan(rng):
     metrics.pr_curve_by_radius(*nothing_relevant, no_relevant="skip")
   with pytest.warns(RuntimeWarning, match=r"recall_at_k is NaN: no query has a relevant"):
     assert np.isnan(metrics.recall_at_k(*nothing_relevant, (2,), no_relevant="skip")[0])
+  with pytest.warns(RuntimeWarning, match=r"recall_at_k is 0: no query has a relevant"):
+    metrics.recall_at_k(*nothing_relevant, (2,))  # "zero" counts them as 0, and says why
   with warnings.catch_warnings():
-    warnings.simplefilter("error")  # "zero" counts them as 0: no warning
+    warnings.simplefilter("error")  # the curve's recall is 0 to radius K: no warning
     metrics.pr_curve_by_radius(*nothing_relevant)
-    metrics.recall_at_k(*nothing_relevant, (2,))
 
 
 def test_average_precision_refuses_fractional_relevance():

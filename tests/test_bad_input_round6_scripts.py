@@ -190,6 +190,7 @@ def test_report_names_a_hand_edited_metric_and_a_file_given_as_a_run(finished, t
   assert "config.json is a file, not a run directory" in capsys.readouterr().err
   # Other trainers' metrics keep their own layouts (CDH writes "skipped" cells as text).
   _edit(results, lambda r: r["config"].update(trainer="experiments.cdh_mfeat"))
+  results.write_text(json.dumps(harness.with_digest(json.loads(results.read_text()))))
   assert report.main([str(workdir)]) == 0
 
 

@@ -283,9 +283,10 @@ def test_mean_average_precision_matches_reference(ties, case, normalizer, cut):
       warnings.simplefilter("always")
       got = metrics.mean_average_precision(qc, dc, ql, dl, no_relevant=rule, **kw)
     assert_same(got, want)
-    # Documented: "skip" with every query left out is NaN, with a RuntimeWarning saying why.
+    # Documented: with every query left out, "skip" is NaN and "zero" 0, each with a
+    # RuntimeWarning saying why.
     warned = any("no query has a relevant item" in str(w.message) for w in caught)
-    assert warned == (rule == "skip" and not want_defined.any())
+    assert warned == (not want_defined.any())
 
 
 RADIUS_EDGES = [  # (num_bits, kind, q, n, labels), average, empty, no_relevant, radius / K

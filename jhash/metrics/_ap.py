@@ -293,7 +293,9 @@ def mean_average_precision(
       each query's distances (module docstring; on the CPU a native radix sort).
     relevance: "auto", "same_class" or "share_label".
     normalizer: "relevant", "min" or "retrieved" (module docstring).
-    no_relevant: "zero" or "skip" for queries whose normaliser is 0.
+    no_relevant: "zero" or "skip" for queries whose normaliser is 0. When no query has
+      a relevant item at all, "zero" gives 0 and "skip" NaN, each with a
+      ``RuntimeWarning`` (outside jit).
     weights: float [K] for weighted Hamming ranking ``sum_k w_k [q_k != b_k]``, summed
       exactly over the weights rounded to ``jhash.search.weight_units`` (equal sums tie).
     db_mask: bool [n, m] for multi-code ``db_codes``; every item must hold a code (checked
