@@ -101,7 +101,12 @@ def main():
     f"{n:,} random codes, queries drawn from the database, {SLOTS} result slots; medians "
     f"of {repeats} calls (a tenth of them at 10,000 queries) in three interleaved rounds, "
     f"after warm-up. FAISS with its default threads ({faiss.omp_get_max_threads()}); the "
-    f"searcher's host path on OpenMP's threads ({_report.cores()} cores).\n\n" + "\n".join(lines)
+    f"searcher's host path on OpenMP's threads ({_report.cores()} cores).\n\n"
+    + "\n".join(lines)
+    + "\n\nThe compiled program's column is slower here than alone: its blocks of calls follow "
+    "the host path's and FAISS's, whose OpenMP threads keep spinning for a while after each "
+    "call and take the cores from XLA's threads. The host path and FAISS each run their "
+    "blocks after the other's too, so their ratio carries the same kind of cost on both sides."
   )
   title = f"Prepared searcher's cost per call, radius 0 ({_report.machine().split(';')[0]})"
   if args.quick:
