@@ -2,7 +2,8 @@
 
 Command (from the repository root, which holds ``experiments/``):
 ``PYTHONPATH=. python benchmarks/bench_cdh_exact_fashion.py chunked OUT.json``, then ``exact``
-(each in its own process, so that each one's peak memory is its own), then
+(each in its own process, so that each one's peak memory is its own; ``--quick`` after
+them: 3,000 items, a smoke run), then
 ``python benchmarks/bench_cdh_exact_fashion.py table CHUNKED.json EXACT.json`` writes the
 section of ``benchmarks/RESULTS.md``.
 
@@ -54,9 +55,12 @@ def bstep_temp_bytes(train, chunk_size) -> int:
   )
 
 
-def run(mode: str, out: str) -> None:
-  chunk_size = None if mode == "exact" else 10_000
-  data = cdh_fashion.fashion_data({"train_per_class": 0, "query_per_class": 100}, 0)
+def run(mode: str, out: str, quick: bool = False) -> None:
+  """One mode's fit and scores, written to ``out``; ``quick``: 3,000 items in chunks of
+  1,000 (a smoke run)."""
+  chunk_size = None if mode == "exact" else (1_000 if quick else 10_000)
+  spec = {"train_per_class": 300 if quick else 0, "query_per_class": 100}
+  data = cdh_fashion.fashion_data(spec, 0)
   train = data["train"]
   method = common.cdh_method(BITS, {**OPTIONS, "chunk_size": chunk_size}, GAMMA)
   stamps = [time.perf_counter()]
@@ -129,4 +133,4 @@ if __name__ == "__main__":
   if sys.argv[1] == "table":
     table(sys.argv[2], sys.argv[3])
   else:
-    run(sys.argv[1], sys.argv[2])
+    run(sys.argv[1], sys.argv[2], quick="--quick" in sys.argv[3:])
