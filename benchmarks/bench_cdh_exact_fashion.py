@@ -91,7 +91,8 @@ def run(mode: str, out: str, quick: bool = False) -> None:
   print(json.dumps(result, indent=2))
 
 
-def table(chunked_path: str, exact_path: str) -> None:
+def table(chunked_path: str, exact_path: str, note: str = "") -> None:
+  """The section of RESULTS.md from the two runs' files; ``note``: how they ran (load)."""
   with open(chunked_path) as f:
     chunked = json.load(f)
   with open(exact_path) as f:
@@ -102,7 +103,7 @@ def table(chunked_path: str, exact_path: str) -> None:
     "sweep 2 | abs(J2 - J1) / abs(J1) | "
     + " | ".join(f"mAP {m}" for m in names)
     + " | B-step temporaries (MB, XLA) | peak RSS (MB) |",
-    "|---" * (7 + len(names)) + "|",
+    "|---" * (8 + len(names)) + "|",
   ]
   for name, r in (("chunks of 10,000", chunked), ("exact, matrix-free", exact)):
     s, j = r["sweep_seconds"], r["objective"]
@@ -117,8 +118,14 @@ def table(chunked_path: str, exact_path: str) -> None:
     f"Fashion-MNIST's {exact['n']:,} training images (two halves as views; the database), "
     "1,000 test queries, 32 bits, gamma = 0.003, 16 inner updates a bit, 300 W-step "
     "iterations, two sweeps, key 0 (`experiments/configs/cdh_fashion.py`'s setting). Each "
-    "mode ran in its own process; chunked: "
-    f"{chunked['machine']}; exact: {exact['machine']}.\n\n"
+    "mode ran in its own process, on "
+    + (
+      chunked["machine"]
+      if chunked["machine"] == exact["machine"]
+      else f"{chunked['machine']} (chunked) and {exact['machine']} (exact)"
+    )
+    + (f". {note}" if note else "")
+    + ".\n\n"
     + "\n".join(lines)
     + f"\n\nSecond sweep, exact / chunked: {ratio:.1f}x the time (the n^2 work alone: 6x, "
     "six chunks' pairs against all pairs)."
@@ -130,7 +137,7 @@ def table(chunked_path: str, exact_path: str) -> None:
 
 
 if __name__ == "__main__":
-  if sys.argv[1] == "table":
-    table(sys.argv[2], sys.argv[3])
+  if sys.argv[1] == "table":  # table CHUNKED.json EXACT.json [NOTE]
+    table(sys.argv[2], sys.argv[3], " ".join(sys.argv[4:]))
   else:
     run(sys.argv[1], sys.argv[2], quick="--quick" in sys.argv[3:])
