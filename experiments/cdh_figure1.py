@@ -97,7 +97,7 @@ def sweep_cell(wd, config, key, data, method, sweep: int) -> dict:
       f"trajectory/{sweep - 1}",
       template,
       label=f"'trajectory/{sweep - 1}' (the state cell 'sweep/{sweep}' starts from)",
-      restart=f"cell 'sweep/{sweep}' runs its {sweep} sweeps from the start",
+      restart=f"cell 'sweep/{sweep}' runs its sweeps from the start",
     )
     if before is None:  # its checkpoint is gone (deleted): the sweeps again from the start
       state, history = jhash.fit(method, key, train, sweep, progress=False)

@@ -554,7 +554,7 @@ class Workdir:
       what = (
         f"its 'seconds' of cell {bad!r} is {json.dumps(seconds[bad])[:40]}; expected seconds >= 0"
       )
-    elif "wall_time_s" in progress and not _is_seconds(progress["wall_time_s"]):
+    elif progress.get("wall_time_s") is not None and not _is_seconds(progress["wall_time_s"]):
       what = (
         f"its 'wall_time_s' is {json.dumps(progress['wall_time_s'])[:40]}; expected seconds >= 0"
       )
@@ -611,9 +611,9 @@ class Workdir:
       )
     if saved is not None and config_fingerprint(saved["config"]) != saved["fingerprint"]:
       raise WorkdirError(
-        f"{path} is damaged: its 'config' is not the config of its fingerprint "
-        f"{saved['fingerprint']} (its options were changed); jhash writes it, so something "
-        f"else changed it. {remedy}"
+        f"{path} is damaged: its 'config' and its 'fingerprint' {saved['fingerprint']} "
+        f"disagree (one of them was changed); jhash writes it, so something else changed "
+        f"it. {remedy}"
       )
     if saved is None and holds_work:
       self._check_recorded(recorded, config)
@@ -726,7 +726,7 @@ class Workdir:
   def finish(self, cell: str, result: dict, seconds: float) -> None:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
-    self.progress["digests"][cell] = result_digest(self.progress["cells"][cell])
+    self.progress["digests"][cell] = cell_digest(cell, self.progress["cells"][cell])
     self.progress["seconds"][cell] = seconds
     self.write_progress()
     self.remove_state(cell)
@@ -744,7 +744,7 @@ class Workdir:
         problem = None
       elif digest is None:
         problem = check(cell, result) or "has no digest (jhash writes one with every result)"
-      elif digest != result_digest(result):
+      elif digest != cell_digest(cell, result):
         found = check(cell, result)
         problem = _EDITED + (f"; it {found}" if found else "")
       else:
@@ -773,7 +773,10 @@ class Workdir:
     """Save a method state (a pytree of arrays) and its metric history at ``step``."""
     import orbax.checkpoint as ocp
 
-    history = {**{k: np.asarray(v) for k, v in history.items()}, "_step": np.asarray(step)}
+    # Where it belongs, checked when restored: a step folder renamed, or a cell's folder
+    # moved to another cell, is refused even without its file list.
+    where = {"_step": np.asarray(step), "_cell": np.asarray(stable_hash(cell), np.uint32)}
+    history = {**{k: np.asarray(v) for k, v in history.items()}, **where}
     state = _processes.host(state)  # over processes: each its copy (orbax's primary writes)
     manager = self._manager(cell)
     if step in manager.all_steps():  # saved before (a rerun): replaced, never re-listed
@@ -848,7 +851,10 @@ class Workdir:
       )
       earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
       raise WorkdirError(self._damaged(cell, step, earlier, what, label, restart)) from None
-    history = {k: np.asarray(v) for k, v in restored.history.items() if k != "_step"}
+    what = _misplaced(restored, cell, step, template)
+    if what is not None:
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
+    history = {k: np.asarray(v) for k, v in restored.history.items() if k not in _WHERE}
     return step, restored.state, history
 
   def _damaged(
@@ -996,6 +1002,31 @@ class Workdir:
     return state, history
 
 
+#: The entries of a checkpoint's history that say where it belongs (``save_state``).
+_WHERE = ("_step", "_cell")
+
+
+def _misplaced(restored, cell: str, step: int, template) -> str | None:
+  """What says a restored checkpoint is not ``cell``'s at ``step`` (its folder renamed or
+  moved, or a state of other shapes), or None."""
+  saved_step = restored.history.get("_step")
+  if saved_step is not None and int(saved_step) != step:
+    return f"it was saved at step {int(saved_step)} (its folder was renamed)"
+  saved_cell = restored.history.get("_cell")  # checkpoints before jhash kept it have none
+  if saved_cell is not None and int(saved_cell) != stable_hash(cell):
+    return "it was saved by another cell (its folder was moved or copied here)"
+  got = jax.tree.leaves(restored.state)
+  want = jax.tree.leaves(template)
+  for a, b in zip(got, want):
+    if tuple(np.shape(a)) != tuple(b.shape) or np.dtype(a.dtype) != np.dtype(b.dtype):
+      return (
+        f"it holds an array {np.dtype(a.dtype).name} {tuple(np.shape(a))} where this cell's "
+        f"state has {np.dtype(b.dtype).name} {tuple(b.shape)} (another cell's, or another "
+        "version's)"
+      )
+  return None
+
+
 @contextlib.contextmanager
 def _quiet_orbax_log():
   """Orbax's log lines (absl's logger) off inside the block."""
@@ -1084,9 +1115,10 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 
 
 #: ``progress.json``'s layout: 2 held a SHA-256 digest of each finished cell's result, 3
-#: also one of the wall times (``time_digest``). Other versions are refused (their
-#: results or wall times cannot be checked).
-PROGRESS_VERSION = 3
+#: also one of the wall times (``time_digest``), 4 binds each digest to its cell's name
+#: (``cell_digest``: two cells' entries swapped are damage). Other versions are refused
+#: (their results or wall times cannot be checked).
+PROGRESS_VERSION = 4
 
 
 def _is_seconds(value) -> bool:
@@ -1096,6 +1128,11 @@ def _is_seconds(value) -> bool:
     and math.isfinite(value)
     and value >= 0
   )
+
+
+def cell_digest(cell: str, result: Any) -> str:
+  """The digest ``progress.json`` keeps of a finished cell: its name and its result."""
+  return result_digest({"cell": cell, "result": result})
 
 
 def times_digest(progress: Mapping) -> str:
@@ -1203,12 +1240,18 @@ def write_results(
 
   ``wall_time_s`` counts every run of this config in the workdir that wrote results (a
   rerun of a finished workdir adds its own seconds to the first run's), and is at least
-  the finished cells' own seconds (a run killed before it wrote results, then resumed)."""
+  the finished cells' own seconds (a run killed before it wrote results, then resumed);
+  None (unknown) once a finished cell's wall time was dropped as damaged."""
   elapsed = time.time() - started
-  earlier = workdir.progress.get("wall_time_s")  # checked with its digest; None: no results yet
-  elapsed += earlier if _is_seconds(earlier) else 0.0
-  cells = sum(v for v in workdir.progress["seconds"].values() if isinstance(v, (int, float)))
-  workdir.progress["wall_time_s"] = max(elapsed, cells)
+  progress = workdir.progress
+  earlier = progress.get("wall_time_s")  # checked with its digest
+  # Unknown (None) once a finished cell's seconds are gone (dropped as damaged), or the
+  # earlier runs' total was: a sum without them would understate the run.
+  known = set(progress["cells"]) <= set(progress["seconds"])
+  known = known and ("wall_time_s" not in progress or _is_seconds(earlier))
+  cells = sum(v for v in progress["seconds"].values() if isinstance(v, (int, float)))
+  total = elapsed + (earlier if _is_seconds(earlier) else 0.0)
+  progress["wall_time_s"] = max(total, cells) if known else None
   workdir.write_progress()
   results = {
     "metrics": metrics,

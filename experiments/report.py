@@ -44,7 +44,8 @@ def load(run_dir) -> dict:
   if not path.is_file():
     started = any((pathlib.Path(run_dir) / name).exists() for name in RUN_FILES[1:])
     raise ValueError(
-      f"{path} does not exist: the run in {run_dir} has not finished."
+      f"{path} does not exist: the run in {run_dir} has not finished, or the file was "
+      "deleted (run the experiment again on it: finished cells are kept)."
       if started
       else f"{run_dir} is not a run directory: it holds no results.json, config.json or "
       "progress.json (give the --workdir of a finished run)."
@@ -52,7 +53,11 @@ def load(run_dir) -> dict:
   try:
     results = json.loads(path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as error:
-    raise ValueError(f"{path} is not readable JSON ({error}).") from None
+    raise ValueError(
+      f"{path} is not readable JSON ({error}). Run the experiment again on its run "
+      "directory (the same command): results.json is written again from the finished "
+      "cells in progress.json, none trained again."
+    ) from None
   if not isinstance(results, dict):
     raise ValueError(
       f"{path} is damaged: a run's results are a JSON object; got {type(results).__name__}."
@@ -184,7 +189,7 @@ def provenance(results: Mapping[str, Any]) -> str:
     where += f", {machine.get('num_devices', 1)} x {machine['accelerator']}"
   wall = results.get("wall_time_s")
   known = isinstance(wall, (int, float)) and math.isfinite(wall)
-  timing = f"{wall:.0f} s wall" if known else "wall time unrecorded"
+  timing = f"{wall:.0f} s wall" if known else "wall time unknown"
   when = str(results.get("finished", ""))[:10]
   parts.append(f"{timing} on {where}{', ' + when if when else ''}.")
   versions = results.get("versions") or {}

@@ -398,7 +398,8 @@ def check_slots(num_queries: int, max_results: int) -> None:
   _checks.fits_in_memory(
     {"item ids and radii": 8 * num_queries * max_results},
     f"max_results={max_results:,} slots for {num_queries:,} queries",
-    "ask for fewer slots (num_found still counts every item found)",
+    "ask for fewer slots (num_found still counts every item found), or search the "
+    "queries in batches",
   )
 
 

@@ -106,11 +106,13 @@ def deephash_map(
   q_b = np.asarray(query_codes, np.float32)
   r_b = np.asarray(db_codes, np.float32)
   q_l, r_l = np.asarray(query_labels), np.asarray(db_labels)
-  total = 0.0
+  total, any_relevant = 0.0, False
   for start in range(0, q, chunk):
     # Sums of +-1 are exact in float32: the distances are the toolbox's, bit for bit.
     hamm = 0.5 * (num_bits - q_b[start : start + chunk] @ r_b.T)
     gnd = _toolbox_relevance(q_l[start : start + chunk], r_l)
+    any_relevant = any_relevant or bool(np.any(gnd))
     for h, g in zip(hamm, gnd):
       total = total + _toolbox_ap(h, g, int(top_k))
+  _inputs.warn_none_relevant(np.array([any_relevant]), "deephash_map", "zero")
   return total / q
