@@ -527,11 +527,14 @@ class Workdir:
         if problem is not None:
           pass  # named above
         elif progress.get("version") != PROGRESS_VERSION:
-          got = repr(progress["version"]) if "version" in progress else "none"
-          problem = (
-            f"its 'version' must be {PROGRESS_VERSION}; got {got} (a jhash before results "
-            "and wall times carried digests wrote it, or it was edited), so its results "
-            "cannot be checked"
+          version = progress.get("version")
+          later = isinstance(version, int) and version > PROGRESS_VERSION
+          got = repr(version) if "version" in progress else "none"
+          problem = f"its 'version' must be {PROGRESS_VERSION}; got {got} " + (
+            "(a later jhash wrote it, or it was edited: run that version of jhash on it)"
+            if later
+            else "(an earlier jhash, whose digests do not cover what this one checks, wrote "
+            "it, or it was edited), so its results cannot be checked"
           )
         elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
           problem = "its 'digests' must be an object of strings keyed by cell"
@@ -817,6 +820,20 @@ class Workdir:
     with _quiet_orbax_log():  # what orbax logs of a damaged step, the message below says
       manager = self._manager(cell)
       steps = sorted(manager.all_steps(), reverse=True)
+    # A step without its file list is a save cut short (killed between orbax's commit and
+    # the list) or one whose list was removed: its files cannot be checked, so it is not
+    # used; the cell resumes from the newest step that has its list (from 0 without one).
+    listed = [s for s in steps if (folder / str(s) / files.MANIFEST).exists()]
+    if listed[:1] != steps[:1]:
+      skipped = [s for s in steps if s not in listed and (not listed or s > listed[0])]
+      print(
+        f"note: checkpoint step(s) {', '.join(map(str, skipped))} of cell {cell!r} have no "
+        f"{files.MANIFEST} (a save cut short, or the list was removed), so they cannot be "
+        f"checked and are not used; "
+        + (f"resuming from step {listed[0]}." if listed else "the cell starts from step 0."),
+        flush=True,
+      )
+    steps = listed
     if not steps:
       return None
     step = steps[0]
@@ -837,20 +854,12 @@ class Workdir:
       )
     except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
       quiet_orbax_leftovers()
-      checked = (folder / str(step) / files.MANIFEST).exists()
-      if checked:
-        cause = (
-          "its files are as written, so it was written for another cell or by another "
-          "version of jhash"
-        )
-      else:
-        cause = "it is damaged or was written by another version of jhash"
-      what = (
+      what = (  # its files are as its list says (checked above)
         f"it cannot be restored as this cell's state "
-        f"({type(e).__name__}: {first_line(e).split('. ')[0]}); {cause}"
+        f"({type(e).__name__}: {first_line(e).split('. ')[0]}); its files are as written, "
+        "so it was written for another cell or by another version of jhash"
       )
-      earlier = [] if checked else steps[1:]  # another version wrote the earlier ones too
-      raise WorkdirError(self._damaged(cell, step, earlier, what, label, restart)) from None
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart)) from None
     what = _misplaced(restored, cell, step, template)
     if what is not None:
       raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
@@ -979,21 +988,6 @@ class Workdir:
         **sized,
       )
       state = _processes.host(state)  # each process codes and scores with its own copy
-    except FloatingPointError:
-      unverified = start and not (self._cell_folder(cell) / str(start) / files.MANIFEST).exists()
-      if unverified and last_save == start:  # diverged before a save of its own
-        earlier = sorted((s for s in self._manager(cell).all_steps() if s < start), reverse=True)
-        raise WorkdirError(
-          self._damaged(
-            cell,
-            start,
-            earlier,
-            "training diverged right after resuming from it (a loss or the state became NaN "
-            f"or infinite), and its files cannot be checked (its {files.MANIFEST}, written "
-            "after them, is missing), so it may be damaged",
-          )
-        ) from None
-      raise
     finally:
       writer.close()
     history = {k: np.concatenate(v) for k, v in collected.items()}
@@ -1168,9 +1162,16 @@ def run_cells(
   """
   from tqdm.auto import tqdm
 
-  workdir.check_done(
-    [name for name, _ in cells], check or (lambda _, result: metric_problem(result))
-  )
+  names = [name for name, _ in cells]
+  workdir.check_done(names, check or (lambda _, result: metric_problem(result)))
+  foreign = sorted(set(workdir.progress["cells"]) - set(names))
+  if foreign:
+    raise WorkdirError(
+      f"{workdir.progress_path} is damaged: it holds a result for cell {foreign[0]!r}, "
+      f"which this config does not run (added by hand, or another run's). To go on, delete "
+      f"the entry {foreign[0]!r} from its 'cells' and 'digests' and run again "
+      "(the config's own cells are kept)."
+    )
 
   todo = [name for name, _ in cells if workdir.done(name) is None]
   if todo and len(todo) < len(cells):

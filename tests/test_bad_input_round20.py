@@ -79,34 +79,34 @@ def _load(tmp_path, cell, template):
   return str(error.value)
 
 
-@pytest.mark.parametrize("file_list", [True, False])
-def test_a_renamed_step_folder_is_refused(tmp_path, file_list):
+def test_a_renamed_step_folder_is_refused(tmp_path, capsys):
   folder = _saved(tmp_path)
-  if not file_list:
-    for step in (5, 10):
-      (folder / str(step) / "jhash_files.json").unlink()
   (folder / "10").rename(folder / "15")  # was: resumed at step 15 from step 10's state
-  message = _load(tmp_path, "itq/32", jax.eval_shape(lambda: {"w": np.arange(4.0)}))
+  template = jax.eval_shape(lambda: {"w": np.arange(4.0)})
+  message = _load(tmp_path, "itq/32", template)
   assert "at step 15 is unusable: it was saved at step 10 (its folder was renamed)" in message
   assert f"delete {folder} and run again" in message, message
-
-
-def test_a_cell_moved_without_its_file_lists_is_named_not_a_traceback(tmp_path):
-  folder = _saved(tmp_path, "itq/32", {"pca": np.zeros((6, 2), np.float32)})
-  for step in (5, 10):
+  # Without the file lists, the steps cannot be checked: not used (the cell starts again).
+  for step in (5, 15):
     (folder / str(step) / "jhash_files.json").unlink()
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    assert wd.load_state("itq/32", template) is None
+  assert "step(s) 15, 5 of cell 'itq/32' have no jhash_files.json" in capsys.readouterr().out
+
+
+def test_a_cell_moved_is_named_even_where_its_file_list_records_no_cell(tmp_path):
+  folder = _saved(tmp_path, "itq/32", {"pca": np.zeros((6, 2), np.float32)})
+  for step in (5, 10):  # file lists as jhash wrote them before they recorded the cell
+    _edit(folder / str(step) / "jhash_files.json", lambda m: m.pop("cell"))
   shutil.move(folder, folder.with_name("itq_64"))
   same = jax.eval_shape(lambda: {"pca": np.zeros((6, 2), np.float32)})  # would restore
-  message = _load(tmp_path, "itq/64", same)
+  message = _load(tmp_path, "itq/64", same)  # was: resumed itq/32's training
   assert "checkpoint of cell 'itq/64' at step 10 is unusable" in message, message
   assert "it was saved by another cell (its folder was moved or copied here)" in message
+  # A state of other shapes (another cell's or version's): named (was the method's raw
+  # ValueError when fit checked the restored state).
   template = jax.eval_shape(lambda: {"pca": np.zeros((6, 4), np.float32)})
-  # A state of other shapes (a checkpoint of another cell or version): named as such.
-  folder = _saved(tmp_path / "old", "c", {"pca": np.zeros((6, 2), np.float32)})
-  with harness.Workdir(tmp_path / "old", {"seed": 0}) as wd:
-    assert (
-      wd.load_state("c", jax.eval_shape(lambda: {"pca": np.zeros((6, 2), np.float32)}))[0] == 10
-    )
+  _saved(tmp_path / "old", "c", {"pca": np.zeros((6, 2), np.float32)})
   message = _load(tmp_path / "old", "c", template)
   assert "it holds an array float32 (6, 2) where this cell's state has float32 (6, 4)" in message
 
@@ -116,3 +116,21 @@ def test_deephash_map_warns_when_no_query_has_a_relevant_item(rng):
   labels = np.eye(3, dtype=bool)[np.arange(12) % 3]
   with pytest.warns(RuntimeWarning, match="deephash_map is 0: no query has a relevant item"):
     assert metrics.deephash_map(q, db, np.zeros((4, 3), bool), labels, 5) == 0.0
+
+
+def test_round_21_a_foreign_cell_and_a_later_version_are_named(tmp_path):
+  _run(tmp_path)
+  text = (tmp_path / "progress.json").read_text()
+  _edit(tmp_path / "progress.json", lambda p: p["cells"].update({"pca": {"map": 0.99}}))
+  with pytest.raises(harness.WorkdirError) as error:  # was: kept, and the wall time unknown
+    _run(tmp_path)
+  message = str(error.value)
+  assert "it holds a result for cell 'pca', which this config does not run" in message
+  assert "delete the entry 'pca' from its 'cells' and 'digests'" in message, message
+  _edit(tmp_path / "progress.json", lambda p: p["cells"].pop("pca"))  # as the message says
+  ran, _ = _run(tmp_path)
+  assert ran == [] and json.loads((tmp_path / "results.json").read_text())["wall_time_s"] > 0
+  (tmp_path / "progress.json").write_text(text)
+  _edit(tmp_path / "progress.json", lambda p: p.update(version=harness.PROGRESS_VERSION + 1))
+  with pytest.raises(harness.WorkdirError, match=r"a later jhash wrote it, or it was edited"):
+    _run(tmp_path)  # was: blamed on an earlier jhash
