@@ -729,7 +729,9 @@ class Workdir:
   def finish(self, cell: str, result: dict, seconds: float) -> None:
     """Record a cell's result (and its wall time, kept apart from the metrics)."""
     self.progress["cells"][cell] = jsonable(result)
-    self.progress["digests"][cell] = cell_digest(cell, self.progress["cells"][cell])
+    self.progress["digests"][cell] = cell_digest(
+      cell, self.progress["cells"][cell], self.fingerprint
+    )
     self.progress["seconds"][cell] = seconds
     self.write_progress()
     self.remove_state(cell)
@@ -747,7 +749,7 @@ class Workdir:
         problem = None
       elif digest is None:
         problem = check(cell, result) or "has no digest (jhash writes one with every result)"
-      elif digest != cell_digest(cell, result):
+      elif digest != cell_digest(cell, result, self.fingerprint):
         found = check(cell, result)
         problem = _EDITED + (f"; it {found}" if found else "")
       else:
@@ -778,7 +780,11 @@ class Workdir:
 
     # Where it belongs, checked when restored: a step folder renamed, or a cell's folder
     # moved to another cell, is refused even without its file list.
-    where = {"_step": np.asarray(step), "_cell": np.asarray(stable_hash(cell), np.uint32)}
+    where = {
+      "_step": np.asarray(step),
+      "_cell": np.asarray(stable_hash(cell), np.uint32),
+      "_run": np.asarray(stable_hash(self.fingerprint), np.uint32),
+    }
     history = {**{k: np.asarray(v) for k, v in history.items()}, **where}
     state = _processes.host(state)  # over processes: each its copy (orbax's primary writes)
     manager = self._manager(cell)
@@ -860,7 +866,7 @@ class Workdir:
         "so it was written for another cell or by another version of jhash"
       )
       raise WorkdirError(self._damaged(cell, step, [], what, label, restart)) from None
-    what = _misplaced(restored, cell, step, template)
+    what = _misplaced(restored, cell, step, template, self.fingerprint)
     if what is not None:
       raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
     history = {k: np.asarray(v) for k, v in restored.history.items() if k not in _WHERE}
@@ -997,12 +1003,16 @@ class Workdir:
 
 
 #: The entries of a checkpoint's history that say where it belongs (``save_state``).
-_WHERE = ("_step", "_cell")
+_WHERE = ("_step", "_cell", "_run")
 
 
-def _misplaced(restored, cell: str, step: int, template) -> str | None:
-  """What says a restored checkpoint is not ``cell``'s at ``step`` (its folder renamed or
-  moved, or a state of other shapes), or None."""
+def _misplaced(restored, cell: str, step: int, template, fingerprint: str) -> str | None:
+  """What says a restored checkpoint is not ``cell``'s at ``step`` in a run of the config
+  of ``fingerprint`` (its folder renamed, moved or copied from another run, or a state of
+  other shapes), or None."""
+  saved_run = restored.history.get("_run")  # checkpoints before jhash kept it have none
+  if saved_run is not None and int(saved_run) != stable_hash(fingerprint):
+    return "it was saved by a run of another config (its folder was copied here)"
   saved_step = restored.history.get("_step")
   if saved_step is not None and int(saved_step) != step:
     return f"it was saved at step {int(saved_step)} (its folder was renamed)"
@@ -1110,9 +1120,10 @@ def write_curves(writer, metrics: Mapping, step: int) -> None:
 
 #: ``progress.json``'s layout: 2 held a SHA-256 digest of each finished cell's result, 3
 #: also one of the wall times (``time_digest``), 4 binds each digest to its cell's name
-#: (``cell_digest``: two cells' entries swapped are damage). Other versions are refused
-#: (their results or wall times cannot be checked).
-PROGRESS_VERSION = 4
+#: (``cell_digest``: two cells' entries swapped are damage), 5 also to the config's
+#: fingerprint (a result copied from another config's run is damage). Other versions are
+#: refused (their results or wall times cannot be checked).
+PROGRESS_VERSION = 5
 
 
 def _is_seconds(value) -> bool:
@@ -1124,9 +1135,10 @@ def _is_seconds(value) -> bool:
   )
 
 
-def cell_digest(cell: str, result: Any) -> str:
-  """The digest ``progress.json`` keeps of a finished cell: its name and its result."""
-  return result_digest({"cell": cell, "result": result})
+def cell_digest(cell: str, result: Any, fingerprint: str) -> str:
+  """The digest ``progress.json`` keeps of a finished cell: its name, its result and the
+  fingerprint of the config that made it (a result copied from another run is damage)."""
+  return result_digest({"cell": cell, "fingerprint": fingerprint, "result": result})
 
 
 def times_digest(progress: Mapping) -> str:

@@ -78,7 +78,25 @@ def load(run_dir) -> dict:
       )
   _check_metrics(results, path)
   _check_digest(results, path)
+  _check_run(results, path)
   return results
+
+
+def _check_run(results: Mapping[str, Any], path: pathlib.Path) -> None:
+  """Refuse ``results.json`` of another run than the one its folder holds (the config
+  fingerprint ``config.json`` or ``progress.json`` records beside it differs)."""
+  for name in RUN_FILES[1:]:
+    try:
+      recorded = json.loads((path.parent / name).read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+      continue
+    if isinstance(recorded, str) and recorded != results.get("fingerprint"):
+      raise ValueError(
+        f"{path} is another run's: it records config fingerprint "
+        f"{results.get('fingerprint')}, but {name} beside it records {recorded}. Run the "
+        "experiment again on its run directory (the same command): results.json is written "
+        "again from the finished cells in progress.json."
+      )
 
 
 def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:

@@ -84,8 +84,8 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   _edit(tmp_path / "progress.json", lambda p: p.update(digests=[1]))
   with pytest.raises(harness.WorkdirError, match=r"'digests' must be an object of strings"):
     _rerun(tmp_path)
-  _edit(tmp_path / "progress.json", lambda p: p.update(version=5, digests={}))
-  with pytest.raises(harness.WorkdirError, match=r"'version' must be 4; got 5"):
+  _edit(tmp_path / "progress.json", lambda p: p.update(version=6, digests={}))
+  with pytest.raises(harness.WorkdirError, match=r"'version' must be 5; got 6"):
     _rerun(tmp_path)
   # A workdir from before digests (no version), or one whose version and digests were
   # removed: its results cannot be checked, so they are refused (round 19: adopting them
@@ -93,7 +93,7 @@ def test_a_metric_changed_is_named_and_cells_without_digests_are_checked_as_befo
   _edit(tmp_path / "progress.json", lambda p: (p.pop("version"), p.pop("digests")))
   _edit(tmp_path / "progress.json", lambda p: p["cells"]["a"].update(map=0.99))
   with pytest.raises(
-    harness.WorkdirError, match=r"'version' must be 4; got none .*cannot be checked"
+    harness.WorkdirError, match=r"'version' must be 5; got none .*cannot be checked"
   ):
     _rerun(tmp_path)
   (tmp_path / "progress.json").unlink()

@@ -88,10 +88,11 @@ def test_a_workdir_of_an_earlier_version_is_refused_not_adopted(tmp_path):
     lambda p: (p.update(version=2), p.pop("time_digest"), p["seconds"].update(a=0.01)),
     lambda p: (p.pop("version"), p.pop("digests"), p["cells"]["a"].update(map=0.99)),
     lambda p: p.update(version=3),  # digests not bound to their cells
+    lambda p: p.update(version=4),  # nor to the run's config
   ):
     text = (tmp_path / "progress.json").read_text()
     _edit(tmp_path / "progress.json", edit)
-    with pytest.raises(harness.WorkdirError, match=r"'version' must be 4; got .*cannot be checked"):
+    with pytest.raises(harness.WorkdirError, match=r"'version' must be 5; got .*cannot be checked"):
       _run(tmp_path)
     (tmp_path / "progress.json").write_text(text)
   assert _run(tmp_path)[0] == []

@@ -134,3 +134,39 @@ def test_round_21_a_foreign_cell_and_a_later_version_are_named(tmp_path):
   _edit(tmp_path / "progress.json", lambda p: p.update(version=harness.PROGRESS_VERSION + 1))
   with pytest.raises(harness.WorkdirError, match=r"a later jhash wrote it, or it was edited"):
     _run(tmp_path)  # was: blamed on an earlier jhash
+
+
+def test_round_22_a_result_or_checkpoint_of_another_configs_run_is_refused(tmp_path):
+  # A cell's result copied with its own digest from another config's run (was: published),
+  # a checkpoint folder copied from it (was: resumed), and its results.json (was: the
+  # report published it under this folder's name).
+  other, mine = tmp_path / "other", tmp_path / "mine"
+  for path, config in ((other, {"seed": 1}), (mine, {"seed": 0})):
+    with harness.Workdir(path, config) as wd:
+      out = harness.run_cells(
+        [("a", lambda s=config["seed"]: {"map": 0.5 + s / 10})], wd, progress=False
+      )
+      harness.write_results(wd, config, out, time.time(), extra={"table": "| t |"})
+      wd.save_state("b", 5, {"w": np.arange(4.0)}, {"loss": [1.0]})
+  theirs = json.loads((other / "progress.json").read_text())
+  _edit(
+    mine / "progress.json",
+    lambda p: (
+      p["cells"].update(a=theirs["cells"]["a"]),
+      p["digests"].update(a=theirs["digests"]["a"]),
+    ),
+  )
+  with (
+    harness.Workdir(mine, {"seed": 0}) as wd,
+    pytest.raises(harness.WorkdirError, match="cell 'a' differs from the digest"),
+  ):
+    harness.run_cells([("a", lambda: {"map": 0.5})], wd, progress=False)
+  shutil.rmtree(mine / "checkpoints" / "b")
+  shutil.copytree(other / "checkpoints" / "b", mine / "checkpoints" / "b")
+  message = _load(mine, "b", jax.eval_shape(lambda: {"w": np.arange(4.0)}))
+  assert "it was saved by a run of another config (its folder was copied here)" in message
+  shutil.copy(other / "results.json", mine / "results.json")
+  with pytest.raises(
+    ValueError, match=r"results.json is another run's: it records config fingerprint"
+  ):
+    report.load(mine)

@@ -160,7 +160,9 @@ def test_numbers_the_runner_writes_for_undefined_metrics_are_accepted(finished, 
     workdir / "progress.json",
     lambda p: (
       p["cells"][CELL].update(precision_at_100=None, recall_radius_2="inf"),
-      p["digests"].update({CELL: harness.cell_digest(CELL, p["cells"][CELL])}),  # as written
+      p["digests"].update(
+        {CELL: harness.cell_digest(CELL, p["cells"][CELL], p["fingerprint"])}
+      ),  # as written
     ),
   )
   results = runs.run_config(_cheap(), workdir)
