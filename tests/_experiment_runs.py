@@ -93,3 +93,10 @@ def read_scalars(logdir) -> dict:
       for value in event.summary.value:
         out.setdefault(value.tag, {})[event.step] = value.simple_value
   return out
+
+
+def edit_json(path, edit) -> None:
+  """Apply ``edit`` (a function of the parsed JSON, changing it in place) to the file."""
+  data = json.loads(pathlib.Path(path).read_text())
+  edit(data)
+  pathlib.Path(path).write_text(json.dumps(data))

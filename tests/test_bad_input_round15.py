@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import jhash
+import _experiment_runs as runs
 from experiments import harness
 
 
@@ -28,10 +29,7 @@ def _finish(tmp_path):
     harness.run_cells([("a", _result), ("b", _result)], wd, progress=False)
 
 
-def _edit(path, edit):
-  data = json.loads(path.read_text())
-  edit(data)
-  path.write_text(json.dumps(data))
+_edit = runs.edit_json
 
 
 def _rerun(tmp_path):

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+import _experiment_runs as runs
 from experiments import harness
 
 
@@ -30,10 +31,7 @@ def _run(path, config=None):
   return ran, results
 
 
-def _edit(path, edit):
-  data = json.loads(path.read_text())
-  edit(data)
-  path.write_text(json.dumps(data))
+_edit = runs.edit_json
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ cell blamed on another version, all-zero scores when no query has a relevant ite
 messages that blamed the data for a wrong argument.
 """
 
-import json
 import shutil
 import time
 import warnings
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import jhash
+import _experiment_runs as runs
 from experiments import harness
 from experiments import plots
 from experiments import report
@@ -29,10 +29,7 @@ def _finished(path, config=None):
     harness.write_results(wd, config, out, time.time(), extra={"table": "| a | 0.3770 |"})
 
 
-def _edit(path, edit):
-  data = json.loads(path.read_text())
-  edit(data)
-  path.write_text(json.dumps(data))
+_edit = runs.edit_json
 
 
 def test_report_refuses_a_results_json_changed_after_it_was_written(tmp_path):

@@ -14,15 +14,13 @@ import jax
 import numpy as np
 import pytest
 
+import _experiment_runs as runs
 from experiments import harness
 from experiments import report
 from jhash import metrics
 
 
-def _edit(path, edit):
-  data = json.loads(path.read_text())
-  edit(data)
-  path.write_text(json.dumps(data))
+_edit = runs.edit_json
 
 
 def _run(path):
