@@ -458,17 +458,14 @@ class Workdir:
 
   def __init__(self, workdir, config):
     self.path = pathlib.Path(workdir)
-    blocking = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-      raise WorkdirError(
-        f"workdir {str(self.path)!r} must be a directory (new or a run's); "
-        f"{str(blocking)!r} is a file. Move or delete that file, or give another workdir."
-      )
-    # The folders this run makes (the workdir and missing parents), removed again by a
-    # run that stops with an error before writing anything but config.json and the lock.
-    self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
     self._lock_fd = None
-    _check_entries(self.path)
+    try:
+      self._check_place()
+    except OSError as error:  # e.g. a folder of the system's that cannot be listed
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} cannot be read: {error.strerror or error}"
+        f"{f' ({error.filename})' if error.filename else ''}. Give a folder of your own."
+      ) from None
     if not _processes.writes():  # another process of the run writes (and locks) it
       self._made = []
     else:
@@ -490,6 +487,19 @@ class Workdir:
       raise
     self._managers: dict[str, Any] = {}
     self._saves = 0
+
+  def _check_place(self) -> None:
+    """Refuse a workdir that is (or sits under) a file, or holds entries of the wrong kind;
+    note the folders this run makes (the workdir and missing parents), removed again by a
+    run that stops with an error before writing anything but config.json and the lock."""
+    blocking = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} must be a directory (new or a run's); "
+        f"{str(blocking)!r} is a file. Move or delete that file, or give another workdir."
+      )
+    self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
+    _check_entries(self.path)
 
   def _make_and_lock(self) -> None:
     try:

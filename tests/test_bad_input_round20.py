@@ -168,3 +168,15 @@ def test_round_22_a_result_or_checkpoint_of_another_configs_run_is_refused(tmp_p
     ValueError, match=r"results.json is another run's: it records config fingerprint"
   ):
     report.load(mine)
+
+
+def test_a_workdir_that_cannot_be_listed_is_named_without_a_promise(tmp_path, monkeypatch):
+  """Round 22: ``--workdir /proc/1`` gave the errno text and "finished cells are kept"."""
+  (tmp_path / "cwd").mkdir()
+
+  def denied(path):
+    raise PermissionError(13, "Permission denied", str(path / "cwd"))
+
+  monkeypatch.setattr(harness, "_check_entries", denied)
+  with pytest.raises(harness.WorkdirError, match=r"cannot be read: Permission denied \(.*cwd\)"):
+    harness.Workdir(tmp_path, {"seed": 0})
