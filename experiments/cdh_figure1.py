@@ -176,14 +176,14 @@ def tables(config, summary, names) -> str:
   rows = []
   for s in range(config.num_sweeps + 1):
     block = slice((s - 1) * bits, s * bits)
-    active = float(np.sum(summary["active_fraction"][block])) if s else "-"
-    flipped = float(np.sum(summary["flipped_fraction"][block])) if s else "-"
+    active = float(np.mean(summary["active_fraction"][block])) if s else "-"
+    flipped = float(np.mean(summary["flipped_fraction"][block])) if s else "-"
     rows.append(
       [s, summary["objective"][s], active, flipped, summary["train_map"][s]]
       + [summary["sweep_maps"][p][s] for p in protos]
     )
   first = harness.format_table(
-    rows, ["sweep", "J", "active / n", "flipped / n", "train mAP"] + protos
+    rows, ["sweep", "J", "active / n, bit mean", "flipped / n, bit mean", "train mAP"] + protos
   )
   rows = [
     [f"{g:g}"] + [summary["gamma_maps"][p][i] for p in protos]

@@ -93,6 +93,11 @@ def test_figure1_active_sets_shrink_and_training_map_rises(figure1):
   # (a) The active sets shrink: the last sweep's are far smaller than the first's.
   assert active[-k:].sum() < 0.5 * active[:k].sum()
   assert flipped[-k:].sum() < 0.5 * flipped[:k].sum()
+  # The table shows each sweep's mean over its bits (a fraction of n), not their sum.
+  row = next(r for r in results["table"].splitlines() if r.startswith("| 1 "))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert float(cells[2]) == pytest.approx(active[:k].mean(), abs=1e-4)
+  assert float(cells[3]) == pytest.approx(flipped[:k].mean(), abs=1e-4)
   # (b) J rises, the learned codes fit the training labels better than the initial
   # ones and the queries retrieve far above chance; J settles after two sweeps.
   objective = summary["objective"]
