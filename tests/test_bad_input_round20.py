@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import _experiment_runs as runs
+from experiments import _workdir
 from experiments import harness
 from experiments import report
 from jhash import metrics
@@ -68,7 +69,7 @@ def _saved(tmp_path, cell="itq/32", state=None):
   with harness.Workdir(tmp_path, {"seed": 0}) as wd:
     wd.save_state(cell, 5, state, {"loss": [1.0]})
     wd.save_state(cell, 10, state, {"loss": [1.0, 0.5]})
-  return tmp_path / "checkpoints" / harness._safe(cell)  # pylint: disable=protected-access
+  return tmp_path / "checkpoints" / _workdir._safe(cell)  # pylint: disable=protected-access
 
 
 def _load(tmp_path, cell, template):
@@ -177,6 +178,6 @@ def test_a_workdir_that_cannot_be_listed_is_named_without_a_promise(tmp_path, mo
   def denied(path):
     raise PermissionError(13, "Permission denied", str(path / "cwd"))
 
-  monkeypatch.setattr(harness, "_check_entries", denied)
+  monkeypatch.setattr(_workdir, "_check_entries", denied)
   with pytest.raises(harness.WorkdirError, match=r"cannot be read: Permission denied \(.*cwd\)"):
     harness.Workdir(tmp_path, {"seed": 0})

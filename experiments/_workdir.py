@@ -1,0 +1,768 @@
+"""The run directory: its lock, config, finished cells, checkpoints and curves (``Workdir``).
+
+How a run keeps its work is told in ``experiments.harness``'s docstring; this module holds
+the directory and the checks that find it damaged, moved or of another run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import pathlib
+import shutil
+import signal
+import sys
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
+
+import jax
+import numpy as np
+
+from experiments import _processes
+from experiments._records import _EDITED
+from experiments._records import PROGRESS_VERSION
+from experiments._records import WorkdirError
+from experiments._records import _is_seconds
+from experiments._records import atomic_write_json
+from experiments._records import cell_digest
+from experiments._records import config_differences
+from experiments._records import config_fingerprint
+from experiments._records import first_line
+from experiments._records import jsonable
+from experiments._records import read_json
+from experiments._records import stable_hash
+from experiments._records import times_digest
+from jhash import files
+
+
+CRASH_ENV = "JHASH_KILL_AFTER_SAVES"
+
+
+def _safe(cell: str) -> str:
+  return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in cell)
+
+
+#: What a run writes in a workdir before any work: removed again when the run stops with
+#: an error in a workdir it made (``Workdir.close``).
+_BARE = {".lock", "config.json"}
+
+
+def _lock(path: pathlib.Path) -> int:
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    os.close(fd)
+    raise WorkdirError(
+      f"{path.parent} is in use by another run (it holds the lock "
+      f"{path.name}); wait for it to finish or use another workdir."
+    ) from None
+  return fd
+
+
+#: What a run writes in its workdir: files, and folders (each holding a folder a cell).
+_WORKDIR_FILES = ("progress.json", "config.json", "results.json", ".lock")
+_WORKDIR_FOLDERS = ("checkpoints", "tensorboard")
+#: The suffixes of the other files a run writes (tables, plots, the report).
+_WRITTEN_SUFFIXES = (".json", ".png", ".md", ".txt", ".csv")
+
+
+def _check_entries(path: pathlib.Path) -> None:
+  """A ``WorkdirError`` naming the first entry of a workdir that is of the wrong kind: a
+  folder where a run writes a file, a file where it keeps folders."""
+  if not path.is_dir():
+    return
+  wrong = None
+  for entry in sorted(path.iterdir()):
+    name = entry.name
+    if entry.is_dir() and (name in _WORKDIR_FILES or entry.suffix in _WRITTEN_SUFFIXES):
+      wrong = (entry, "a folder", "a file")
+    elif name in _WORKDIR_FOLDERS and not entry.is_dir():
+      wrong = (entry, "a file", "a folder")
+    elif name in _WORKDIR_FOLDERS:
+      inner = next((e for e in sorted(entry.iterdir()) if not e.is_dir()), None)
+      wrong = None if inner is None else (inner, "a file", "a folder (one a cell)")
+    if wrong is not None:
+      where, got, want = wrong
+      raise WorkdirError(
+        f"{where} is {got}, where a run keeps {want}; something other than jhash made it. "
+        "Move it out of the workdir (or delete it) and run again; the run's other work "
+        "is kept."
+      )
+
+
+class Workdir:
+  """One run directory: its lock, config, finished cells, checkpoints and curves.
+
+  Use as a context manager (the lock is released on exit, or when the process dies).
+  """
+
+  def __init__(self, workdir, config):
+    self.path = pathlib.Path(workdir)
+    self._lock_fd = None
+    try:
+      self._check_place()
+    except OSError as error:  # e.g. a folder of the system's that cannot be listed
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} cannot be read: {error.strerror or error}"
+        f"{f' ({error.filename})' if error.filename else ''}. Give a folder of your own."
+      ) from None
+    if not _processes.writes():  # another process of the run writes (and locks) it
+      self._made = []
+    else:
+      self._make_and_lock()
+    self.progress_path = self.path / "progress.json"
+    self.fingerprint = config_fingerprint(config)
+    try:
+      self.progress = read_json(
+        self.progress_path,
+        {"cells": {}, "seconds": {}},
+        remedy="It holds the results of the finished cells: restore it from a copy, or "
+        "delete it and run again to train those cells again (same seeds, same results; "
+        "checkpoints of a cell in progress are kept).",
+      )
+      self._check_progress()
+      self._claim(config)
+    except BaseException:
+      self.close(failed=True)
+      raise
+    self._managers: dict[str, Any] = {}
+    self._saves = 0
+
+  def _check_place(self) -> None:
+    """Refuse a workdir that is (or sits under) a file, or holds entries of the wrong kind;
+    note the folders this run makes (the workdir and missing parents), removed again by a
+    run that stops with an error before writing anything but config.json and the lock."""
+    blocking = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} must be a directory (new or a run's); "
+        f"{str(blocking)!r} is a file. Move or delete that file, or give another workdir."
+      )
+    self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
+    _check_entries(self.path)
+
+  def _make_and_lock(self) -> None:
+    try:
+      self.path.mkdir(parents=True, exist_ok=True)
+      self._lock_fd = _lock(self.path / ".lock")
+    except OSError as error:
+      raise WorkdirError(
+        f"workdir {str(self.path)!r} cannot be created or written: {error.strerror or error}."
+      ) from None
+
+  def _check_progress(self) -> None:
+    """Refuse a ``progress.json`` that is JSON but not what a run writes (an object of
+    ``cells`` and ``seconds``, each an object keyed by cell, a cell's result an object)."""
+    progress = self.progress
+    problem = None
+    if not isinstance(progress, dict):
+      problem = f"it holds a {type(progress).__name__}, not an object of cells and seconds"
+    else:
+      progress.setdefault("seconds", {})  # runs before wall times were kept have none
+      for key in ("cells", "seconds"):
+        if not isinstance(progress.get(key), dict):
+          got = "no such key" if key not in progress else type(progress[key]).__name__
+          problem = f"its {key!r} must be an object keyed by cell; got {got}"
+          break
+      else:
+        bad = next((c for c, r in progress["cells"].items() if not isinstance(r, dict)), None)
+        if bad is not None:
+          problem = f"the result of cell {bad!r} is not an object"
+        # A new workdir's (no file yet) takes this version; a file without it was written
+        # before results carried digests (or the version was removed): its results cannot
+        # be checked, so they are not taken.
+        if not self.progress_path.exists():
+          progress.update(version=PROGRESS_VERSION, digests={})
+        digests = progress.get("digests")
+        if problem is not None:
+          pass  # named above
+        elif progress.get("version") != PROGRESS_VERSION:
+          version = progress.get("version")
+          later = isinstance(version, int) and version > PROGRESS_VERSION
+          got = repr(version) if "version" in progress else "none"
+          problem = f"its 'version' must be {PROGRESS_VERSION}; got {got} " + (
+            "(a later jhash wrote it, or it was edited: run that version of jhash on it)"
+            if later
+            else "(an earlier jhash, whose digests do not cover what this one checks, wrote "
+            "it, or it was edited), so its results cannot be checked"
+          )
+        elif not isinstance(digests, dict) or not all(isinstance(d, str) for d in digests.values()):
+          problem = "its 'digests' must be an object of strings keyed by cell"
+        if problem is None:
+          self._check_times()
+    if problem is not None:
+      raise WorkdirError(
+        f"{self.progress_path} is damaged ({problem}); jhash writes it, so something else "
+        "changed it. It holds the results of the finished cells: restore it from a copy, or "
+        "delete it and run again to train those cells again."
+      )
+
+  def _check_times(self) -> None:
+    """Refuse wall times that are not seconds >= 0, or that differ from the digest written
+    with them; dropping them loses no result."""
+    progress = self.progress
+    seconds = progress["seconds"]
+    bad = next((c for c, v in seconds.items() if not _is_seconds(v)), None)
+    if bad is not None:
+      what = (
+        f"its 'seconds' of cell {bad!r} is {json.dumps(seconds[bad])[:40]}; expected seconds >= 0"
+      )
+    elif progress.get("wall_time_s") is not None and not _is_seconds(progress["wall_time_s"]):
+      what = (
+        f"its 'wall_time_s' is {json.dumps(progress['wall_time_s'])[:40]}; expected seconds >= 0"
+      )
+    elif progress.get("time_digest") != times_digest(progress) and (
+      seconds or "wall_time_s" in progress or "time_digest" in progress  # none: unknown
+    ):
+      what = (
+        "its wall times ('seconds' and 'wall_time_s') differ from the digest jhash wrote with them"
+      )
+    else:
+      return
+    raise WorkdirError(
+      f"{self.progress_path} is damaged: {what}. jhash writes it, so something else changed "
+      "it. To go on, delete its 'seconds', 'wall_time_s' and 'time_digest' and run again "
+      "(the cells' results are kept; their wall times are then unknown)."
+    )
+
+  def write_progress(self) -> None:
+    """Write ``progress.json`` (atomically) in this version's layout, its wall times under
+    their digest."""
+    self.progress["version"] = PROGRESS_VERSION
+    self.progress["fingerprint"] = self.fingerprint  # which config made the cells
+    self.progress["time_digest"] = times_digest(self.progress)
+    atomic_write_json(self.progress_path, self.progress)
+
+  def _claim(self, config) -> None:
+    """Write ``config.json`` before any work; refuse a config other than the one whose
+    work (finished cells, checkpoints, results) the workdir holds.
+
+    The fingerprint is also kept in ``progress.json`` and ``results.json``: a workdir
+    whose ``config.json`` is gone resumes only a config of the fingerprint they record,
+    and one holding work that records none (checkpoints only, an older run) is refused.
+    """
+    path = self.path / "config.json"
+    holds_work = self._holds_work()
+    recorded = self._recorded_fingerprints()
+    if recorded or not holds_work:
+      remedy = (
+        "To go on, delete it and run again: the run's own config writes it again and keeps "
+        "the run's work, which records the config's fingerprint (another config is refused)."
+      )
+    else:
+      remedy = self._restore_remedy()
+    saved = read_json(path, remedy=remedy)
+    if saved is not None and not (
+      isinstance(saved, dict)
+      and isinstance(saved.get("fingerprint"), str)
+      and isinstance(saved.get("config"), dict)
+    ):
+      raise WorkdirError(
+        f"{path} is damaged (it must be an object with a 'fingerprint' string and a "
+        f"'config' object; got {json.dumps(saved)[:80]}); jhash writes it, so something "
+        f"else changed it. {remedy}"
+      )
+    if saved is not None and config_fingerprint(saved["config"]) != saved["fingerprint"]:
+      raise WorkdirError(
+        f"{path} is damaged: its 'config' and its 'fingerprint' {saved['fingerprint']} "
+        f"disagree (one of them was changed); jhash writes it, so something else changed "
+        f"it. {remedy}"
+      )
+    if saved is None and holds_work:
+      self._check_recorded(recorded, config)
+    elif saved is not None and saved["fingerprint"] != self.fingerprint and holds_work:
+      if recorded and set(recorded.values()) == {self.fingerprint}:
+        raise WorkdirError(
+          f"{path} is damaged: it records fingerprint {saved['fingerprint']}, but the "
+          f"run's {' and '.join(sorted(recorded))} record this config's ({self.fingerprint}); "
+          "jhash writes it, so something else changed it. To go on, delete it and run "
+          "again: the run's own config writes it again and keeps the run's work."
+        )
+      self._refuse_other_config(saved["fingerprint"], saved["config"], config)
+    elif saved is not None:  # the work must be this config's too (not copied in)
+      for name, fingerprint in recorded.items():
+        if fingerprint != self.fingerprint and saved["fingerprint"] == self.fingerprint:
+          lost = (
+            "its finished cells train again"
+            if name == "progress.json"
+            else "it is written again from progress.json, nothing trained again"
+          )
+          raise WorkdirError(
+            f"{self.path / name} is damaged or another run's: it records fingerprint "
+            f"{fingerprint}, but config.json records this config's ({self.fingerprint}). "
+            f"Restore it from a copy, or delete it and run again ({lost})."
+          )
+        if fingerprint != self.fingerprint:
+          self._refuse_other_config(fingerprint, None, config, name)
+    if saved is None or saved["fingerprint"] != self.fingerprint:
+      atomic_write_json(path, {"fingerprint": self.fingerprint, "config": config})
+
+  def _restore_remedy(self) -> str:
+    return (
+      f"config.json alone records which config made the work in {self.path}: restore "
+      "config.json from a copy; or use a new workdir, or delete this one, to start over."
+    )
+
+  def _check_recorded(self, recorded: dict, config) -> None:
+    """``config.json`` is missing from a workdir that holds work: go on only when the
+    work records this config's fingerprint (``recorded``: file name -> fingerprint)."""
+    if not recorded:
+      raise WorkdirError(
+        f"{self.path} holds a run's work (finished cells, checkpoints or results) but no "
+        f"config.json, and the work records no config, so it may be another config's. "
+        f"{self._restore_remedy()}"
+      )
+    for name, fingerprint in recorded.items():
+      if fingerprint != self.fingerprint:
+        old = None  # the config that made the work, for the keys that differ
+        if recorded.get("results.json") == fingerprint:
+          old = read_json(self.path / "results.json").get("config")
+        self._refuse_other_config(fingerprint, old, config, name)
+
+  def _refuse_other_config(self, fingerprint, old, config, source="config.json") -> None:
+    diff = "" if not isinstance(old, dict) else "; ".join(config_differences(old, config)[:8])
+    raise WorkdirError(
+      f"{self.path} holds a run of a different config (its {source} records fingerprint "
+      f"{fingerprint}, this config {self.fingerprint}{'; ' + diff if diff else ''}). Use a "
+      f"fresh workdir, or delete this one to start over."
+    )
+
+  def _holds_work(self) -> bool:
+    checkpoints = self.path / "checkpoints"
+    return (
+      (self.path / "progress.json").exists()
+      or (self.path / "results.json").exists()
+      or (checkpoints.is_dir() and any(checkpoints.iterdir()))
+    )
+
+  def _recorded_fingerprints(self) -> dict[str, str]:
+    """The config fingerprints ``progress.json`` and ``results.json`` record (a file
+    without one, or damaged, records none)."""
+    out = {}
+    for name in ("progress.json", "results.json"):
+      with contextlib.suppress(OSError, ValueError):
+        record = json.loads((self.path / name).read_text())
+        if isinstance(record, dict) and isinstance(record.get("fingerprint"), str):
+          out[name] = record["fingerprint"]
+    return out
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, kind, *exc):
+    self.close(failed=kind is not None)
+
+  def close(self, failed: bool = False) -> None:
+    """Release the lock; after an error (``failed``), a workdir this run made that holds
+    nothing but ``config.json`` and the lock (a config or data check failed before any
+    work) is removed again, so the error leaves nothing behind."""
+    for manager in getattr(self, "_managers", {}).values():
+      manager.close()
+    unused = failed and self._made and self.path.is_dir()
+    unused = unused and {p.name for p in self.path.iterdir()} <= _BARE
+    if unused:
+      for name in _BARE:
+        (self.path / name).unlink(missing_ok=True)
+    if self._lock_fd is not None:
+      os.close(self._lock_fd)  # releases the flock
+      self._lock_fd = None
+    if unused:
+      for folder in self._made:  # innermost first; a folder something else wrote to stays
+        with contextlib.suppress(OSError):
+          folder.rmdir()
+      self._made = []
+
+  # --- finished cells -------------------------------------------------------
+  def done(self, cell: str) -> dict | None:
+    return self.progress["cells"].get(cell)
+
+  def finish(self, cell: str, result: dict, seconds: float) -> None:
+    """Record a cell's result (and its wall time, kept apart from the metrics)."""
+    self.progress["cells"][cell] = jsonable(result)
+    self.progress["digests"][cell] = cell_digest(
+      cell, self.progress["cells"][cell], self.fingerprint
+    )
+    self.progress["seconds"][cell] = seconds
+    self.write_progress()
+    self.remove_state(cell)
+    self._after_save()
+
+  def check_done(self, cells: Iterable[str], check: Callable[[str, dict], str | None]) -> None:
+    """Refuse a finished cell of ``cells`` whose result differs from the digest written
+    with it (a hand-edited or damaged ``progress.json``), naming the cell, what
+    ``check(cell, result)`` finds wrong (if anything; without a digest, a run before
+    digests were kept, only that), and how to go on."""
+    for cell in cells:
+      result = self.done(cell)
+      digest = self.progress["digests"].get(cell)
+      if result is None:
+        problem = None
+      elif digest is None:
+        problem = check(cell, result) or "has no digest (jhash writes one with every result)"
+      elif digest != cell_digest(cell, result, self.fingerprint):
+        found = check(cell, result)
+        problem = _EDITED + (f"; it {found}" if found else "")
+      else:
+        problem = None
+      if problem is not None:
+        raise WorkdirError(
+          f"{self.progress_path} is damaged: the result of cell {cell!r} {problem}; jhash "
+          f"writes it, so something else changed it. To go on, delete the entry {cell!r} "
+          "from its 'cells' and run again: that cell trains again (same seed, same result)."
+        )
+
+  # --- states inside a cell (orbax) -------------------------------------------
+  def _manager(self, cell: str):
+    import orbax.checkpoint as ocp  # local: imported only by runs that checkpoint
+
+    if cell not in self._managers:
+      options = ocp.CheckpointManagerOptions(
+        max_to_keep=2, create=True, enable_async_checkpointing=False
+      )
+      self._managers[cell] = ocp.CheckpointManager(
+        (self.path / "checkpoints" / _safe(cell)).absolute(), options=options
+      )
+    return self._managers[cell]
+
+  def save_state(self, cell: str, step: int, state: Any, history: Mapping) -> None:
+    """Save a method state (a pytree of arrays) and its metric history at ``step``."""
+    import orbax.checkpoint as ocp
+
+    # Where it belongs, checked when restored: a step folder renamed, or a cell's folder
+    # moved to another cell, is refused even without its file list.
+    where = {
+      "_step": np.asarray(step),
+      "_cell": np.asarray(stable_hash(cell), np.uint32),
+      "_run": np.asarray(stable_hash(self.fingerprint), np.uint32),
+    }
+    history = {**{k: np.asarray(v) for k, v in history.items()}, **where}
+    state = _processes.host(state)  # over processes: each its copy (orbax's primary writes)
+    manager = self._manager(cell)
+    if step in manager.all_steps():  # saved before (a rerun): replaced, never re-listed
+      manager.delete(step)
+    for leftover in self._cell_folder(cell).glob(f"{step}.orbax-checkpoint-tmp*"):
+      if _processes.writes():  # a killed save's (orbax would remove it, and log it)
+        shutil.rmtree(leftover, ignore_errors=True)
+    manager.save(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), history=ocp.args.StandardSave(history)
+      ),
+    )
+    if _processes.writes():
+      files.write_manifest(self._cell_folder(cell) / str(step), cell=cell)
+    self._after_save()
+
+  def _cell_folder(self, cell: str) -> pathlib.Path:
+    return self.path / "checkpoints" / _safe(cell)
+
+  def load_state(
+    self, cell: str, template: Any, label: str | None = None, restart: str | None = None
+  ):
+    """``(step, state, history)`` of the last save of ``cell``, or None.
+
+    ``template``: the state's structure (``jax.eval_shape(...)`` of its init); the state
+    comes back in it, arrays and all. A damaged checkpoint (a file missing, truncated or
+    changed since it was written) is a ``WorkdirError`` naming the file and saying how to
+    go on; so is one that cannot be read as this version's state. ``label`` names the
+    checkpoint there (default: "cell CELL"), ``restart`` says what deleting it does
+    (default: the cell starts again from step 0).
+    """
+    import orbax.checkpoint as ocp
+
+    folder = self._cell_folder(cell)
+    if not folder.exists():
+      return None
+    with _quiet_orbax_log():  # what orbax logs of a damaged step, the message below says
+      manager = self._manager(cell)
+      steps = sorted(manager.all_steps(), reverse=True)
+    # A step without its file list is a save cut short (killed between orbax's commit and
+    # the list) or one whose list was removed: its files cannot be checked, so it is not
+    # used; the cell resumes from the newest step that has its list (from 0 without one).
+    listed = [s for s in steps if (folder / str(s) / files.MANIFEST).exists()]
+    if listed[:1] != steps[:1]:
+      skipped = [s for s in steps if s not in listed and (not listed or s > listed[0])]
+      print(
+        f"note: checkpoint step(s) {', '.join(map(str, skipped))} of cell {cell!r} have no "
+        f"{files.MANIFEST} (a save cut short, or the list was removed), so they cannot be "
+        f"checked and are not used; "
+        + (f"resuming from step {listed[0]}." if listed else "the cell starts from step 0."),
+        flush=True,
+      )
+    steps = listed
+    if not steps:
+      return None
+    step = steps[0]
+    damage = files.first_damage(folder / str(step))
+    owner = files.manifest_record(folder / str(step)).get("cell", cell)
+    if damage is None and owner != cell:  # would resume another cell's training
+      what = f"it is the checkpoint of cell {owner!r}, moved or copied here"
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
+    if damage is not None:
+      raise WorkdirError(self._damaged(cell, step, steps[1:], damage, label, restart))
+    try:
+      restored = manager.restore(
+        step,
+        args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(_processes.restore_target(template)),
+          history=ocp.args.StandardRestore(),
+        ),
+      )
+    except Exception as e:  # orbax / TensorStore: not this version's tree, or unreadable
+      quiet_orbax_leftovers()
+      what = (  # its files are as its list says (checked above)
+        f"it cannot be restored as this cell's state "
+        f"({type(e).__name__}: {first_line(e).split('. ')[0]}); its files are as written, "
+        "so it was written for another cell or by another version of jhash"
+      )
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart)) from None
+    what = _misplaced(restored, cell, step, template, self.fingerprint)
+    if what is not None:
+      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
+    history = {k: np.asarray(v) for k, v in restored.history.items() if k not in _WHERE}
+    return step, restored.state, history
+
+  def _damaged(
+    self, cell: str, step: int, earlier: list[int], what: str, label=None, restart=None
+  ) -> str:
+    """The message for a checkpoint of ``cell`` at ``step`` that cannot be used (``label``,
+    ``restart``: as ``load_state``'s)."""
+    folder = self._cell_folder(cell)
+    intact = next((s for s in earlier if files.first_damage(folder / str(s)) is None), None)
+    checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
+    if intact is not None:
+      way = (
+        f"delete {folder / str(step)} and run again: the cell resumes from its checkpoint "
+        f"at step {intact}, "
+        + (
+          "which is intact"
+          if checked
+          else f"whose files cannot be checked (its {files.MANIFEST} is missing); if that "
+          f"fails too, delete {folder} to start the cell again from step 0"
+        )
+      )
+    else:
+      way = f"delete {folder} and run again: {restart or 'the cell starts again from step 0'}"
+    return (
+      f"the checkpoint of {label or f'cell {cell!r}'} at step {step} is unusable: {what}. "
+      + (
+        f"Finished cells are intact (their results are in {self.progress_path}). "
+        if self.progress_path.exists()
+        else ""
+      )
+      + f"To go on, {way}."
+    )
+
+  def remove_state(self, cell: str) -> None:
+    """Delete the checkpoints of ``cell`` (results in ``progress.json`` are kept)."""
+    manager = self._managers.pop(cell, None)
+    if manager is not None:
+      manager.close()
+    if _processes.writes():
+      shutil.rmtree(self._cell_folder(cell), ignore_errors=True)
+
+  def _after_save(self) -> None:
+    self._saves += 1
+    limit = os.environ.get(CRASH_ENV)
+    if limit is not None and self._saves >= int(limit):
+      os.kill(os.getpid(), signal.SIGKILL)
+
+  # --- curves -------------------------------------------------------------------
+  def curve_writer(self, cell: str, start_step: int = 0):
+    """A tensorboardX ``SummaryWriter`` for ``cell``; steps after ``start_step`` that an
+    earlier, killed run wrote are purged (hidden) by TensorBoard."""
+    if not _processes.writes():
+      return _processes.NoCurves()
+    writer = summary_writer_class()
+    return writer(
+      str(self.path / "tensorboard" / _safe(cell)),
+      purge_step=start_step + 1 if start_step else None,
+    )
+
+  # --- training -----------------------------------------------------------------
+  def fit(
+    self,
+    cell: str,
+    method,
+    key,
+    batch,
+    *,
+    checkpoint_every: int,
+    num_steps: int | None = None,
+    progress: bool = True,
+  ):
+    """``jhash.fit`` that checkpoints every ``checkpoint_every`` steps (at the first host
+    round trip after them: minibatch phases come back once per epoch), resumes from the
+    last checkpoint, and writes the scalar metrics of every step as a training curve.
+    ``batch``: the training batch, or a ``Streamed`` set (its minibatches from the
+    resumed step; its trained state is saved at the end too, so that a failure while it
+    is coded, which reads the files again, loses no training).
+
+    Returns ``(state, history)``: the history covers every step, resumed ones included.
+    """
+    import jhash  # local: keeps this module importable without initialising jhash
+
+    streamed = isinstance(batch, Streamed)
+    mesh = _processes.data_mesh()  # over several processes: data-parallel over them all
+    if streamed and mesh is not None:
+      raise WorkdirError(
+        f"cell {cell!r}: a set streamed from its files does not train over several "
+        "processes in the experiment runner yet; run it in one process, or hold the set in "
+        "memory (stream=False)."
+      )
+    n = batch.num_items if streamed else jhash.num_items(batch)
+    sample, sized = (batch.sample, {"num_items": n}) if streamed else (batch, {})
+    total = jhash.schedule(method, n, num_steps=num_steps)
+    template = jax.eval_shape(lambda k: jhash.init(method, k, sample, **sized), key)
+    start, state, history = self.load_state(cell, template) or (0, None, {})
+    collected = {k: [v] for k, v in history.items()}
+    last_save = start
+    writer = self.curve_writer(cell, start)
+
+    def on_step(step, st, metrics):
+      nonlocal last_save
+      write_curves(writer, metrics, step)
+      for name, value in metrics.items():
+        collected.setdefault(name, []).append(np.asarray(value))
+      if checkpoint_every and step - last_save >= checkpoint_every and step < total:
+        writer.flush()
+        self.save_state(cell, step, st, {k: np.concatenate(v) for k, v in collected.items()})
+        last_save = step
+
+    data = batch.at(method, key, start) if streamed else batch
+    try:
+      state, _ = jhash.fit(
+        method,
+        key,
+        data,
+        total,
+        state=state,
+        start_step=start,
+        progress=progress,
+        on_step=on_step,
+        mesh=mesh,
+        **sized,
+      )
+      state = _processes.host(state)  # each process codes and scores with its own copy
+    finally:
+      writer.close()
+    history = {k: np.concatenate(v) for k, v in collected.items()}
+    if streamed and last_save < total:
+      self.save_state(cell, total, state, history)
+    return state, history
+
+
+#: The entries of a checkpoint's history that say where it belongs (``save_state``).
+_WHERE = ("_step", "_cell", "_run")
+
+
+def _misplaced(restored, cell: str, step: int, template, fingerprint: str) -> str | None:
+  """What says a restored checkpoint is not ``cell``'s at ``step`` in a run of the config
+  of ``fingerprint`` (its folder renamed, moved or copied from another run, or a state of
+  other shapes), or None."""
+  saved_run = restored.history.get("_run")  # checkpoints before jhash kept it have none
+  if saved_run is not None and int(saved_run) != stable_hash(fingerprint):
+    return "it was saved by a run of another config (its folder was copied here)"
+  saved_step = restored.history.get("_step")
+  if saved_step is not None and int(saved_step) != step:
+    return f"it was saved at step {int(saved_step)} (its folder was renamed)"
+  saved_cell = restored.history.get("_cell")  # checkpoints before jhash kept it have none
+  if saved_cell is not None and int(saved_cell) != stable_hash(cell):
+    return "it was saved by another cell (its folder was moved or copied here)"
+  got = jax.tree.leaves(restored.state)
+  want = jax.tree.leaves(template)
+  for a, b in zip(got, want):
+    if tuple(np.shape(a)) != tuple(b.shape) or np.dtype(a.dtype) != np.dtype(b.dtype):
+      return (
+        f"it holds an array {np.dtype(a.dtype).name} {tuple(np.shape(a))} where this cell's "
+        f"state has {np.dtype(b.dtype).name} {tuple(b.shape)} (another cell's, or another "
+        "version's)"
+      )
+  return None
+
+
+@contextlib.contextmanager
+def _quiet_orbax_log():
+  """Orbax's log lines (absl's logger) off inside the block."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+
+
+def _orbax_leftover(unraisable) -> bool:
+  """An error orbax's reads left behind when a restore failed: a coroutine of orbax that
+  raised as it was collected, or asyncio's "Event loop is closed" while collecting one."""
+  code = getattr(unraisable.object, "cr_code", None)
+  if code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename:
+    return True
+  exc = unraisable.exc_value
+  return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+
+
+def quiet_orbax_leftovers() -> None:
+  """After a failed restore, drop the errors of orbax's abandoned reads that Python would
+  print as they are collected (often at exit, hundreds of lines after jhash's one-line
+  message naming the damaged checkpoint); other unraisable errors print as before."""
+  before = sys.unraisablehook
+  if getattr(before, "_jhash_quiet", False):
+    return
+
+  def hook(unraisable):
+    if not _orbax_leftover(unraisable):
+      before(unraisable)
+
+  hook._jhash_quiet = True
+  sys.unraisablehook = hook
+
+
+class Streamed(NamedTuple):
+  """A training set read from its files as it trains (``Workdir.fit``).
+
+  Attributes:
+    sample: a batch of a few of its items, read as training reads them (shapes and dtypes
+      for the state's template).
+    num_items: the set's size.
+    at: ``at(method, key, start_step)``: the iterable of the run's minibatches from
+      ``start_step`` on (``jhash.training_pipeline``).
+  """
+
+  sample: dict
+  num_items: int
+  at: Callable
+
+
+def summary_writer_class():
+  """tensorboardX's ``SummaryWriter``, imported without PyTorch.
+
+  tensorboardX imports torch whenever it is installed (to accept torch tensors), which
+  costs 4-6 s per process; runs here log Python floats only, so torch is hidden from that
+  one import (``sys.modules["torch"] = None`` makes ``import torch`` fail) and restored.
+  """
+  hide = "tensorboardX" not in sys.modules and "torch" not in sys.modules
+  if hide:
+    sys.modules["torch"] = None
+  try:
+    from tensorboardX import SummaryWriter
+  finally:
+    if hide:
+      del sys.modules["torch"]
+  return SummaryWriter
+
+
+def write_curves(writer, metrics: Mapping, step: int) -> None:
+  """Write each scalar metric's values of the steps up to ``step`` (one entry per step)."""
+  for name, values in metrics.items():
+    values = np.asarray(values)
+    if values.ndim != 1 or not np.issubdtype(values.dtype, np.number):
+      continue  # per-bit vectors and flags stay in the history only
+    first = step - values.shape[0] + 1
+    for i, v in enumerate(values):
+      if np.isfinite(v):
+        writer.add_scalar(name, float(v), global_step=first + i)
