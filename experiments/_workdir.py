@@ -217,6 +217,7 @@ class Workdir:
     elif progress.get("time_digest") != times_digest(progress) and (
       seconds or "wall_time_s" in progress or "time_digest" in progress  # none: unknown
     ):
+      self._refuse_edited_cells()  # cells edited with their times: name the cells first
       what = (
         "its wall times ('seconds' and 'wall_time_s') differ from the digest jhash wrote with them"
       )
@@ -227,6 +228,26 @@ class Workdir:
       "it. To go on, delete its 'seconds', 'wall_time_s' and 'time_digest' and run again "
       "(the cells' results are kept; their wall times are then unknown)."
     )
+
+  def _refuse_edited_cells(self) -> None:
+    """Refuse ``progress.json`` when finished cells' results differ from their digests,
+    naming them all (their wall times are damaged too: both go)."""
+    digests = self.progress.get("digests")
+    digests = digests if isinstance(digests, dict) else {}
+    edited = [
+      cell
+      for cell, result in self.progress["cells"].items()
+      if digests.get(cell) not in (None, cell_digest(cell, result, self.fingerprint))
+    ]
+    if edited:
+      names = ", ".join(repr(c) for c in edited)
+      raise WorkdirError(
+        f"{self.progress_path} is damaged: the results of cells {names} differ from the "
+        "digests jhash wrote with them (a value, a curve or a history was changed or lost), "
+        "and so do its wall times; jhash writes it, so something else changed it. To go on, delete "
+        f"the entries {names} from its 'cells' and its 'seconds', 'wall_time_s' and "
+        "'time_digest', and run again: those cells train again (same seeds, same results)."
+      )
 
   def write_progress(self) -> None:
     """Write ``progress.json`` (atomically) in this version's layout, its wall times under
@@ -453,7 +474,8 @@ class Workdir:
       ),
     )
     if _processes.writes():
-      files.write_manifest(self._cell_folder(cell) / str(step), cell=cell)
+      record = {"cell": cell, "run": self.fingerprint}
+      files.write_manifest(self._cell_folder(cell) / str(step), **record)
     self._after_save()
 
   def _cell_folder(self, cell: str) -> pathlib.Path:
@@ -500,7 +522,7 @@ class Workdir:
     owner = files.manifest_record(folder / str(step)).get("cell", cell)
     if damage is None and owner != cell:  # would resume another cell's training
       what = f"it is the checkpoint of cell {owner!r}, moved or copied here"
-      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
+      raise WorkdirError(self._damaged(cell, step, steps[1:], what, label, restart))
     if damage is not None:
       raise WorkdirError(self._damaged(cell, step, steps[1:], damage, label, restart))
     try:
@@ -520,8 +542,8 @@ class Workdir:
       )
       raise WorkdirError(self._damaged(cell, step, [], what, label, restart)) from None
     what = _misplaced(restored, cell, step, template, self.fingerprint)
-    if what is not None:
-      raise WorkdirError(self._damaged(cell, step, [], what, label, restart))
+    if what is not None:  # an earlier step may be this cell's still (a folder renamed)
+      raise WorkdirError(self._damaged(cell, step, steps[1:], what, label, restart))
     history = {k: np.asarray(v) for k, v in restored.history.items() if k not in _WHERE}
     return step, restored.state, history
 
@@ -531,7 +553,16 @@ class Workdir:
     """The message for a checkpoint of ``cell`` at ``step`` that cannot be used (``label``,
     ``restart``: as ``load_state``'s)."""
     folder = self._cell_folder(cell)
-    intact = next((s for s in earlier if files.first_damage(folder / str(s)) is None), None)
+    mine = {"cell": cell, "run": self.fingerprint}  # lists before jhash kept these: mine
+    intact = next(
+      (
+        s
+        for s in earlier
+        if files.first_damage(folder / str(s)) is None
+        and all(files.manifest_record(folder / str(s)).get(k, v) == v for k, v in mine.items())
+      ),
+      None,
+    )
     checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
     if intact is not None:
       way = (

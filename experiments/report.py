@@ -83,20 +83,48 @@ def load(run_dir) -> dict:
 
 
 def _check_run(results: Mapping[str, Any], path: pathlib.Path) -> None:
-  """Refuse ``results.json`` of another run than the one its folder holds (the config
-  fingerprint ``config.json`` or ``progress.json`` records beside it differs)."""
+  """Refuse ``results.json`` in a folder whose files record more than one config
+  fingerprint (one of them copied from another run), naming the file that differs from
+  ``config.json`` and the remedy that works for it (the runner refuses the same folder)."""
+  recorded = {"results.json": results.get("fingerprint")}
   for name in RUN_FILES[1:]:
     try:
-      recorded = json.loads((path.parent / name).read_text()).get("fingerprint")
+      recorded[name] = json.loads((path.parent / name).read_text()).get("fingerprint")
     except (OSError, ValueError, AttributeError):
       continue
-    if isinstance(recorded, str) and recorded != results.get("fingerprint"):
-      raise ValueError(
-        f"{path} is another run's: it records config fingerprint "
-        f"{results.get('fingerprint')}, but {name} beside it records {recorded}. Run the "
-        "experiment again on its run directory (the same command): results.json is written "
-        "again from the finished cells in progress.json."
-      )
+  recorded = {name: f for name, f in recorded.items() if isinstance(f, str)}
+  if len(set(recorded.values())) <= 1:
+    return
+  folder = path.parent
+  if "config.json" not in recorded:
+    raise ValueError(
+      f"{folder}: results.json records config fingerprint {recorded.get('results.json')} and "
+      f"progress.json {recorded.get('progress.json')}: one of them is another run's, and "
+      "without config.json the folder cannot tell which. Delete the one that is not this "
+      "run's (results.json is written again from progress.json by running the experiment "
+      "again; without progress.json its cells train again)."
+    )
+  config = recorded["config.json"]
+  odd = [name for name in ("progress.json", "results.json") if recorded.get(name, config) != config]
+  if len(odd) > 1:
+    raise ValueError(
+      f"{folder}: progress.json and results.json record config fingerprint "
+      f"{recorded['progress.json']}, config.json {config}: config.json is another run's, or "
+      "both of them are (copied here). The run refuses the folder too: restore the files "
+      "from a copy, or run the experiment into a fresh folder."
+    )
+  remedy = {
+    "progress.json": "restore progress.json from a copy, or delete it and run the experiment "
+    "again (its finished cells train again)",
+    "results.json": "delete results.json and run the experiment again on this folder (the "
+    "same command): it is written again from the finished cells in progress.json, none "
+    "trained again",
+  }[odd[0]]
+  raise ValueError(
+    f"{folder}: {odd[0]} records config fingerprint {recorded[odd[0]]}, but config.json "
+    f"records {config}: it is another run's (copied here, or edited). The run refuses the "
+    f"folder too; {remedy}."
+  )
 
 
 def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:
@@ -296,6 +324,11 @@ def section(results: Mapping[str, Any], title: str, level: int = 2) -> str:
 def page(run_dirs, titles=None) -> str:
   """The Markdown of one page: a section per run directory (the page's title when one)."""
   titles = list(titles or [])
+  if titles and len(titles) != len(run_dirs):
+    raise ValueError(
+      f"--title is given {len(titles)} time(s) for {len(run_dirs)} run directories: give "
+      "one per run directory, in their order (or none: each section takes its folder's name)."
+    )
   level = 1 if len(run_dirs) == 1 else 2
   out = []
   for i, run_dir in enumerate(run_dirs):

@@ -190,15 +190,15 @@ def validate(config) -> None:
   harness.check_keys(config.plots, PLOT_KEYS + PLOT_OPTIONAL, "config.plots", required=PLOT_KEYS)
   _check_ints(config.bits, "config.bits", minimum=1)
   harness.check_distinct(config.bits, "config.bits")
-  _check_ints([config.seed], "config.seed", minimum=0)
-  _check_ints([config.num_seeds], "config.num_seeds", minimum=1)
+  _check_int(config.seed, "config.seed", minimum=0)
+  _check_int(config.num_seeds, "config.num_seeds", minimum=1)
   harness.check_int_ranges(config)
   if seeds(config)[-1] > harness.SEED_RANGE[1]:
     raise harness.ConfigError(
       f"config.seed, config.num_seeds: the last seed, {seeds(config)[-1]}, is past "
       f"2**32 - 1 = {harness.SEED_RANGE[1]} (jax.random.key keeps 32 bits of a seed)."
     )
-  _check_ints([config.checkpoint_every], "config.checkpoint_every", minimum=1)
+  _check_int(config.checkpoint_every, "config.checkpoint_every", minimum=1)
   for label, spec in config.datasets.items():
     _check_dataset(label, spec)
     if spec.get("stream") and config.evaluation.get("controls"):
@@ -261,11 +261,18 @@ def _check_some_network(config, name: str, does: str, key: str) -> None:
     )
 
 
+def _is_int(value, minimum: int) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 def _check_ints(values, where: str, minimum: int) -> None:
-  if not len(values) or any(
-    isinstance(v, bool) or not isinstance(v, int) or v < minimum for v in values
-  ):
+  if not len(values) or not all(_is_int(v, minimum) for v in values):
     raise harness.ConfigError(f"{where}: must be ints >= {minimum}; got {list(values)!r}.")
+
+
+def _check_int(value, where: str, minimum: int) -> None:
+  if not _is_int(value, minimum):
+    raise harness.ConfigError(f"{where}: must be an int >= {minimum}; got {value!r}.")
 
 
 def _check_dataset(label: str, spec) -> None:
@@ -304,7 +311,7 @@ def _check_evaluation(config) -> None:
   ev = config.evaluation
   spec = map_at_spec(ev)
   if spec is not None and spec != "protocol":
-    _check_ints([spec], "config.evaluation.map_at (an int K, 'protocol' or None)", minimum=1)
+    _check_int(spec, "config.evaluation.map_at (an int K, 'protocol' or None)", minimum=1)
   if not len(ev.map_ties):
     raise harness.ConfigError(
       f"config.evaluation.map_ties: must name at least one of {', '.join(map(repr, MAP_NAMES))} "
@@ -352,7 +359,7 @@ def _check_evaluation(config) -> None:
             f"config.evaluation.sweep.{param}: {v!r} for config.methods.{label}: {e}"
           ) from None
   if ev.ndcg_at is not None:
-    _check_ints([ev.ndcg_at], "config.evaluation.ndcg_at", minimum=1)
+    _check_int(ev.ndcg_at, "config.evaluation.ndcg_at", minimum=1)
   if ev.get("topn") is not None:
     topn = ev.topn
     if not isinstance(topn, (tuple, list)):

@@ -19,7 +19,8 @@ from jhash.data._dataset import make_dataset
 
 def _check_pixels(images: Any) -> np.ndarray:
   """Source images: real numbers (not bool), finite, ``[n, H, W]`` or ``[n, H, W, C]``
-  with sides >= 1; errors name ``images``."""
+  (channels last: 1, 3 or 4 planes first with more than 4 last is refused as channels
+  first) with sides >= 1; errors name ``images``."""
   images = _checks.as_array(images, "images")
   images = np.asarray(images)
   _checks.rank(images, (3, 4), "images", "with shape [n, H, W] or [n, H, W, C]")
@@ -28,6 +29,12 @@ def _check_pixels(images: Any) -> np.ndarray:
     raise ValueError(f"images must have sides >= 1; got {_checks.describe(images)}.")
   if images.shape[0] == 0:
     raise ValueError(f"images must hold at least one image; got {_checks.describe(images)}.")
+  if images.ndim == 4 and images.shape[1] in (1, 3, 4) and images.shape[3] > 4:
+    raise ValueError(
+      f"images must be channels last, [n, H, W, C]; got {_checks.describe(images)}, which "
+      "looks channels first ([n, C, H, W], PyTorch's layout): pass "
+      "images.transpose(0, 2, 3, 1)."
+    )
   _checks.finite(images, "images")
   return images
 
