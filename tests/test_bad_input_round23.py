@@ -9,6 +9,7 @@ directories was taken, a scalar count was shown as a list.
 """
 
 import json
+import warnings
 import shutil
 import time
 
@@ -141,3 +142,25 @@ def retrieval_config():
   config = baselines.get_config("tiny")
   config.unlock()
   return config
+
+
+def test_the_radius_curves_warn_when_no_query_has_a_relevant_item(rng):
+  """Left over from round 19: mAP, NDCG and recall@k warned under "zero"; the radius
+  curves gave recall 0 at every radius without a word."""
+  q = np.where(rng.random((5, 16)) < 0.5, -1, 1).astype(np.int8)
+  db = np.where(rng.random((30, 16)) < 0.5, -1, 1).astype(np.int8)
+  other, same = np.zeros(5, int), np.ones(5, int)  # 0-based against 1-based, say
+  calls = {
+    "pr_curve_by_radius's recall": lambda ql: jhash.metrics.pr_curve_by_radius(
+      q, db, ql, np.ones(30, int)
+    ),
+    r"precision_recall_at_radius \(radius 3\)'s recall": (
+      lambda ql: jhash.metrics.precision_recall_at_radius(q, db, ql, np.ones(30, int), 3)
+    ),
+  }
+  for name, call in calls.items():
+    with pytest.warns(RuntimeWarning, match=rf"{name} is 0: no query has a relevant item"):
+      call(other)
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")
+      call(same)  # a relevant item somewhere: no warning

@@ -101,14 +101,18 @@ def pr_curve_by_radius(
       every ball is empty has NaN precision, and a ``RuntimeWarning`` names it.
     no_relevant: "zero" or "skip", for recall of queries with no relevant item, or of
       a corpus with none ("pooled"); NaN with a ``RuntimeWarning`` when "skip" leaves
-      every query out.
+      every query out, and a ``RuntimeWarning`` under "zero" when no query has a
+      relevant item (recall 0 at every radius).
   Returns:
     dict of numpy arrays: ``radius`` int [K+1], ``precision`` and ``recall`` float [K+1]
     (inside jit / vmap: JAX arrays).
   """
   options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
-  curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
+  curve, total = _pr_curve(
+    query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options
+  )
   warn_nan(curve, "pr_curve_by_radius", average, at=("radius", curve["radius"]))
+  _inputs.warn_none_relevant(total > 0, "pr_curve_by_radius's recall", no_relevant)
   return curve
 
 
@@ -125,7 +129,8 @@ def _pr_curve(
   empty,
   no_relevant,
 ) -> dict:
-  """``pr_curve_by_radius`` without its warnings."""
+  """``pr_curve_by_radius`` without its warnings, and the relevant items of each query,
+  int32 [q] (their count in all)."""
   _inputs.check_choice(average, "average", AVERAGES)
   _inputs.check_choice(empty, "empty", ("zero", "skip"))
   _inputs.check_choice(no_relevant, "no_relevant", ("zero", "skip"))
@@ -136,12 +141,14 @@ def _pr_curve(
   found, hits, total = _ball_counts(corpus, setup, chunk, None)
   precision, recall = _curve(found, hits, total, average, empty, no_relevant)
   if _inputs.traced(precision, recall):
-    return {"radius": jnp.arange(setup.num_bits + 1), "precision": precision, "recall": recall}
-  return {
+    curve = {"radius": jnp.arange(setup.num_bits + 1), "precision": precision, "recall": recall}
+    return curve, total
+  curve = {
     "radius": np.arange(setup.num_bits + 1),
     "precision": np.asarray(precision),
     "recall": np.asarray(recall),
   }
+  return curve, total
 
 
 def warn_nan(values: dict, name: str, average: str, at=None) -> None:
@@ -179,11 +186,15 @@ def precision_recall_at_radius(
       f"{_checks.static_value(radius)}."
     )
   options = dict(relevance=relevance, average=average, empty=empty, no_relevant=no_relevant)
-  curve = _pr_curve(query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options)
+  curve, total = _pr_curve(
+    query_codes, db_codes, query_labels, db_labels, db_mask, query_chunk, **options
+  )
   if _inputs.traced(curve):
     return curve["precision"][radius], curve["recall"][radius]
   values = {"precision": curve["precision"][radius], "recall": curve["recall"][radius]}
-  warn_nan(values, f"precision_recall_at_radius (radius {radius})", average)
+  name = f"precision_recall_at_radius (radius {radius})"
+  warn_nan(values, name, average)
+  _inputs.warn_none_relevant(total > 0, f"{name}'s recall", no_relevant)
   return float(values["precision"]), float(values["recall"])
 
 
