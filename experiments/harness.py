@@ -73,10 +73,10 @@ from experiments._records import stable_hash as stable_hash
 from experiments._records import times_digest as times_digest
 from experiments._records import with_digest as with_digest
 from experiments._records import _is_seconds
-from experiments._workdir import CRASH_ENV as CRASH_ENV
+from experiments._checkpoints import CRASH_ENV as CRASH_ENV
 from experiments._workdir import Streamed as Streamed
 from experiments._workdir import Workdir as Workdir
-from experiments._workdir import quiet_orbax_leftovers as quiet_orbax_leftovers
+from experiments._checkpoints import quiet_orbax_leftovers as quiet_orbax_leftovers
 from experiments._workdir import summary_writer_class as summary_writer_class
 from experiments._workdir import write_curves as write_curves
 
