@@ -17,6 +17,7 @@ import jax
 from jhash import _api
 from jhash import _checks
 from jhash import _fit
+from jhash import _fit_checks
 from jhash import _stream_checks
 from jhash.data import ImagePipeline
 from jhash.data import _arguments
@@ -87,9 +88,9 @@ def minibatch_spans(method, num_items: int, num_steps, start_step, source: str):
   """The spans of ``method``'s schedule over ``num_items`` items and the checked start
   step, for a run fed by ``source``: every phase must read minibatches (not the whole
   set at each step)."""
-  spans = _fit._spans(method, num_items, num_steps, None)
+  spans = _fit_checks.spans(method, num_items, num_steps, None)
   start = _checks.nonneg_int(start_step, "start_step")
-  _fit._check_start(method, start, spans[-1].stop)
+  _fit_checks.check_start(method, start, spans[-1].stop)
   whole = [span.phase.name for span in spans if span.phase.batch_size is None]
   if whole:
     raise ValueError(

@@ -24,6 +24,7 @@ from jax.sharding import Mesh
 from jhash import _api
 from jhash import _checks
 from jhash import _fit
+from jhash import _fit_checks
 from jhash import _fit_pipeline
 from jhash import _order
 from jhash import _shards
@@ -110,7 +111,7 @@ def local_minibatches(
   _checks.prng_key(key)
   _fit_pipeline.check_no_bind(method, "process-local minibatches")
   num_items = _checks.positive_int(num_items, "num_items")
-  _fit._check_mesh(mesh, None)
+  _fit_checks.check_mesh(mesh, None)
   local, first = _local_rows_of(local, num_items, mesh)
   held = _checks.batch(local, "local")
   source = "process-local minibatches"
@@ -121,7 +122,7 @@ def local_minibatches(
     if span.stop <= start:
       continue
     size = span.phase.batch_size
-    _fit._check_mesh(mesh, size)
+    _fit_checks.check_mesh(mesh, size)
     rows = _shards.local_rows(_split(mesh), size)
     if rows > held:
       raise ValueError(

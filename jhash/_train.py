@@ -25,6 +25,7 @@ import numpy as np
 from jhash import _api
 from jhash import _checks
 from jhash import _fit
+from jhash import _fit_checks
 from jhash import _loops
 from jhash import _order
 
@@ -63,9 +64,9 @@ def make_train(
     (4, 5)
   """
   _fit.check_method(method)
-  n = _fit._check_training_batch(method, batch)
+  n = _fit_checks.check_training_batch(method, batch)
   method = _api.bound(method, batch)
-  spans = [s for s in _fit._spans(method, n, num_steps, num_epochs) if s.stop > s.start]
+  spans = [s for s in _fit_checks.spans(method, n, num_steps, num_epochs) if s.stop > s.start]
   want = _layout(batch)
   init = _loops.init_of(method.init, method.name, method.num_bits)
   loops = [
@@ -78,7 +79,7 @@ def make_train(
   ]
 
   def train(key, batch, state=None):
-    _fit._check_key(key)
+    _fit_checks.check_key(key)
     got = _layout(batch) if isinstance(batch, Mapping) else _checks.describe(batch)
     if got != want:
       raise ValueError(
