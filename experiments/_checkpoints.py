@@ -74,7 +74,7 @@ class Checkpoints:
       ),
     )
     if _processes.writes():
-      record = {"cell": cell, "run": self.fingerprint}
+      record = {"cell": cell, "run": self.fingerprint, "step": step}
       files.write_manifest(self._cell_folder(cell) / str(step), **record)
     self._after_save()
 
@@ -160,8 +160,14 @@ class Checkpoints:
         for s in earlier
         if files.first_damage(folder / str(s)) is None
         and all(files.manifest_record(folder / str(s)).get(k, v) == v for k, v in mine.items())
+        and _recorded_step(folder, s) in (None, s)
       ),
       None,
+    )
+    renamed = sorted(
+      (s, _recorded_step(folder, s))
+      for s in [step, *earlier]
+      if _recorded_step(folder, s) not in (None, s)
     )
     checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
     if intact is not None:
@@ -185,6 +191,13 @@ class Checkpoints:
         else ""
       )
       + f"To go on, {way}."
+      + (
+        " (Its step folders were renamed: "
+        + ", ".join(f"{folder / str(s)} holds step {r}" for s, r in renamed)
+        + "; renaming each back to the step it holds also works.)"
+        if renamed
+        else ""
+      )
     )
 
   def remove_state(self, cell: str) -> None:
@@ -200,6 +213,12 @@ class Checkpoints:
     limit = os.environ.get(CRASH_ENV)
     if limit is not None and self._saves >= int(limit):
       os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _recorded_step(folder: pathlib.Path, step: int) -> int | None:
+  """The step that the file list of ``folder/step`` records (None: none recorded)."""
+  recorded = files.manifest_record(folder / str(step)).get("step")
+  return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
 
 
 #: The entries of a checkpoint's history that say where it belongs (``save_state``).

@@ -29,7 +29,13 @@ def run(main: Callable, flags_parser: Callable = parse_flags) -> None:
     doc = (sys.modules["__main__"].__doc__ or "").strip()
     print(doc + "\n\nflags:\n" + flags.FLAGS.main_module_help())
     sys.exit(0)
+  from experiments import _stop  # pylint: disable=import-outside-toplevel
+
   try:
     app.run(main, flags_parser=flags_parser)
   except KeyboardInterrupt:
     sys.exit("interrupted: the script stopped (Ctrl-C or a signal) before it finished.")
+  except Exception:  # an import cut short by the signal fails as an ImportError
+    if _stop.asked():
+      sys.exit("interrupted: the script stopped (Ctrl-C or a signal) before it finished.")
+    raise

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from experiments import _processes
+from experiments import _stop
 from experiments._checkpoints import Checkpoints
 from experiments._checkpoints import _safe
 from experiments._records import _EDITED
@@ -210,13 +211,17 @@ class Workdir(Checkpoints):
       self._refuse_edited_cells()  # cells edited with their times: name the cells first
       what = (
         "its wall times ('seconds' and 'wall_time_s') differ from the digest jhash wrote with them"
+        if "time_digest" in progress
+        else "its wall times ('seconds' and 'wall_time_s') have lost their digest "
+        "('time_digest' was removed, they were not)"
       )
     else:
       return
     raise WorkdirError(
       f"{self.progress_path} is damaged: {what}. jhash writes it, so something else changed "
-      "it. To go on, delete its 'seconds', 'wall_time_s' and 'time_digest' and run again "
-      "(the cells' results are kept; their wall times are then unknown)."
+      "it. To go on, delete its keys 'seconds' (every cell's), 'wall_time_s' and "
+      "'time_digest' and run again (the cells' results are kept; their wall times are "
+      "then unknown)."
     )
 
   def _refuse_edited_cells(self) -> None:
@@ -234,9 +239,10 @@ class Workdir(Checkpoints):
       raise WorkdirError(
         f"{self.progress_path} is damaged: the results of cells {names} differ from the "
         "digests jhash wrote with them (a value, a curve or a history was changed or lost), "
-        "and so do its wall times; jhash writes it, so something else changed it. To go on, delete "
-        f"the entries {names} from its 'cells' and its 'seconds', 'wall_time_s' and "
-        "'time_digest', and run again: those cells train again (same seeds, same results)."
+        "and so do its wall times; jhash writes it, so something else changed it. To go "
+        f"on, delete the entries {names} from its 'cells', and its keys 'seconds' (every "
+        "cell's), 'wall_time_s' and 'time_digest', and run again: those cells train again "
+        "(same seeds, same results; the wall times are then unknown)."
       )
 
   def write_progress(self) -> None:
@@ -285,6 +291,9 @@ class Workdir(Checkpoints):
     if saved is None and holds_work:
       self._check_recorded(recorded, config)
     elif saved is not None and saved["fingerprint"] != self.fingerprint and holds_work:
+      mine = sorted(n for n, f in recorded.items() if f == self.fingerprint)
+      if mine and len(mine) < len(recorded):  # some of the work is this config's, some not
+        self._refuse_mixed(saved, recorded, config)
       if recorded and set(recorded.values()) == {self.fingerprint}:
         raise WorkdirError(
           f"{path} is damaged: it records fingerprint {saved['fingerprint']}, but the "
@@ -310,6 +319,26 @@ class Workdir(Checkpoints):
           self._refuse_other_config(fingerprint, None, config, name)
     if saved is None or saved["fingerprint"] != self.fingerprint:
       atomic_write_json(path, {"fingerprint": self.fingerprint, "config": config})
+
+  def _refuse_mixed(self, saved: dict, recorded: dict, config) -> None:
+    """``config.json`` and some of the work record another config, and the rest of the
+    work records this one: name the files that are another run's and how to go on."""
+    foreign = ["config.json"] + sorted(n for n, f in recorded.items() if f != self.fingerprint)
+    mine = sorted(n for n, f in recorded.items() if f == self.fingerprint)
+    diff = "; ".join(config_differences(saved["config"], config)[:8])
+    lost = (
+      "the cells progress.json held train again"
+      if "progress.json" in foreign
+      else "results.json is written again from progress.json, nothing trained again"
+    )
+    raise WorkdirError(
+      f"{self.path} mixes two runs' files: {' and '.join(foreign)} record fingerprint "
+      f"{saved['fingerprint']} (another config{': ' + diff if diff else ''}), but "
+      f"{' and '.join(mine)} {'records' if len(mine) == 1 else 'record'} this config's "
+      f"({self.fingerprint}). If this folder is this config's run, those files were copied "
+      f"in: delete {' and '.join(foreign)} and run again ({lost}). Otherwise use a fresh "
+      "workdir."
+    )
 
   def _restore_remedy(self) -> str:
     return (
@@ -406,24 +435,30 @@ class Workdir(Checkpoints):
     with it (a hand-edited or damaged ``progress.json``), naming the cell, what
     ``check(cell, result)`` finds wrong (if anything; without a digest, a run before
     digests were kept, only that), and how to go on."""
+    problems = {}
     for cell in cells:
       result = self.done(cell)
       digest = self.progress["digests"].get(cell)
       if result is None:
-        problem = None
-      elif digest is None:
-        problem = check(cell, result) or "has no digest (jhash writes one with every result)"
+        continue
+      if digest is None:
+        problems[cell] = check(cell, result) or "has no digest (jhash writes one with every result)"
       elif digest != cell_digest(cell, result, self.fingerprint):
         found = check(cell, result)
-        problem = _EDITED + (f"; it {found}" if found else "")
-      else:
-        problem = None
-      if problem is not None:
-        raise WorkdirError(
-          f"{self.progress_path} is damaged: the result of cell {cell!r} {problem}; jhash "
-          f"writes it, so something else changed it. To go on, delete the entry {cell!r} "
-          "from its 'cells' and run again: that cell trains again (same seed, same result)."
-        )
+        problems[cell] = _EDITED + (f"; it {found}" if found else "")
+    if not problems:
+      return
+    cell, problem = next(iter(problems.items()))
+    others = ", ".join(repr(c) for c in problems if c != cell)
+    also = f" (so does the result of {others})" if others else ""
+    several = len(problems) > 1
+    raise WorkdirError(
+      f"{self.progress_path} is damaged: the result of cell {cell!r} {problem}{also}; jhash "
+      "writes it, so something else changed it. To go on, delete the "
+      f"entr{'ies' if several else 'y'} {', '.join(repr(c) for c in problems)} from its "
+      f"'cells' and run again: {'those cells train' if several else 'that cell trains'} "
+      "again (same seed, same result)."
+    )
 
   # --- states inside a cell (orbax) -------------------------------------------
   # --- curves -------------------------------------------------------------------
@@ -480,6 +515,7 @@ class Workdir(Checkpoints):
 
     def on_step(step, st, metrics):
       nonlocal last_save
+      _stop.check()  # a signal whose first stop was dropped (experiments/_stop.py)
       write_curves(writer, metrics, step)
       for name, value in metrics.items():
         collected.setdefault(name, []).append(np.asarray(value))

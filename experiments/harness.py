@@ -52,6 +52,8 @@ from typing import Any, Callable, Iterable, Mapping
 import jax
 import numpy as np
 
+from experiments import _stop
+
 # The run directory and its records live in modules of their own; their public names are
 # this module's too (trainers and scripts use ``harness.Workdir``, ``harness.read_json``...).
 from experiments._records import ConfigError as ConfigError
@@ -301,6 +303,7 @@ def run_cells(
   bar = tqdm(total=len(todo), desc="cells", disable=None if progress else True, dynamic_ncols=True)
   out = {}
   for name, fn in cells:
+    _stop.check()  # a signal whose first stop was dropped (experiments/_stop.py)
     result = workdir.done(name)
     if result is None:
       bar.set_postfix_str(name)
@@ -384,6 +387,9 @@ def write_results(
     "cell_seconds": workdir.progress["seconds"],
     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "fingerprint": workdir.fingerprint,  # config.json's, so a lost config.json is noticed
+    # The finished cells it was written from: experiments.report refuses it beside a
+    # progress.json that does not hold them (results.json copied from another folder).
+    "cell_digests": dict(workdir.progress.get("digests", {})),
   }
   results.update(extra or {})
   results = with_digest(results)  # experiments.report checks it

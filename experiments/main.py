@@ -15,13 +15,16 @@ Over several processes (hosts): start the same command in each with
 
 from __future__ import annotations
 
+from experiments import _stop
+
+_stop.install()  # first: a stop while Python starts waits for the imports (_stop.arm)
+
 import difflib
 import importlib
 import importlib.machinery
 import importlib.util
 import pathlib
 import re
-import signal
 import sys
 
 from absl import flags
@@ -206,10 +209,6 @@ def _python_name_hint(spec: str | None, parent: list[str], name: str) -> str:
   return f"; the configs name their keys with _ for other characters ({plain!r})"
 
 
-def _interrupt(signum, frame) -> None:
-  raise KeyboardInterrupt
-
-
 def _last_line(error: BaseException) -> str:
   """The last line of an error's message (ml_collections puts the cause there)."""
   lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -244,8 +243,8 @@ def main(argv) -> None:
   from experiments import harness  # after flag parsing: --help stays fast
   from jhash import data as jdata
 
-  signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: as Ctrl-C, one line
-  signal.signal(signal.SIGINT, _interrupt)  # also where a shell started it ignoring SIGINT
+  _stop.arm()  # imports done: a stop raises where it arrives (one before it, here)
+
   try:
     harness.check_int_ranges(config)  # before the workdir: a seed or count JAX cannot hold
     trainer.train_and_evaluate(config, workdir)

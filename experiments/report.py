@@ -84,47 +84,44 @@ def load(run_dir) -> dict:
 
 def _check_run(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """Refuse ``results.json`` in a folder whose files record more than one config
-  fingerprint (one of them copied from another run), naming the file that differs from
-  ``config.json`` and the remedy that works for it (the runner refuses the same folder)."""
+  fingerprint (files of another run copied in), or that was written from finished cells
+  that ``progress.json`` beside it does not hold (another folder's results)."""
   recorded = {"results.json": results.get("fingerprint")}
+  progress = None
   for name in RUN_FILES[1:]:
     try:
-      recorded[name] = json.loads((path.parent / name).read_text()).get("fingerprint")
+      record = json.loads((path.parent / name).read_text())
+      recorded[name] = record.get("fingerprint")
     except (OSError, ValueError, AttributeError):
       continue
+    progress = record if name == "progress.json" else progress
   recorded = {name: f for name, f in recorded.items() if isinstance(f, str)}
-  if len(set(recorded.values())) <= 1:
-    return
-  folder = path.parent
-  if "config.json" not in recorded:
+  if len(set(recorded.values())) > 1:
+    each = ", ".join(f"{name} {f}" for name, f in sorted(recorded.items()))
     raise ValueError(
-      f"{folder}: results.json records config fingerprint {recorded.get('results.json')} and "
-      f"progress.json {recorded.get('progress.json')}: one of them is another run's, and "
-      "without config.json the folder cannot tell which. Delete the one that is not this "
-      "run's (results.json is written again from progress.json by running the experiment "
-      "again; without progress.json its cells train again)."
+      f"{path.parent} holds files of two runs (config fingerprints: {each}). Run the "
+      "experiment's own command on it: the runner, which knows its config, names the files "
+      "that are another run's and how to go on."
     )
-  config = recorded["config.json"]
-  odd = [name for name in ("progress.json", "results.json") if recorded.get(name, config) != config]
-  if len(odd) > 1:
+  _check_cells(results, progress, path)
+
+
+def _check_cells(results: Mapping[str, Any], progress: Any, path: pathlib.Path) -> None:
+  """Refuse ``results.json`` whose cells (their digests, ``cell_digests``) are not the
+  finished cells of the ``progress.json`` beside it."""
+  written = results.get("cell_digests")
+  held = progress.get("digests") if isinstance(progress, dict) else None
+  if not isinstance(written, dict) or not isinstance(held, dict):
+    return  # written before jhash kept them, or no progress.json to compare with
+  other = sorted(cell for cell, digest in written.items() if held.get(cell) != digest)
+  if other:
     raise ValueError(
-      f"{folder}: progress.json and results.json record config fingerprint "
-      f"{recorded['progress.json']}, config.json {config}: config.json is another run's, or "
-      "both of them are (copied here). The run refuses the folder too: restore the files "
-      "from a copy, or run the experiment into a fresh folder."
+      f"{path} was not written from the finished cells of the progress.json beside it: "
+      f"{len(other)} of its {len(written)} cells (e.g. {other[0]!r}) are not finished "
+      "there, or finished with other results; it is another run's (copied here). Delete "
+      "it and run the experiment again on this folder (the same command): the run "
+      "finishes its cells and writes it."
     )
-  remedy = {
-    "progress.json": "restore progress.json from a copy, or delete it and run the experiment "
-    "again (its finished cells train again)",
-    "results.json": "delete results.json and run the experiment again on this folder (the "
-    "same command): it is written again from the finished cells in progress.json, none "
-    "trained again",
-  }[odd[0]]
-  raise ValueError(
-    f"{folder}: {odd[0]} records config fingerprint {recorded[odd[0]]}, but config.json "
-    f"records {config}: it is another run's (copied here, or edited). The run refuses the "
-    f"folder too; {remedy}."
-  )
 
 
 def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:
@@ -186,6 +183,8 @@ _FIELDS = (
 
 #: Files of a run directory that ``--out`` must not write over.
 RUN_FILES = ("results.json", "config.json", "progress.json")
+#: What ``--out`` may end in: the page is Markdown.
+PAGE_SUFFIXES = (".md", ".markdown", ".txt")
 
 
 def _repeated(run_dirs) -> str | None:
@@ -200,8 +199,9 @@ def _repeated(run_dirs) -> str | None:
 
 
 def check_out(out: str, run_dirs) -> None:
-  """Refuse an ``--out`` that is empty, a folder, or a run's own file (``RUN_FILES``, of
-  any run directory given or any run directory at all): the page would replace it."""
+  """Refuse an ``--out`` that is empty, a folder, not a Markdown name (``PAGE_SUFFIXES``:
+  a run's plot is not overwritten), or a run's own file (``RUN_FILES``, of any run
+  directory given or any run directory at all): the page would replace it."""
   if not out.strip():
     raise ValueError(f"--out {out!r}: expected a file path; got an empty one.")
   path = pathlib.Path(out)
@@ -216,6 +216,11 @@ def check_out(out: str, run_dirs) -> None:
     raise ValueError(
       f"--out {out}: is a run's {target.name}; writing the page there would overwrite it. "
       "Choose another path (e.g. page.md)."
+    )
+  if path.suffix.lower() not in PAGE_SUFFIXES:
+    raise ValueError(
+      f"--out {out}: the page is Markdown; expected a name ending in "
+      f"{', '.join(PAGE_SUFFIXES)} (e.g. page.md); got {path.suffix or 'no suffix'}."
     )
 
 
