@@ -8,7 +8,6 @@ past the schedule, and non-array parameters. Each gave a wrong answer, a silent 
 library's raw error; each is now refused (or warned about), naming the argument."""
 
 import shutil
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -140,9 +139,8 @@ def test_radius_and_recall_metrics_warn_when_skip_leaves_nan(rng):
     assert np.isnan(metrics.recall_at_k(*nothing_relevant, (2,), no_relevant="skip")[0])
   with pytest.warns(RuntimeWarning, match=r"recall_at_k is 0: no query has a relevant"):
     metrics.recall_at_k(*nothing_relevant, (2,))  # "zero" counts them as 0, and says why
-  with warnings.catch_warnings():
-    warnings.simplefilter("error")  # the curve's recall is 0 to radius K: no warning
-    metrics.pr_curve_by_radius(*nothing_relevant)
+  with pytest.warns(RuntimeWarning, match=r"pr_curve_by_radius's recall is 0: no query"):
+    metrics.pr_curve_by_radius(*nothing_relevant)  # "zero": 0 at every radius, and why
 
 
 def test_average_precision_refuses_fractional_relevance():

@@ -26,7 +26,7 @@ LAYERS = (  # top first
   ("jhash._grid", "jhash._train", "jhash._saving", "jhash._local_minibatches"),
   ("jhash._encode", "jhash._fit_pipeline"),
   ("jhash._fit", "jhash._network"),
-  ("jhash._stream_checks",),
+  ("jhash._fit_checks", "jhash._stream_checks"),
   ("jhash._loops", "jhash._shards"),
   ("jhash.methods",),
   ("jhash.coder",),
