@@ -164,10 +164,10 @@ class Checkpoints:
       ),
       None,
     )
-    renamed = sorted(
+    renamed = sorted(  # a folder whose files are as its list says, of another step
       (s, _recorded_step(folder, s))
       for s in [step, *earlier]
-      if _recorded_step(folder, s) not in (None, s)
+      if _recorded_step(folder, s) not in (None, s) and files.first_damage(folder / str(s)) is None
     )
     checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
     if intact is not None:

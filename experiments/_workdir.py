@@ -303,22 +303,32 @@ class Workdir(Checkpoints):
         )
       self._refuse_other_config(saved["fingerprint"], saved["config"], config)
     elif saved is not None:  # the work must be this config's too (not copied in)
-      for name, fingerprint in recorded.items():
-        if fingerprint != self.fingerprint and saved["fingerprint"] == self.fingerprint:
-          lost = (
-            "its finished cells train again"
-            if name == "progress.json"
-            else "it is written again from progress.json, nothing trained again"
-          )
-          raise WorkdirError(
-            f"{self.path / name} is damaged or another run's: it records fingerprint "
-            f"{fingerprint}, but config.json records this config's ({self.fingerprint}). "
-            f"Restore it from a copy, or delete it and run again ({lost})."
-          )
-        if fingerprint != self.fingerprint:
-          self._refuse_other_config(fingerprint, None, config, name)
+      foreign = sorted(n for n, f in recorded.items() if f != self.fingerprint)
+      if foreign and saved["fingerprint"] == self.fingerprint:
+        self._refuse_copied(foreign, recorded)
+      for name in foreign:
+        self._refuse_other_config(recorded[name], None, config, name)
     if saved is None or saved["fingerprint"] != self.fingerprint:
       atomic_write_json(path, {"fingerprint": self.fingerprint, "config": config})
+
+  def _refuse_copied(self, foreign: list[str], recorded: dict) -> None:
+    """``config.json`` records this config, but the work in ``foreign`` (progress.json,
+    results.json) records another: name them all, and what deleting them costs."""
+    one = len(foreign) == 1
+    lost = (
+      ("its" if one else "progress.json's") + " finished cells train again"
+      if "progress.json" in foreign
+      else "it is written again from progress.json, nothing trained again"
+    )
+    each = " and ".join(str(self.path / n) for n in foreign)
+    prints = ", ".join(f"{n} {recorded[n]}" for n in foreign)
+    raise WorkdirError(
+      f"{each} {'is' if one else 'are'} damaged or another run's: "
+      f"{'it records fingerprint ' + recorded[foreign[0]] if one else 'they record ' + prints}"
+      f", but config.json records this config's ({self.fingerprint}). Restore "
+      f"{'it' if one else 'them'} from a copy, or delete {'it' if one else 'them'} and run "
+      f"again ({lost})."
+    )
 
   def _refuse_mixed(self, saved: dict, recorded: dict, config) -> None:
     """``config.json`` and some of the work record another config, and the rest of the

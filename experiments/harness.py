@@ -267,6 +267,27 @@ def cell_key(seed: int, *identity) -> jax.Array:
 # ----------------------------------------------------------------------------- cells
 
 
+def _note_dropped(workdir: Workdir, todo: list[str]) -> None:
+  """Print a note when ``results.json`` (this config's) was written from finished cells
+  of ``todo`` that ``progress.json`` no longer holds: they train again, and the user
+  learns that ``progress.json`` was replaced or edited."""
+  try:
+    earlier = json.loads((workdir.path / "results.json").read_text())
+  except (OSError, ValueError):
+    return
+  if not isinstance(earlier, dict) or earlier.get("fingerprint") != workdir.fingerprint:
+    return
+  written = earlier.get("cell_digests")
+  dropped = [c for c in todo if isinstance(written, dict) and c in written]
+  if dropped:
+    print(
+      f"note: results.json was written from {len(dropped)} finished cell(s) that "
+      f"progress.json no longer holds (e.g. {dropped[0]!r}): progress.json was replaced or "
+      "edited. They train again (same seeds, same results).",
+      flush=True,
+    )
+
+
 def run_cells(
   cells: list[tuple[str, Callable[[], dict]]],
   workdir: Workdir,
@@ -295,6 +316,7 @@ def run_cells(
     )
 
   todo = [name for name, _ in cells if workdir.done(name) is None]
+  _note_dropped(workdir, todo)
   if todo and len(todo) < len(cells):
     print(
       f"{len(cells) - len(todo)} of {len(cells)} cells already done; running {len(todo)}.",

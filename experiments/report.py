@@ -116,11 +116,12 @@ def _check_cells(results: Mapping[str, Any], progress: Any, path: pathlib.Path) 
   other = sorted(cell for cell, digest in written.items() if held.get(cell) != digest)
   if other:
     raise ValueError(
-      f"{path} was not written from the finished cells of the progress.json beside it: "
-      f"{len(other)} of its {len(written)} cells (e.g. {other[0]!r}) are not finished "
-      "there, or finished with other results; it is another run's (copied here). Delete "
-      "it and run the experiment again on this folder (the same command): the run "
-      "finishes its cells and writes it."
+      f"{path} and the progress.json beside it disagree: {len(other)} of its "
+      f"{len(written)} cells (e.g. {other[0]!r}) are not finished in progress.json, or "
+      "finished with other results; one of the two files was copied from another folder "
+      "or changed. Run the experiment's own command on this folder: the runner checks "
+      "progress.json (naming its damage, if any), finishes the cells and writes "
+      "results.json again."
     )
 
 

@@ -318,7 +318,9 @@ def test_round_17_workdir_leftovers(tmp_path):
   _edit(tmp_path / "progress.json", lambda p: p["seconds"].update(b=-1e6))
   with pytest.raises(harness.WorkdirError, match=r"'seconds' of cell 'b' is -1000000.0") as error:
     _rerun(tmp_path)
-  assert "delete its keys 'seconds' (every cell's), 'wall_time_s' and 'time_digest'" in str(error.value)
+  assert "delete its keys 'seconds' (every cell's), 'wall_time_s' and 'time_digest'" in str(
+    error.value
+  )
   _edit(
     tmp_path / "progress.json",
     lambda p: [p.pop(k, None) for k in ("seconds", "wall_time_s", "time_digest")],

@@ -49,7 +49,9 @@ def test_wall_times_edited_to_plausible_values_are_damage(tmp_path, edit):
     _run(tmp_path)
   message = str(error.value)
   assert "wall times ('seconds' and 'wall_time_s') differ from the digest" in message, message
-  assert "delete its keys 'seconds' (every cell's), 'wall_time_s' and 'time_digest'" in message, message
+  assert "delete its keys 'seconds' (every cell's), 'wall_time_s' and 'time_digest'" in message, (
+    message
+  )
   # As the message says: the results kept, nothing trained again, the wall times unknown.
   _edit(
     tmp_path / "progress.json",

@@ -1,0 +1,75 @@
+"""Bad input, round 25: what the third confirmation probe found.
+
+The report told to delete results.json when progress.json beside it was the file
+replaced or edited; a results.json whose cells progress.json no longer held was dropped
+by the rerun without a word; a file list copied from another step was called a renamed
+folder, with a renaming that failed; two files copied from another run were named one per
+run, the second with a cost that no longer held.
+"""
+
+import json
+import shutil
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import _workdir
+from experiments import harness
+from experiments import report
+
+
+def _run(path, seed=0, cells=("itq", "lsh")):
+  values = {"itq": 0.7, "lsh": 0.4}
+  with harness.Workdir(path, {"seed": seed}) as wd:
+    todo = [(c, lambda c=c: {"map": values[c] + seed / 10}) for c in cells]
+    out = harness.run_cells(todo, wd, progress=False)
+    harness.write_results(wd, {"seed": seed}, out, time.time(), extra={"table": "| t |"})
+  return json.loads((path / "results.json").read_text())["metrics"]
+
+
+def test_a_replaced_progress_json_is_not_blamed_on_results_json(tmp_path, capsys):
+  done, partial = tmp_path / "done", tmp_path / "partial"
+  want = _run(done)
+  _run(partial, cells=("itq",))
+  shutil.copy(partial / "progress.json", done / "progress.json")  # an unfinished run's
+  with pytest.raises(ValueError, match=r"results.json and the progress.json beside it") as error:
+    report.load(done)
+  assert "Run the experiment's own command" in str(error.value)
+  assert "Delete it" not in str(error.value)  # was: delete the intact results.json
+  capsys.readouterr()
+  assert _run(done) == want  # the command it names
+  note = capsys.readouterr().out  # was: the cells trained again without a word
+  assert "note: results.json was written from 1 finished cell(s) that progress.json" in note
+
+
+def test_a_file_list_copied_from_another_step_is_not_called_a_rename(tmp_path):
+  state = {"w": np.arange(4.0)}
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
+    wd.save_state("itq", 4, state, {"loss": [1.0]})
+    wd.save_state("itq", 8, {"w": np.arange(4.0) + 1}, {"loss": [1.0, 0.5]})
+  folder = tmp_path / "checkpoints" / _workdir._safe("itq")  # pylint: disable=protected-access
+  shutil.copy(folder / "4" / "jhash_files.json", folder / "8" / "jhash_files.json")
+  template = jax.eval_shape(lambda: state)
+  with harness.Workdir(tmp_path, {"seed": 0}) as wd, pytest.raises(harness.WorkdirError) as error:
+    wd.load_state("itq", template)
+  message = str(error.value)
+  assert "resumes from its checkpoint at step 4, which is intact" in message
+  assert "renamed" not in message  # was: "folder 8 holds step 4; renaming ... also works"
+
+
+def test_two_files_of_another_run_are_named_at_once(tmp_path):
+  mine, other = tmp_path / "mine", tmp_path / "other"
+  want = _run(mine)
+  _run(other, seed=1)
+  for name in ("progress.json", "results.json"):
+    shutil.copy(other / name, mine / name)
+  with pytest.raises(harness.WorkdirError) as error:
+    _run(mine)
+  message = str(error.value)
+  assert "progress.json" in message and "results.json are damaged or another run's" in message
+  assert "progress.json's finished cells train again" in message  # was: "nothing trained"
+  for name in ("progress.json", "results.json"):
+    (mine / name).unlink()
+  assert _run(mine) == want
