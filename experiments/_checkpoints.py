@@ -2,8 +2,8 @@
 file list, and checked when restored (damaged, renamed, moved, or another run's).
 
 ``Checkpoints`` is a part of ``experiments._workdir.Workdir``: it uses the workdir's
-``path``, ``fingerprint``, ``progress_path``, ``_managers`` (cell -> orbax manager) and
-``_saves`` (saves so far).
+``path``, ``fingerprint``, ``progress``, ``progress_path``, ``_managers`` (cell -> orbax
+manager) and ``_saves`` (saves so far).
 """
 
 from __future__ import annotations
@@ -169,6 +169,11 @@ class Checkpoints:
       for s in [step, *earlier]
       if _recorded_step(folder, s) not in (None, s) and files.first_damage(folder / str(s)) is None
     )
+    # Renaming back undoes a rename or a swap, not a copy (the step's own folder is there).
+    if any(
+      _recorded_step(folder, r) in (None, r) and (folder / str(r)).exists() for _, r in renamed
+    ):
+      renamed = []
     checked = intact is not None and (folder / str(intact) / files.MANIFEST).exists()
     if intact is not None:
       way = (
@@ -187,7 +192,7 @@ class Checkpoints:
       f"the checkpoint of {label or f'cell {cell!r}'} at step {step} is unusable: {what}. "
       + (
         f"Finished cells are intact (their results are in {self.progress_path}). "
-        if self.progress_path.exists()
+        if self.progress.get("cells")
         else ""
       )
       + f"To go on, {way}."
@@ -234,7 +239,7 @@ def _misplaced(restored, cell: str, step: int, template, fingerprint: str) -> st
     return "it was saved by a run of another config (its folder was copied here)"
   saved_step = restored.history.get("_step")
   if saved_step is not None and int(saved_step) != step:
-    return f"it was saved at step {int(saved_step)} (its folder was renamed)"
+    return f"it was saved at step {int(saved_step)} (its folder was renamed or copied)"
   saved_cell = restored.history.get("_cell")  # checkpoints before jhash kept it have none
   if saved_cell is not None and int(saved_cell) != stable_hash(cell):
     return "it was saved by another cell (its folder was moved or copied here)"

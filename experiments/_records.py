@@ -199,7 +199,8 @@ def result_digest(result: Any) -> str:
 
 
 _EDITED = (
-  "differs from the digest jhash wrote with it (a value, a curve or a history was changed or lost)"
+  "differs from the digest jhash wrote with it (a value, a curve or a history was changed or "
+  "lost, or the entry is another run's: the digest covers the config too)"
 )
 
 

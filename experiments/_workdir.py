@@ -238,7 +238,8 @@ class Workdir(Checkpoints):
       names = ", ".join(repr(c) for c in edited)
       raise WorkdirError(
         f"{self.progress_path} is damaged: the results of cells {names} differ from the "
-        "digests jhash wrote with them (a value, a curve or a history was changed or lost), "
+        "digests jhash wrote with them (a value, a curve or a history was changed or lost, "
+        "or the entries are another run's), "
         "and so do its wall times; jhash writes it, so something else changed it. To go "
         f"on, delete the entries {names} from its 'cells', and its keys 'seconds' (every "
         "cell's), 'wall_time_s' and 'time_digest', and run again: those cells train again "

@@ -282,8 +282,9 @@ def _note_dropped(workdir: Workdir, todo: list[str]) -> None:
   if dropped:
     print(
       f"note: results.json was written from {len(dropped)} finished cell(s) that "
-      f"progress.json no longer holds (e.g. {dropped[0]!r}): progress.json was replaced or "
-      "edited. They train again (same seeds, same results).",
+      f"progress.json does not hold (e.g. {dropped[0]!r}): one of the two files was "
+      "replaced or edited. Those cells train again (same seeds, same results) and "
+      "results.json is written again.",
       flush=True,
     )
 

@@ -63,7 +63,11 @@ def load(run_dir) -> dict:
       f"{path} is damaged: a run's results are a JSON object; got {type(results).__name__}."
     )
   if "table" not in results:
-    raise ValueError(f"{path} holds no results table (written by an older jhash, or damaged?).")
+    raise ValueError(
+      f"{path} holds no results table (written by an older jhash, or damaged). Delete it "
+      "and run the experiment again on its run directory (the same command): it is "
+      "written again from the finished cells in progress.json, none trained again."
+    )
   if not isinstance(results["table"], str):
     raise ValueError(
       f"{path} is damaged: its 'table' must be text; got {type(results['table']).__name__}."
@@ -139,9 +143,9 @@ def _check_digest(results: Mapping[str, Any], path: pathlib.Path) -> None:
     else "differs from the digest jhash wrote with it (a number, the table or a record was changed)"
   )
   raise ValueError(
-    f"{path} {what}. Run the experiment again on its run directory (the same command): "
-    "results.json is written again from the finished cells in progress.json, none trained "
-    "again."
+    f"{path} {what}. Delete it and run the experiment again on its run directory (the "
+    "same command): results.json is written again from the finished cells in "
+    "progress.json, none trained again."
   )
 
 

@@ -319,6 +319,8 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
     hint = ""
     if len(shape) == 2 and dtype.kind in "iuf":
       hint = " (for 0/1 multi-hot labels, pass labels.astype(bool))"
+    elif len(shape) == 1 and dtype.kind == "f" and not _whole(labels):
+      hint = " (its values are not all whole numbers, so they are not class ids)"
     elif len(shape) == 1 and dtype.kind in "bf":
       hint = " (for class ids, pass labels.astype(np.int32))"
     raise ValueError(f"{name} must be {expected}; got {describe(labels)}{hint}.")
@@ -328,6 +330,12 @@ def label_array(labels: Any, name: str = "labels", num_items: int | None = None)
   if kind == "class_ids":
     nonneg_ids(labels, name)
   return kind
+
+
+def _whole(values: Any) -> bool:
+  """Whether every value is a finite whole number (NaN or 1.5 are not)."""
+  values = np.asarray(values, np.float64)
+  return bool(np.all(np.isfinite(values) & (values == np.round(values))))
 
 
 def label_columns(labels: Any, name: str = "labels") -> None:

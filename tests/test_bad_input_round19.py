@@ -41,7 +41,7 @@ def test_report_refuses_a_results_json_changed_after_it_was_written(tmp_path):
   )
   with pytest.raises(ValueError, match="differs from the digest jhash wrote with it") as error:
     report.page([tmp_path])  # was: published 0.9999
-  assert "Run the experiment again on its run directory" in str(error.value)
+  assert "Delete it and run the experiment again on its run directory" in str(error.value)
   _edit(tmp_path / "results.json", lambda r: r.pop("digest"))
   with pytest.raises(ValueError, match="has no digest"):
     report.page([tmp_path])

@@ -83,7 +83,9 @@ def test_a_renamed_step_folder_is_refused(tmp_path, capsys):
   (folder / "10").rename(folder / "15")  # was: resumed at step 15 from step 10's state
   template = jax.eval_shape(lambda: {"w": np.arange(4.0)})
   message = _load(tmp_path, "itq/32", template)
-  assert "at step 15 is unusable: it was saved at step 10 (its folder was renamed)" in message
+  assert (
+    "at step 15 is unusable: it was saved at step 10 (its folder was renamed or copied)" in message
+  )
   assert (
     f"delete {folder / '15'} and run again: the cell resumes from its checkpoint at " in message
   )
