@@ -8,10 +8,8 @@ cell back to step 0 though an earlier step was intact, one ``--title`` for two r
 directories was taken, a scalar count was shown as a list.
 """
 
-import json
 import warnings
 import shutil
-import time
 
 import jax
 import numpy as np
@@ -25,12 +23,8 @@ from experiments import report
 from experiments import retrieval
 
 
-def _run(path, seed=0):
-  with harness.Workdir(path, {"seed": seed}) as wd:
-    cells = [(c, lambda v=v: {"map": v + seed / 10}) for c, v in (("itq", 0.7), ("lsh", 0.4))]
-    out = harness.run_cells(cells, wd, progress=False)
-    harness.write_results(wd, {"seed": seed}, out, time.time(), extra={"table": "| t |"})
-  return json.loads((path / "results.json").read_text())["metrics"]
+def _run(path, seed=0, cells=("itq", "lsh")):
+  return runs.finish_cells(path, {"seed": seed}, cells)
 
 
 @pytest.mark.parametrize("name", ["progress.json", "results.json"])

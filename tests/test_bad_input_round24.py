@@ -11,11 +11,9 @@ page over a run's plot.
 """
 
 import gc
-import json
 import shutil
 import signal
 import sys
-import time
 
 import jax
 import numpy as np
@@ -29,12 +27,7 @@ from experiments import report
 
 
 def _run(path, seed=0, cells=("itq", "lsh")):
-  values = {"itq": 0.7, "lsh": 0.4, "pca": 0.2}
-  with harness.Workdir(path, {"seed": seed}) as wd:
-    todo = [(c, lambda c=c: {"map": values[c] + seed / 10}) for c in cells]
-    out = harness.run_cells(todo, wd, progress=False)
-    harness.write_results(wd, {"seed": seed}, out, time.time(), extra={"table": "| t |"})
-  return json.loads((path / "results.json").read_text())["metrics"]
+  return runs.finish_cells(path, {"seed": seed}, cells)
 
 
 def test_a_stop_python_dropped_stops_the_run_at_the_next_cell(tmp_path, monkeypatch):

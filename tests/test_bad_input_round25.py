@@ -7,13 +7,13 @@ folder, with a renaming that failed; two files copied from another run were name
 run, the second with a cost that no longer held.
 """
 
-import json
 import shutil
-import time
 
 import jax
 import numpy as np
 import pytest
+
+import _experiment_runs as runs
 
 from experiments import _workdir
 from experiments import harness
@@ -21,12 +21,7 @@ from experiments import report
 
 
 def _run(path, seed=0, cells=("itq", "lsh")):
-  values = {"itq": 0.7, "lsh": 0.4}
-  with harness.Workdir(path, {"seed": seed}) as wd:
-    todo = [(c, lambda c=c: {"map": values[c] + seed / 10}) for c in cells]
-    out = harness.run_cells(todo, wd, progress=False)
-    harness.write_results(wd, {"seed": seed}, out, time.time(), extra={"table": "| t |"})
-  return json.loads((path / "results.json").read_text())["metrics"]
+  return runs.finish_cells(path, {"seed": seed}, cells)
 
 
 def test_a_replaced_progress_json_is_not_blamed_on_results_json(tmp_path, capsys):

@@ -11,7 +11,6 @@ to become ints.
 
 import json
 import shutil
-import time
 
 import jax
 import numpy as np
@@ -25,13 +24,7 @@ from experiments import report
 
 
 def _run(path, config=None, cells=("itq", "lsh")):
-  config = {"seed": 0} if config is None else config
-  values = {"itq": 0.7, "lsh": 0.4}
-  with harness.Workdir(path, config) as wd:
-    todo = [(c, lambda c=c: {"map": values[c]}) for c in cells]
-    out = harness.run_cells(todo, wd, progress=False)
-    harness.write_results(wd, config, out, time.time(), extra={"table": "| t |"})
-  return json.loads((path / "results.json").read_text())["metrics"]
+  return runs.finish_cells(path, config, cells)
 
 
 def test_the_reports_remedy_for_an_edited_results_json_works_as_written(tmp_path):
