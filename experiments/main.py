@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from experiments import _stop
 
-_stop.install()  # first: a stop while Python starts waits for the imports (_stop.arm)
+if __name__ == "__main__":  # first: a stop while Python starts waits for the imports
+  _stop.install()  # (_stop.arm); not when imported (a test's Ctrl-C stays pytest's)
 
 import difflib
 import importlib
