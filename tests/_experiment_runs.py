@@ -121,3 +121,30 @@ def finish_cells(path, config=None, cells=("itq", "lsh")) -> dict:
     out = harness.run_cells(todo, wd, progress=False)
     harness.write_results(wd, config, out, time.time(), extra={"table": "| t |"})
   return json.loads((pathlib.Path(path) / "results.json").read_text())["metrics"]
+
+
+def two_steps(path):
+  """Checkpoints of cell "itq" at steps 4 (``w = arange(4)``) and 8 (``w + 1``) in the
+  workdir ``path``: (the cell's checkpoint folder, the state's template)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+
+  from experiments import _checkpoints  # pylint: disable=import-outside-toplevel
+  from experiments import harness  # pylint: disable=import-outside-toplevel
+
+  state = {"w": np.arange(4.0)}
+  with harness.Workdir(path, {"seed": 0}) as wd:
+    wd.save_state("itq", 4, state, {"loss": [1.0]})
+    wd.save_state("itq", 8, {"w": np.arange(4.0) + 1}, {"loss": [1.0, 0.5]})
+  folder = pathlib.Path(path) / "checkpoints" / _checkpoints._safe("itq")  # pylint: disable=protected-access
+  return folder, jax.eval_shape(lambda: state)
+
+
+def load_error(path, template, cell="itq") -> str:
+  """The message of the ``WorkdirError`` that restoring ``cell`` in ``path`` raises."""
+  import pytest  # pylint: disable=import-outside-toplevel
+
+  from experiments import harness  # pylint: disable=import-outside-toplevel
+
+  with harness.Workdir(path, {"seed": 0}) as wd, pytest.raises(harness.WorkdirError) as error:
+    wd.load_state(cell, template)
+  return str(error.value)

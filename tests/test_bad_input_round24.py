@@ -15,13 +15,11 @@ import shutil
 import signal
 import sys
 
-import jax
 import numpy as np
 import pytest
 
 import _experiment_runs as runs
 from experiments import _stop
-from experiments import _workdir
 from experiments import harness
 from experiments import report
 
@@ -98,18 +96,11 @@ def test_a_results_json_of_another_folder_beside_an_unfinished_run_is_refused(tm
 
 
 def test_step_folders_swapped_are_named_and_no_step_is_offered_as_intact(tmp_path):
-  state = {"w": np.arange(4.0)}
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
-    wd.save_state("itq", 4, state, {"loss": [1.0]})
-    wd.save_state("itq", 8, {"w": np.arange(4.0) + 1}, {"loss": [1.0, 0.5]})
-  folder = tmp_path / "checkpoints" / _workdir._safe("itq")  # pylint: disable=protected-access
+  folder, template = runs.two_steps(tmp_path)
   (folder / "4").rename(folder / "x")
   (folder / "8").rename(folder / "4")
   (folder / "x").rename(folder / "8")
-  template = jax.eval_shape(lambda: state)
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd, pytest.raises(harness.WorkdirError) as error:
-    wd.load_state("itq", template)
-  message = str(error.value)
+  message = runs.load_error(tmp_path, template)
   assert "resumes from its checkpoint at step 4" not in message  # was: "which is intact"
   assert f"{folder / '4'} holds step 8, {folder / '8'} holds step 4" in message
   (folder / "4").rename(folder / "x")  # the remedy it names: rename them back

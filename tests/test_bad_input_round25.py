@@ -9,13 +9,10 @@ run, the second with a cost that no longer held.
 
 import shutil
 
-import jax
-import numpy as np
 import pytest
 
 import _experiment_runs as runs
 
-from experiments import _workdir
 from experiments import harness
 from experiments import report
 
@@ -40,16 +37,9 @@ def test_a_replaced_progress_json_is_not_blamed_on_results_json(tmp_path, capsys
 
 
 def test_a_file_list_copied_from_another_step_is_not_called_a_rename(tmp_path):
-  state = {"w": np.arange(4.0)}
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
-    wd.save_state("itq", 4, state, {"loss": [1.0]})
-    wd.save_state("itq", 8, {"w": np.arange(4.0) + 1}, {"loss": [1.0, 0.5]})
-  folder = tmp_path / "checkpoints" / _workdir._safe("itq")  # pylint: disable=protected-access
+  folder, template = runs.two_steps(tmp_path)
   shutil.copy(folder / "4" / "jhash_files.json", folder / "8" / "jhash_files.json")
-  template = jax.eval_shape(lambda: state)
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd, pytest.raises(harness.WorkdirError) as error:
-    wd.load_state("itq", template)
-  message = str(error.value)
+  message = runs.load_error(tmp_path, template)
   assert "resumes from its checkpoint at step 4, which is intact" in message
   assert "renamed" not in message  # was: "folder 8 holds step 4; renaming ... also works"
 

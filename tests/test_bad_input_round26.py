@@ -12,13 +12,11 @@ to become ints.
 import json
 import shutil
 
-import jax
 import numpy as np
 import pytest
 
 import _experiment_runs as runs
 import jhash
-from experiments import _workdir
 from experiments import harness
 from experiments import report
 
@@ -61,36 +59,22 @@ def test_a_cell_entry_of_another_config_with_the_same_result_is_named_as_possibl
     _run(mine)  # was: only "a value, a curve or a history was changed or lost"
 
 
-def _two_steps(tmp_path):
-  state = {"w": np.arange(4.0)}
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd:
-    wd.save_state("itq", 4, state, {"loss": [1.0]})
-    wd.save_state("itq", 8, {"w": np.arange(4.0) + 1}, {"loss": [1.0, 0.5]})
-  return tmp_path / "checkpoints" / _workdir._safe("itq"), jax.eval_shape(lambda: state)  # pylint: disable=protected-access
-
-
-def _message(tmp_path, template):
-  with harness.Workdir(tmp_path, {"seed": 0}) as wd, pytest.raises(harness.WorkdirError) as error:
-    wd.load_state("itq", template)
-  return str(error.value)
-
-
 def test_a_copied_step_folder_is_not_offered_a_rename_back(tmp_path):
-  folder, template = _two_steps(tmp_path)
+  folder, template = runs.two_steps(tmp_path)
   shutil.rmtree(folder / "8")
   shutil.copytree(folder / "4", folder / "8")
-  message = _message(tmp_path, template)
+  message = runs.load_error(tmp_path, template)
   assert "saved at step 4 (its folder was renamed or copied)" in message
   assert "renaming each back" not in message  # was: offered, and step 4's folder is there
   assert "resumes from its checkpoint at step 4, which is intact" in message
 
 
 def test_finished_cells_are_not_said_to_be_intact_when_there_are_none(tmp_path):
-  folder, template = _two_steps(tmp_path)
+  folder, template = runs.two_steps(tmp_path)
   (folder / "8" / "jhash_files.json").write_text("{}")
   with harness.Workdir(tmp_path, {"seed": 0}) as wd:
     wd.write_progress()  # a progress.json with no finished cell
-  assert "Finished cells are intact" not in _message(tmp_path, template)
+  assert "Finished cells are intact" not in runs.load_error(tmp_path, template)
 
 
 def test_labels_that_are_not_whole_numbers_are_not_told_to_become_ints():
