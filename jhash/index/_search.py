@@ -68,6 +68,7 @@ from jhash import native
 from jhash.index import _build
 from jhash.index import _native_search
 from jhash.index import _probe
+from jhash.index import _search_checks
 from jhash.index import _substrings
 from jhash.index import _visit
 
@@ -88,7 +89,6 @@ _CHUNK = 128
 _WINDOW = 16
 # First guess of result slots in radius_search.
 _RADIUS_SLOTS = 64
-_INT32_MAX = int(np.iinfo(np.int32).max)
 #: jnp.searchsorted's methods, any of which bucket_search accepts.
 SEARCHSORTED_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
 
@@ -385,61 +385,6 @@ def _array_search(
   ), most
 
 
-def _check_search_args(index, query_packed, max_radius, max_results):
-  _probe.check_queries(index, query_packed)
-  max_radius = _check_radius(index, max_radius, "max_radius")
-  max_results = _check_max_results(max_results)
-  check_slots(int(query_packed.shape[0]), max_results)
-  return max_radius, max_results
-
-
-def check_slots(num_queries: int, max_results: int) -> None:
-  """Refuse result arrays [q, max_results] (ids and radii) past the machine's memory."""
-  _checks.fits_in_memory(
-    {"item ids and radii": 8 * num_queries * max_results},
-    f"max_results={max_results:,} slots for {num_queries:,} queries",
-    "ask for fewer slots (num_found still counts every item found), or search the "
-    "queries in batches",
-  )
-
-
-def _check_max_results(max_results) -> int:
-  """Result slots per query: a Python int in [1, 2**31 - 1] (slots hold int32 ids)."""
-  max_results = _checks.positive_int(max_results, "max_results")
-  if max_results > _INT32_MAX:
-    raise ValueError(
-      f"max_results must be at most {_INT32_MAX:,} (result slots hold int32 item ids); "
-      f"got {max_results:,}."
-    )
-  return max_results
-
-
-def _check_radius(index, radius, name: str) -> int:
-  """A Python int in [0, num_bits] (it sets the program's shapes: never traced)."""
-  radius = _checks.nonneg_int(radius, name)
-  if radius > index.num_bits:
-    raise ValueError(f"{name} must be <= num_bits={index.num_bits}; got {radius}.")
-  return radius
-
-
-def _check_num_wanted(num_wanted: Any) -> jax.Array | np.int32:
-  if type(num_wanted) is int and num_wanted >= 1:  # the common case, quickly
-    return np.int32(min(num_wanted, _INT32_MAX))
-  if (
-    isinstance(num_wanted, (bool, np.bool_))
-    or np.ndim(num_wanted) != 0
-    or (np.dtype(getattr(num_wanted, "dtype", type(num_wanted))).kind not in "iu")
-  ):
-    raise ValueError(f"num_wanted must be an integer >= 1; got {_checks.describe(num_wanted)}.")
-  if _checks.is_concrete(num_wanted):
-    value = int(np.asarray(num_wanted))
-    if value < 1:
-      raise ValueError(f"num_wanted must be >= 1; got {value}.")
-    # A NumPy scalar: jit's dispatch takes it far faster than a new device scalar.
-    return np.int32(min(value, _INT32_MAX))  # more than any index holds
-  return jnp.asarray(num_wanted, jnp.int32)
-
-
 def _check_tuning(probes_per_block: Any, searchsorted_method: Any) -> tuple[int, str]:
   """The tuning knobs, checked, or the backend's defaults where ``None``."""
   if probes_per_block is None:
@@ -452,15 +397,6 @@ def _check_tuning(probes_per_block: Any, searchsorted_method: Any) -> tuple[int,
       f"searchsorted_method must be one of {SEARCHSORTED_METHODS}; got {searchsorted_method!r}."
     )
   return probes_per_block, searchsorted_method
-
-
-def _check_use_substrings(use_substrings: Any) -> bool | None:
-  if use_substrings is not None and not isinstance(use_substrings, (bool, np.bool_)):
-    raise ValueError(
-      "use_substrings must be None (decide by cost), True or False; got "
-      f"{_checks.describe(use_substrings)}."
-    )
-  return None if use_substrings is None else bool(use_substrings)
 
 
 def bucket_search(
@@ -516,8 +452,10 @@ def bucket_search(
     ``sum_{i <= radius_reached} C(K, i)``), non-empty buckets visited [q], and the
     final radius reached [q].
   """
-  max_radius, max_results = _check_search_args(index, query_packed, max_radius, max_results)
-  num_wanted = _check_num_wanted(num_wanted)
+  max_radius, max_results = _search_checks.check_search_args(
+    index, query_packed, max_radius, max_results
+  )
+  num_wanted = _search_checks.check_num_wanted(num_wanted)
   setup = _setup(
     index, max_radius, max_results, probes_per_block, searchsorted_method, use_substrings
   )
@@ -558,7 +496,7 @@ def _setup(index, max_radius, max_results, probes_per_block, searchsorted_method
   plan = _substrings.substring_plan(
     index,
     max_radius,
-    _check_use_substrings(use_substrings),
+    _search_checks.check_use_substrings(use_substrings),
     native_kernel=use_native and jax.default_backend() == "cpu",
   )
   if plan is None and index.num_substrings:
@@ -624,7 +562,7 @@ def radius_search(index: _build.BucketIndex, query_packed: jax.Array, radius: in
     items within ``radius`` (then -1), in the order of ``bucket_search``.
   """
   _probe.check_queries(index, query_packed)
-  radius = _check_radius(index, radius, "radius")
+  radius = _search_checks.check_radius(index, radius, "radius")
   if any(isinstance(x, jax.core.Tracer) for x in (query_packed, index.keys)):
     raise TypeError(
       "radius_search is host-level (its result's width depends on the data), so it cannot "

@@ -25,6 +25,7 @@ from jhash.index import _build
 from jhash.index import _host_search
 from jhash.index import _probe
 from jhash.index import _search
+from jhash.index import _search_checks
 from jhash.index import _substrings
 
 #: What a searcher returns unless told otherwise.
@@ -87,9 +88,11 @@ def searcher(
     A ``Searcher``; its ``search(query_packed)`` returns a tuple of the ``outputs``.
   """
   _probe.check_index(index)
-  max_radius = _search._check_radius(index, max_radius, "max_radius")
-  max_results = _search._check_max_results(max_results)
-  wanted = _search._check_num_wanted(index.num_items + 1 if num_wanted is None else num_wanted)
+  max_radius = _search_checks.check_radius(index, max_radius, "max_radius")
+  max_results = _search_checks.check_max_results(max_results)
+  wanted = _search_checks.check_num_wanted(
+    index.num_items + 1 if num_wanted is None else num_wanted
+  )
   if not _checks.is_concrete(wanted):
     raise TypeError("num_wanted of a searcher is fixed when it is made: give a Python int.")
   outputs = _check_outputs(outputs)
@@ -141,13 +144,13 @@ def searcher(
       if padded:
         check_padding(query_packed)
       if query_packed.shape[0] > most_queries:
-        _search.check_slots(query_packed.shape[0], max_results)
+        _search_checks.check_slots(query_packed.shape[0], max_results)
       if on_host is not None:  # NumPy in, NumPy out: no JAX dispatch
         return on_host(query_packed)
     else:
       _probe.check_queries(prepared, query_packed)
     if query_packed.shape[0] > most_queries:
-      _search.check_slots(query_packed.shape[0], max_results)
+      _search_checks.check_slots(query_packed.shape[0], max_results)
     return run(prepared, query_packed)
 
   return Searcher(search, outputs)
